@@ -1,0 +1,138 @@
+//! Where CAR keeps its data and which project a command runs in.
+//!
+//! This module owns every environment variable name CAR reads and every path under `CAR_HOME`,
+//! so the rest of the code receives resolved values and never reads the environment itself.
+
+use std::path::{Path, PathBuf};
+
+/// Every environment variable CAR reads, in one place.
+pub mod env {
+    /// The state root (default `~/.car`). Must be an absolute path.
+    pub const CAR_HOME: &str = "CAR_HOME";
+    /// Comma-separated tool names whose confirmation the host grants (`confirm:<tool>`).
+    pub const CAR_CONFIRM: &str = "CAR_CONFIRM";
+    /// Which agent host launched CAR (`claude-code`, `codex`, …); recorded with executions.
+    pub const CAR_INVOKED_BY: &str = "CAR_INVOKED_BY";
+    /// Overrides the project root (otherwise discovered from the working directory).
+    pub const CAR_PROJECT_DIR: &str = "CAR_PROJECT_DIR";
+    /// Log filter for stderr logs (tracing `EnvFilter` syntax), e.g. `debug`.
+    pub const RUST_LOG: &str = "RUST_LOG";
+}
+
+/// Why CAR's home could not be resolved.
+#[derive(Debug, thiserror::Error)]
+pub enum HomeError {
+    #[error("CAR_HOME must be an absolute path, got {0:?}; set it to something like /home/you/.car or unset it to use ~/.car")]
+    NotAbsolute(PathBuf),
+    #[error("cannot find your home directory to place ~/.car; set CAR_HOME to an absolute path")]
+    NoUserHome,
+}
+
+/// The resolved state root and the paths CAR keeps under it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Home {
+    root: PathBuf,
+}
+
+impl Home {
+    /// Resolves the home from an explicit value (flag or `CAR_HOME`), else `~/.car`.
+    pub fn resolve(explicit: Option<&Path>) -> Result<Home, HomeError> {
+        match explicit {
+            Some(path) if path.as_os_str().is_empty() => Self::default_home(),
+            Some(path) if path.is_absolute() => Ok(Home {
+                root: path.to_path_buf(),
+            }),
+            Some(path) => Err(HomeError::NotAbsolute(path.to_path_buf())),
+            None => Self::default_home(),
+        }
+    }
+
+    /// Resolves the home from the process environment (for binaries and examples).
+    pub fn from_env() -> Result<Home, HomeError> {
+        let value = std::env::var_os(env::CAR_HOME).map(PathBuf::from);
+        Self::resolve(value.as_deref())
+    }
+
+    fn default_home() -> Result<Home, HomeError> {
+        let dirs = directories::BaseDirs::new().ok_or(HomeError::NoUserHome)?;
+        Ok(Home {
+            root: dirs.home_dir().join(".car"),
+        })
+    }
+
+    pub fn root(&self) -> &Path {
+        &self.root
+    }
+
+    /// The one database: memory, executions and (later) everything else.
+    pub fn db_path(&self) -> PathBuf {
+        self.root.join("car.db")
+    }
+
+    /// The compatibility notes file, imported once and exportable.
+    pub fn assistant_json(&self) -> PathBuf {
+        self.root.join("memory").join("assistant.json")
+    }
+}
+
+/// Finds the project a working directory belongs to: the nearest ancestor holding `.car/`,
+/// else the nearest git root, else the directory itself.
+pub fn project_root(cwd: &Path) -> PathBuf {
+    let ancestor_with = |marker: &str| {
+        cwd.ancestors()
+            .find(|dir| dir.join(marker).exists())
+            .map(Path::to_path_buf)
+    };
+    // `~/.car` is CAR's home, not a project marker.
+    let home_marker = directories::BaseDirs::new().map(|d| d.home_dir().to_path_buf());
+    let car_dir = cwd
+        .ancestors()
+        .find(|dir| dir.join(".car").is_dir() && Some(dir.to_path_buf()) != home_marker)
+        .map(Path::to_path_buf);
+    car_dir
+        .or_else(|| ancestor_with(".git"))
+        .unwrap_or_else(|| cwd.to_path_buf())
+}
+
+/// Reads the confirmation grants a host passes in `CAR_CONFIRM` (`a,b` → `confirm:a`, `confirm:b`).
+pub fn confirm_grants_from_env() -> Vec<String> {
+    std::env::var(env::CAR_CONFIRM)
+        .unwrap_or_default()
+        .split(',')
+        .map(str::trim)
+        .filter(|name| !name.is_empty())
+        .map(|name| format!("confirm:{name}"))
+        .collect()
+}
+
+/// The project directory: `CAR_PROJECT_DIR` when set, else discovered from the working directory.
+pub fn project_dir_from_env() -> std::io::Result<PathBuf> {
+    if let Some(dir) = std::env::var_os(env::CAR_PROJECT_DIR).filter(|v| !v.is_empty()) {
+        return Ok(PathBuf::from(dir));
+    }
+    Ok(project_root(&std::env::current_dir()?))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn relative_car_home_is_refused() {
+        let err = Home::resolve(Some(Path::new("rel/home"))).unwrap_err();
+        assert!(matches!(err, HomeError::NotAbsolute(_)));
+    }
+
+    #[test]
+    fn project_root_prefers_dot_car_then_git() {
+        let tmp = tempfile::tempdir().unwrap();
+        let repo = tmp.path().join("repo");
+        let sub = repo.join("a/b");
+        std::fs::create_dir_all(&sub).unwrap();
+        assert_eq!(project_root(&sub), sub);
+        std::fs::create_dir_all(repo.join(".git")).unwrap();
+        assert_eq!(project_root(&sub), repo);
+        std::fs::create_dir_all(repo.join("a/.car")).unwrap();
+        assert_eq!(project_root(&sub), repo.join("a"));
+    }
+}

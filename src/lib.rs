@@ -1,0 +1,34 @@
+//! CAR, the Common Agent Runtime: one registry of tools behind a dispatcher (validation, policy,
+//! confirmation, execution log), durable graph memory, and faces that serve it — the `car`
+//! CLI and the `car-mcp` stdio MCP server.
+//!
+//! Embedding:
+//! ```no_run
+//! # async fn run() -> anyhow::Result<()> {
+//! use car::{McpServer, Runtime, Context, Face};
+//! let runtime = Runtime::builder().build()?;
+//! McpServer::new(runtime).context(Context::new(Face::Mcp)).serve_stdio().await?;
+//! # Ok(()) }
+//! ```
+
+pub mod cli;
+mod home;
+mod mcp;
+mod memory;
+mod output;
+mod runtime;
+mod store;
+
+pub use home::{confirm_grants_from_env, env, project_dir_from_env, project_root, Home, HomeError};
+pub use mcp::McpServer;
+pub use memory::{
+    AssembledContext, ContextMode, ContextRequest, EvaluationCase, InterveneRequest, Kind, Memory,
+    MemoryError, NewEntry, Note, QueryHit, Trigger, Written, OUTDATED_MARK,
+};
+pub use output::{failure as envelope_failure, success as envelope_success};
+pub use runtime::{
+    AllowAll, BuildError, CallOptions, CallOutcome, Confirmation, Context, DispatchError,
+    Dispatcher, Effect, ExecStatus, Face, Idempotence, Parallelism, PolicyGate, PolicyVerdict,
+    Registry, Runtime, RuntimeBuilder, Tool, ToolCall, ToolError, ToolSpec, MAX_STRING_BYTES,
+};
+pub use store::{Store, StoreError};

@@ -1,0 +1,349 @@
+//! The MCP face: an rmcp `ServerHandler` over the runtime's registry — tools with their hints,
+//! the `car_context` prompt, and `car://memory/fact/{id}` resources — served over stdio.
+#![deny(clippy::print_stdout, clippy::print_stderr)]
+
+mod stdio;
+
+use std::borrow::Cow;
+use std::sync::Arc;
+
+use rmcp::model::{
+    CallToolRequestParams, CallToolResponse, CallToolResult, CompleteRequestParams, CompleteResult,
+    GetPromptRequestParams, GetPromptResponse, GetPromptResult, ListPromptsResult,
+    ListResourceTemplatesResult, ListResourcesResult, ListToolsResult, PaginatedRequestParams,
+    ProtocolVersion, ReadResourceRequestParams, ReadResourceResponse, ReadResourceResult,
+    ServerConfig,
+};
+use rmcp::service::{RequestContext, RoleServer};
+use rmcp::{ErrorData as McpError, ServerHandler, ServiceExt};
+use serde_json::{json, Value};
+
+use crate::memory::{ContextMode, ContextRequest, Memory};
+use crate::runtime::{CallOptions, CallOutcome, Context, DispatchError, Face, Runtime};
+
+/// The protocol revisions CAR serves (newest preferred).
+const PROTOCOL_VERSIONS: &[ProtocolVersion] = &[
+    ProtocolVersion::V_2024_11_05,
+    ProtocolVersion::V_2025_03_26,
+    ProtocolVersion::V_2025_06_18,
+    ProtocolVersion::V_2025_11_25,
+];
+const FACT_URI: &str = "car://memory/fact/";
+const RESOURCES_PER_PAGE: usize = 100;
+
+/// Why serving stopped.
+#[derive(Debug, thiserror::Error)]
+pub enum ServeError {
+    #[error("the MCP session did not start: {0}")]
+    Initialize(String),
+    #[error("the MCP session ended with an error: {0}")]
+    Session(String),
+}
+
+/// An MCP server over a [`Runtime`].
+#[derive(Clone)]
+pub struct McpServer {
+    runtime: Runtime,
+    context: Context,
+    tools: Arc<Vec<Value>>,
+}
+
+impl McpServer {
+    pub fn new(runtime: Runtime) -> McpServer {
+        let tools = runtime.registry().specs().map(|s| s.to_json()).collect();
+        McpServer {
+            runtime,
+            context: Context::new(Face::Mcp),
+            tools: Arc::new(tools),
+        }
+    }
+
+    /// The trusted context of the connection (confirmation grants decided by the host).
+    pub fn context(mut self, context: Context) -> McpServer {
+        self.context = context;
+        self
+    }
+
+    /// Serves one client on stdin/stdout until it disconnects.
+    pub async fn serve_stdio(self) -> Result<(), ServeError> {
+        self.serve(tokio::io::stdin(), tokio::io::stdout()).await
+    }
+
+    /// Serves one client on any byte streams (newline-delimited JSON-RPC).
+    pub async fn serve<R, W>(self, reader: R, writer: W) -> Result<(), ServeError>
+    where
+        R: tokio::io::AsyncRead + Send + Unpin + 'static,
+        W: tokio::io::AsyncWrite + Send + Unpin + 'static,
+    {
+        let transport = stdio::GuardedTransport::new(reader, writer);
+        let running = ServiceExt::serve(self, transport)
+            .await
+            .map_err(|e| ServeError::Initialize(e.to_string()))?;
+        running
+            .waiting()
+            .await
+            .map(|_| ())
+            .map_err(|e| ServeError::Session(e.to_string()))
+    }
+
+    fn memory(&self) -> Result<Arc<Memory>, McpError> {
+        self.runtime
+            .memory()
+            .cloned()
+            .ok_or_else(|| McpError::invalid_params("this server has no memory", None))
+    }
+}
+
+fn from_json<T: serde::de::DeserializeOwned>(value: Value) -> Result<T, McpError> {
+    serde_json::from_value(value).map_err(|e| McpError::internal_error(format!("cannot build the result: {e}"), None))
+}
+
+/// The wire form of a dispatched call.
+fn tool_result(outcome: CallOutcome) -> Value {
+    let mut meta = json!({
+        "car/execution_id": outcome.execution_id,
+        "car/status": outcome.status.as_str(),
+    });
+    if outcome.replayed {
+        meta["car/replayed"] = json!(true);
+    }
+    match outcome.result {
+        Ok(value) => {
+            let text = value.to_string();
+            let mut result = json!({"content": [{"type": "text", "text": text}], "isError": false});
+            if value.is_object() {
+                result["structuredContent"] = value;
+            }
+            result["_meta"] = meta;
+            result
+        }
+        Err(error) => {
+            let body = json!({"code": error.code(), "message": error.to_string()});
+            meta["car/error"] = body.clone();
+            json!({
+                "content": [{"type": "text", "text": json!({"error": body}).to_string()}],
+                "isError": true,
+                "_meta": meta,
+            })
+        }
+    }
+}
+
+impl ServerHandler for McpServer {
+    fn get_info(&self) -> ServerConfig {
+        let value = json!({
+            "protocolVersion": ProtocolVersion::V_2025_11_25,
+            "capabilities": {
+                "tools": {"listChanged": false},
+                "resources": {"subscribe": false, "listChanged": false},
+                "prompts": {"listChanged": false},
+                "completions": {}
+            },
+            "serverInfo": {"name": "car-mcp", "title": "CAR", "version": env!("CARGO_PKG_VERSION")},
+            "instructions": "CAR gives you durable memory across sessions. Recall with memory_query before you rely on assumptions; remember decisions, conventions and gotchas with memory_add_fact (a fact with the same subject replaces the old one). The car_context prompt assembles a briefing."
+        });
+        serde_json::from_value(value).unwrap_or_default()
+    }
+
+    fn supported_protocol_versions(&self) -> Cow<'static, [ProtocolVersion]> {
+        Cow::Borrowed(PROTOCOL_VERSIONS)
+    }
+
+    async fn list_tools(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListToolsResult, McpError> {
+        from_json(json!({"tools": *self.tools}))
+    }
+
+    async fn call_tool(
+        &self,
+        request: CallToolRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, McpError> {
+        let request_id = context
+            .meta
+            .get("car/request_id")
+            .or_else(|| request.meta.as_ref().and_then(|m| m.get("car/request_id")))
+            .and_then(|v| match v {
+                Value::String(s) => Some(s.clone()),
+                Value::Number(n) => Some(n.to_string()),
+                _ => None,
+            });
+        let args = request.arguments.map(Value::Object).unwrap_or(Value::Null);
+        let options = CallOptions {
+            request_id,
+            cancel: context.ct.clone(),
+        };
+        match self.runtime.call(&request.name, args, &self.context, options).await {
+            Ok(outcome) => {
+                let result: CallToolResult = from_json(tool_result(outcome))?;
+                Ok(CallToolResponse::Complete(result))
+            }
+            Err(DispatchError::UnknownTool(name)) => {
+                let message = format!("unknown tool '{name}'; call tools/list for the available tools");
+                Err(McpError::invalid_params(message.clone(), Some(json!({"error": message}))))
+            }
+            Err(err @ DispatchError::Store(_)) => Err(McpError::internal_error(err.to_string(), None)),
+        }
+    }
+
+    async fn list_prompts(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListPromptsResult, McpError> {
+        let prompts = if self.runtime.memory().is_some() {
+            json!([{
+                "name": "car_context",
+                "title": "CAR context briefing",
+                "description": "A briefing from memory for a task: identity, active constraints, current facts (most relevant last), recent context and environment, within a token budget.",
+                "arguments": [
+                    {"name": "query", "description": "What you are working on.", "required": true},
+                    {"name": "mode", "description": "full (ranked, default) or fast (newest first, no ranking).", "required": false}
+                ]
+            }])
+        } else {
+            json!([])
+        };
+        from_json(json!({"prompts": prompts}))
+    }
+
+    async fn get_prompt(
+        &self,
+        request: GetPromptRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<GetPromptResponse, McpError> {
+        if request.name != "car_context" {
+            return Err(McpError::invalid_params(
+                format!("unknown prompt '{}'; the only prompt is car_context", request.name),
+                None,
+            ));
+        }
+        let memory = self.memory()?;
+        let args = request.arguments.unwrap_or_default();
+        let query = args
+            .get("query")
+            .and_then(Value::as_str)
+            .filter(|q| !q.trim().is_empty())
+            .ok_or_else(|| McpError::invalid_params("car_context needs the argument 'query'", None))?
+            .to_string();
+        let mode = match args.get("mode").and_then(Value::as_str) {
+            None | Some("full") => ContextMode::Full,
+            Some("fast") => ContextMode::Fast,
+            Some(other) => {
+                return Err(McpError::invalid_params(
+                    format!("mode must be 'full' or 'fast', not '{other}'"),
+                    None,
+                ))
+            }
+        };
+        let mut context_request = ContextRequest::new(&query);
+        context_request.mode = mode;
+        let assembled = tokio::task::spawn_blocking(move || memory.context(&context_request))
+            .await
+            .map_err(|e| McpError::internal_error(e.to_string(), None))?
+            .map_err(|e| McpError::internal_error(e.to_string(), None))?;
+        let result: GetPromptResult = from_json(json!({
+            "description": format!("CAR briefing for: {query}"),
+            "messages": [{"role": "user", "content": {"type": "text", "text": assembled.text}}]
+        }))?;
+        Ok(GetPromptResponse::Complete(result))
+    }
+
+    async fn complete(
+        &self,
+        request: CompleteRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<CompleteResult, McpError> {
+        let request = serde_json::to_value(&request).unwrap_or_default();
+        let is_mode = request["ref"]["type"] == "ref/prompt"
+            && request["ref"]["name"] == "car_context"
+            && request["argument"]["name"] == "mode";
+        let prefix = request["argument"]["value"].as_str().unwrap_or_default();
+        let values: Vec<&str> = if is_mode {
+            ["full", "fast"].into_iter().filter(|m| m.starts_with(prefix)).collect()
+        } else {
+            Vec::new()
+        };
+        from_json(json!({"completion": {"values": values, "total": values.len(), "hasMore": false}}))
+    }
+
+    async fn list_resources(
+        &self,
+        request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListResourcesResult, McpError> {
+        let Some(memory) = self.runtime.memory().cloned() else {
+            return from_json(json!({"resources": []}));
+        };
+        let after = match request.and_then(|r| r.cursor) {
+            None => 0,
+            Some(cursor) => cursor
+                .parse::<i64>()
+                .map_err(|_| McpError::invalid_params(format!("invalid cursor '{cursor}'"), None))?,
+        };
+        let page = tokio::task::spawn_blocking(move || memory.list_entries(after, RESOURCES_PER_PAGE + 1))
+            .await
+            .map_err(|e| McpError::internal_error(e.to_string(), None))?
+            .map_err(|e| McpError::internal_error(e.to_string(), None))?;
+        let more = page.len() > RESOURCES_PER_PAGE;
+        let shown = &page[..page.len().min(RESOURCES_PER_PAGE)];
+        let resources: Vec<Value> = shown
+            .iter()
+            .map(|n| json!({"uri": format!("{FACT_URI}{}", n.id), "name": n.id, "title": n.subject,
+                            "mimeType": "text/plain"}))
+            .collect();
+        let mut result = json!({"resources": resources});
+        if more {
+            if let Some(last) = shown.last() {
+                result["nextCursor"] = json!(last.seq.to_string());
+            }
+        }
+        from_json(result)
+    }
+
+    async fn list_resource_templates(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListResourceTemplatesResult, McpError> {
+        from_json(json!({"resourceTemplates": [{
+            "uriTemplate": format!("{FACT_URI}{{id}}"),
+            "name": "memory-fact",
+            "title": "A remembered entry",
+            "description": "One memory entry by id (as returned by memory_query).",
+            "mimeType": "text/plain"
+        }]}))
+    }
+
+    async fn read_resource(
+        &self,
+        request: ReadResourceRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ReadResourceResponse, McpError> {
+        let uri = request.uri.clone();
+        let Some(id) = uri.strip_prefix(FACT_URI).filter(|id| !id.is_empty()) else {
+            return Err(McpError::resource_not_found(
+                format!("no resource at {uri}; memory entries are at {FACT_URI}{{id}}"),
+                None,
+            ));
+        };
+        let memory = self.memory()?;
+        let id_owned = id.to_string();
+        let node = tokio::task::spawn_blocking(move || memory.get(&id_owned))
+            .await
+            .map_err(|e| McpError::internal_error(e.to_string(), None))?
+            .map_err(|e| McpError::internal_error(e.to_string(), None))?
+            .ok_or_else(|| McpError::resource_not_found(format!("no memory entry '{id}'"), None))?;
+        let mut text = format!("{}\n\n{}\n\nid: {}\nkind: {}\ncreated: {}\n", node.subject, node.body, node.id, node.kind.as_str(), node.created_at);
+        if let Some(by) = &node.superseded_by {
+            text.push_str(&format!("superseded by: {by} (not current)\n"));
+        }
+        let result: ReadResourceResult = from_json(json!({"contents": [{
+            "uri": uri, "mimeType": "text/plain", "text": text
+        }]}))?;
+        Ok(ReadResourceResponse::Complete(result))
+    }
+}

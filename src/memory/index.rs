@@ -1,0 +1,295 @@
+//! The in-memory view of the graph that retrieval walks. Each process builds it once from the
+//! database and then replays `memory_changes` past the last sequence it saw, so a query costs
+//! one indexed lookup to stay current with every other writer, never a reload of the graph.
+
+use std::collections::{BTreeSet, HashMap};
+
+use rusqlite::{Connection, OptionalExtension};
+
+use super::model::{EdgeKind, Kind, Node};
+use super::text;
+use crate::store;
+
+/// A link as seen from one end.
+#[derive(Debug, Clone, Copy)]
+pub struct Link {
+    pub other: u32,
+    pub kind: EdgeKind,
+    pub weight: f64,
+}
+
+/// Nodes, postings and adjacency, addressed by dense slot numbers.
+#[derive(Debug, Default)]
+pub struct Index {
+    last_change: i64,
+    loaded: bool,
+    slots: Vec<Option<Node>>,
+    by_id: HashMap<String, u32>,
+    postings: HashMap<String, Vec<u32>>,
+    stem_postings: HashMap<String, Vec<u32>>,
+    out: Vec<Vec<Link>>,
+    inc: Vec<Vec<Link>>,
+    live: usize,
+}
+
+const NODE_COLUMNS: &str = "seq, id, project_id, tenant, kind, subject, body, tags, confidence,
+    source, created_at, superseded_by, invalidated_by, injections";
+
+fn read_node(row: &rusqlite::Row<'_>) -> rusqlite::Result<Node> {
+    let subject: String = row.get(5)?;
+    let body: String = row.get(6)?;
+    let mut terms = text::terms(&format!("{subject} {body}"));
+    terms.sort_unstable();
+    let kind: String = row.get(4)?;
+    let tags: String = row.get(7)?;
+    Ok(Node {
+        seq: row.get(0)?,
+        id: row.get(1)?,
+        project: row.get(2)?,
+        tenant: row.get(3)?,
+        kind: Kind::parse(&kind).unwrap_or(Kind::Pattern),
+        subject,
+        body,
+        tags: serde_json::from_str(&tags).unwrap_or_default(),
+        confidence: row.get(8)?,
+        source: row.get(9)?,
+        created_at: row.get(10)?,
+        superseded_by: row.get(11)?,
+        invalidated_by: row.get(12)?,
+        injections: row.get(13)?,
+        terms,
+    })
+}
+
+impl Index {
+    /// Brings the index up to date with the database.
+    pub fn refresh(&mut self, conn: &Connection) -> store::Result<()> {
+        if !self.loaded {
+            return self.load_all(conn);
+        }
+        let head: i64 = conn.query_row(
+            "SELECT ifnull(max(seq), 0) FROM memory_changes",
+            [],
+            |r| r.get(0),
+        )?;
+        if head <= self.last_change {
+            return Ok(());
+        }
+        let mut changed = BTreeSet::new();
+        {
+            let mut stmt =
+                conn.prepare_cached("SELECT node_id FROM memory_changes WHERE seq > ?1 AND seq <= ?2")?;
+            let rows = stmt.query_map([self.last_change, head], |r| r.get::<_, String>(0))?;
+            for id in rows {
+                changed.insert(id?);
+            }
+        }
+        // Nodes first, so edges between two changed nodes find both ends.
+        for id in &changed {
+            let node = conn
+                .prepare_cached(&format!("SELECT {NODE_COLUMNS} FROM memory_nodes WHERE id = ?1"))?
+                .query_row([id], read_node)
+                .optional()?;
+            match node {
+                Some(node) => self.upsert(node),
+                None => self.remove(id),
+            }
+        }
+        for id in &changed {
+            if let Some(&slot) = self.by_id.get(id) {
+                self.reload_edges(conn, slot)?;
+            }
+        }
+        self.last_change = head;
+        Ok(())
+    }
+
+    fn load_all(&mut self, conn: &Connection) -> store::Result<()> {
+        let tx = conn.unchecked_transaction()?;
+        let head: i64 = tx.query_row(
+            "SELECT ifnull(max(seq), 0) FROM memory_changes",
+            [],
+            |r| r.get(0),
+        )?;
+        {
+            let mut stmt = tx.prepare(&format!("SELECT {NODE_COLUMNS} FROM memory_nodes ORDER BY seq"))?;
+            let rows = stmt.query_map([], read_node)?;
+            for node in rows {
+                self.upsert(node?);
+            }
+            let mut stmt = tx.prepare("SELECT src, dst, kind, weight FROM memory_edges")?;
+            let rows = stmt.query_map([], |r| {
+                Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?, r.get::<_, String>(2)?, r.get::<_, f64>(3)?))
+            })?;
+            for edge in rows {
+                let (src, dst, kind, weight) = edge?;
+                self.link(&src, &dst, &kind, weight);
+            }
+        }
+        tx.commit()?;
+        self.last_change = head;
+        self.loaded = true;
+        Ok(())
+    }
+
+    fn link(&mut self, src: &str, dst: &str, kind: &str, weight: f64) {
+        let (Some(&a), Some(&b), Some(kind)) = (self.by_id.get(src), self.by_id.get(dst), EdgeKind::parse(kind))
+        else {
+            return;
+        };
+        self.out[a as usize].push(Link { other: b, kind, weight });
+        self.inc[b as usize].push(Link { other: a, kind, weight });
+    }
+
+    fn reload_edges(&mut self, conn: &Connection, slot: u32) -> store::Result<()> {
+        self.unlink(slot);
+        let id = match &self.slots[slot as usize] {
+            Some(node) => node.id.clone(),
+            None => return Ok(()),
+        };
+        let mut stmt = conn.prepare_cached(
+            "SELECT src, dst, kind, weight FROM memory_edges WHERE src = ?1
+             UNION ALL SELECT src, dst, kind, weight FROM memory_edges WHERE dst = ?1 AND src <> ?1",
+        )?;
+        let rows = stmt.query_map([&id], |r| {
+            Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?, r.get::<_, String>(2)?, r.get::<_, f64>(3)?))
+        })?;
+        let edges: Vec<_> = rows.collect::<Result<_, _>>()?;
+        for (src, dst, kind, weight) in edges {
+            self.link(&src, &dst, &kind, weight);
+        }
+        Ok(())
+    }
+
+    fn unlink(&mut self, slot: u32) {
+        let out = std::mem::take(&mut self.out[slot as usize]);
+        for link in out {
+            self.inc[link.other as usize].retain(|l| l.other != slot);
+        }
+        let inc = std::mem::take(&mut self.inc[slot as usize]);
+        for link in inc {
+            self.out[link.other as usize].retain(|l| l.other != slot);
+        }
+    }
+
+    fn upsert(&mut self, node: Node) {
+        if let Some(&slot) = self.by_id.get(&node.id) {
+            let same_text = self.slots[slot as usize]
+                .as_ref()
+                .is_some_and(|old| old.terms == node.terms);
+            if !same_text {
+                self.unpost(slot);
+                self.post(slot, &node.terms);
+            }
+            self.slots[slot as usize] = Some(node);
+            return;
+        }
+        let slot = self.slots.len() as u32;
+        self.post(slot, &node.terms);
+        self.by_id.insert(node.id.clone(), slot);
+        self.slots.push(Some(node));
+        self.out.push(Vec::new());
+        self.inc.push(Vec::new());
+        self.live += 1;
+    }
+
+    fn remove(&mut self, id: &str) {
+        let Some(slot) = self.by_id.remove(id) else {
+            return;
+        };
+        self.unlink(slot);
+        self.unpost(slot);
+        self.slots[slot as usize] = None;
+        self.live -= 1;
+    }
+
+    fn post(&mut self, slot: u32, terms: &[String]) {
+        for term in terms {
+            self.postings.entry(term.clone()).or_default().push(slot);
+            let stem = text::stem(term);
+            let list = self.stem_postings.entry(stem).or_default();
+            if list.last() != Some(&slot) {
+                list.push(slot);
+            }
+        }
+    }
+
+    fn unpost(&mut self, slot: u32) {
+        let Some(Some(node)) = self.slots.get(slot as usize) else {
+            return;
+        };
+        for term in node.terms.clone() {
+            if let Some(list) = self.postings.get_mut(&term) {
+                list.retain(|&s| s != slot);
+                if list.is_empty() {
+                    self.postings.remove(&term);
+                }
+            }
+            let stem = text::stem(&term);
+            if let Some(list) = self.stem_postings.get_mut(&stem) {
+                list.retain(|&s| s != slot);
+                if list.is_empty() {
+                    self.stem_postings.remove(&stem);
+                }
+            }
+        }
+    }
+
+    pub fn node(&self, slot: u32) -> Option<&Node> {
+        self.slots.get(slot as usize).and_then(Option::as_ref)
+    }
+
+    pub fn slot_of(&self, id: &str) -> Option<u32> {
+        self.by_id.get(id).copied()
+    }
+
+    pub fn by_id(&self, id: &str) -> Option<&Node> {
+        self.slot_of(id).and_then(|slot| self.node(slot))
+    }
+
+    /// Live nodes in slot (creation) order.
+    pub fn nodes(&self) -> impl Iterator<Item = (u32, &Node)> {
+        self.slots
+            .iter()
+            .enumerate()
+            .filter_map(|(i, n)| n.as_ref().map(|n| (i as u32, n)))
+    }
+
+    pub fn postings(&self, term: &str) -> &[u32] {
+        self.postings.get(term).map(Vec::as_slice).unwrap_or(&[])
+    }
+
+    pub fn stem_postings(&self, stem: &str) -> &[u32] {
+        self.stem_postings.get(stem).map(Vec::as_slice).unwrap_or(&[])
+    }
+
+    /// Indexed terms that contain `fragment` (for substring seeds), at most `limit`, sorted.
+    pub fn terms_containing(&self, fragment: &str, limit: usize) -> Vec<&str> {
+        let mut found: Vec<&str> = self
+            .postings
+            .keys()
+            .filter(|t| t.len() > fragment.len() && t.contains(fragment))
+            .map(String::as_str)
+            .collect();
+        found.sort_unstable();
+        found.truncate(limit);
+        found
+    }
+
+    /// Inverse document frequency of a term over live nodes: `max(0.1, ln(N / (1 + df)))`.
+    pub fn idf(&self, df: usize) -> f64 {
+        (self.live.max(1) as f64 / (1.0 + df as f64)).ln().max(0.1)
+    }
+
+    pub fn live(&self) -> usize {
+        self.live
+    }
+
+    pub fn outgoing(&self, slot: u32) -> &[Link] {
+        &self.out[slot as usize]
+    }
+
+    pub fn incoming(&self, slot: u32) -> &[Link] {
+        &self.inc[slot as usize]
+    }
+}

@@ -1,0 +1,364 @@
+//! memgine, CAR's graph memory: facts, knowledge, procedural entries, conversation turns and
+//! status slots as nodes of one graph with typed, weighted links; retrieval by seed terms and
+//! personalized PageRank; layered context assembly; proactive reminders. Every write is one
+//! SQLite transaction, so any number of processes can share a memory without losing a write.
+
+mod context;
+mod index;
+mod model;
+mod notes;
+mod proactive;
+mod retrieve;
+mod text;
+mod tools;
+mod write;
+
+use std::path::Path;
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use rusqlite::{params, OptionalExtension};
+use serde_json::{json, Value};
+
+pub use context::{AssembledContext, ContextMode, ContextRequest, OUTDATED_MARK};
+pub use model::{Kind, Node, Scope};
+pub use notes::Note;
+pub use proactive::{EvaluationCase, InterveneRequest, Trigger};
+pub use tools::tools;
+pub use write::{NewEntry, Written};
+
+use crate::store::{self, Store, StoreError};
+use index::Index;
+
+pub type Result<T, E = MemoryError> = std::result::Result<T, E>;
+
+#[derive(Debug, thiserror::Error)]
+pub enum MemoryError {
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    #[error("{0}")]
+    Invalid(String),
+    #[error("cannot read or write {path}: {message}")]
+    File { path: String, message: String },
+}
+
+impl From<rusqlite::Error> for MemoryError {
+    fn from(err: rusqlite::Error) -> Self {
+        MemoryError::Store(StoreError::Sqlite(err))
+    }
+}
+
+/// One retrieved entry.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct QueryHit {
+    pub id: String,
+    pub subject: String,
+    pub body: String,
+    pub kind: Kind,
+    pub activation: f64,
+}
+
+/// The memory of one project (plus global entries), backed by the shared store.
+pub struct Memory {
+    store: Arc<Store>,
+    project: Option<i64>,
+    index: Mutex<Index>,
+}
+
+/// The meta key that records that `assistant.json` was imported.
+const ASSISTANT_IMPORTED: &str = "assistant_json_imported";
+
+impl Memory {
+    /// Opens the memory of the project rooted at `project_root` (None: global entries only),
+    /// importing `assistant_json` once if it exists and was never imported.
+    pub fn open(
+        store: Arc<Store>,
+        project_root: Option<&Path>,
+        assistant_json: Option<&Path>,
+    ) -> Result<Memory> {
+        let project = project_root.map(|root| store.project_id(root)).transpose()?;
+        let memory = Memory {
+            store,
+            project,
+            index: Mutex::new(Index::default()),
+        };
+        if let Some(path) = assistant_json {
+            if path.exists() && memory.store.meta(ASSISTANT_IMPORTED)?.is_none() {
+                let notes = notes::read(path)?;
+                let entries = notes.iter().map(notes::to_entry).collect();
+                memory.write_entries(entries, Some((ASSISTANT_IMPORTED, path)))?;
+                tracing::info!(path = %path.display(), count = notes.len(), "imported assistant.json");
+            }
+        }
+        Ok(memory)
+    }
+
+    /// A memory in a private in-memory database (evaluation runs, tests).
+    pub fn in_memory() -> Result<Memory> {
+        let store = Arc::new(Store::open_in_memory()?);
+        Memory::open(store, None, None)
+    }
+
+    pub fn store(&self) -> &Arc<Store> {
+        &self.store
+    }
+
+    /// The scope a call with this tenant sees.
+    pub fn scope(&self, tenant: &str) -> Scope {
+        Scope {
+            project: self.project,
+            tenant: tenant.to_string(),
+        }
+    }
+
+    /// One write transaction (see [`Store::write`]).
+    fn tx<T>(&self, work: impl FnOnce(&rusqlite::Transaction<'_>) -> Result<T>) -> Result<T> {
+        self.store.write::<T, MemoryError>(work)
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Index> {
+        self.index.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Runs `read` on an index brought up to date with every writer.
+    pub(crate) fn read<T>(&self, read: impl FnOnce(&Index) -> T) -> Result<T> {
+        let mut index = self.lock();
+        index.refresh(&self.store.conn())?;
+        Ok(read(&index))
+    }
+
+    /// Writes one entry (see [`NewEntry`]).
+    pub fn write(&self, entry: NewEntry) -> Result<Written> {
+        let mut written = self.write_entries(vec![entry], None)?;
+        written
+            .pop()
+            .ok_or_else(|| MemoryError::Invalid("nothing was written".into()))
+    }
+
+    /// Writes entries in one transaction: all of them or none.
+    pub fn write_entries(
+        &self,
+        entries: Vec<NewEntry>,
+        mark: Option<(&str, &Path)>,
+    ) -> Result<Vec<Written>> {
+        for entry in &entries {
+            entry.check()?;
+        }
+        let mut index = self.lock();
+        let project = self.project;
+        let result = self.tx(|tx| {
+            index.refresh(tx)?;
+            let mut written = Vec::with_capacity(entries.len());
+            for entry in &entries {
+                let scope = Scope {
+                    project: if entry.global { None } else { project },
+                    tenant: entry.tenant.clone(),
+                };
+                let links = write::plan_links(&index, entry, &scope);
+                written.push(write::insert(tx, &scope, entry, &links)?);
+                index.refresh(tx)?;
+            }
+            if let Some((key, path)) = mark {
+                tx.execute(
+                    "INSERT OR REPLACE INTO meta(key, value) VALUES (?1, ?2)",
+                    params![key, path.to_string_lossy()],
+                )?;
+            }
+            Ok(written)
+        });
+        if result.is_err() {
+            // The index may hold rows of the rolled-back transaction: rebuild it on next use.
+            *index = Index::default();
+        }
+        let mut written = result?;
+        let counts = write::count_entries(&index, &self.scope(""));
+        for w in &mut written {
+            w.total = if w.tenant.is_empty() {
+                counts
+            } else {
+                write::count_entries(&index, &self.scope(&w.tenant))
+            };
+        }
+        Ok(written)
+    }
+
+    /// The top `k` current entries for a query.
+    pub fn query(&self, query: &str, tenant: &str, k: usize) -> Result<Vec<QueryHit>> {
+        let scope = self.scope(tenant);
+        self.read(|index| {
+            let filter = retrieve::Filter {
+                scope: &scope,
+                kinds: &[Kind::Pattern, Kind::Constraint, Kind::Knowledge, Kind::Procedural],
+            };
+            retrieve::retrieve(index, query, &filter, k)
+                .into_iter()
+                .filter_map(|hit| {
+                    index.node(hit.slot).map(|n| QueryHit {
+                        id: n.id.clone(),
+                        subject: n.subject.clone(),
+                        body: n.body.clone(),
+                        kind: n.kind,
+                        activation: (hit.activation * 10_000.0).round() / 10_000.0,
+                    })
+                })
+                .collect()
+        })
+    }
+
+    /// How many current entries a tenant sees.
+    pub fn entry_count(&self, tenant: &str) -> Result<usize> {
+        let scope = self.scope(tenant);
+        self.read(|index| write::count_entries(index, &scope))
+    }
+
+    /// A node visible from this project (any tenant), current or superseded.
+    pub fn get(&self, id: &str) -> Result<Option<Node>> {
+        let project = self.project;
+        self.read(|index| {
+            index
+                .by_id(id)
+                .filter(|n| n.project.is_none() || n.project == project)
+                .cloned()
+        })
+    }
+
+    /// Current untenanted entries visible from this project, oldest first, after `after_seq`.
+    pub fn list_entries(&self, after_seq: i64, limit: usize) -> Result<Vec<Node>> {
+        let scope = self.scope("");
+        self.read(|index| {
+            index
+                .nodes()
+                .map(|(_, n)| n)
+                .filter(|n| {
+                    n.seq > after_seq && n.kind.is_entry() && n.is_current() && scope.sees(n.project, &n.tenant)
+                })
+                .take(limit)
+                .cloned()
+                .collect()
+        })
+    }
+
+    /// Deletes an entry by id, or clears a status slot (`proactive-status:<tenant|global>`).
+    pub fn delete(&self, id: &str) -> Result<Value> {
+        if let Some(tenant) = id.strip_prefix("proactive-status:") {
+            let tenant = if tenant == "global" { "" } else { tenant };
+            let project = self.project;
+            let deleted = self.tx(|tx| {
+                Ok(tx.execute(
+                    "DELETE FROM memory_status WHERE project_id IS ?1 AND tenant = ?2",
+                    params![project, tenant],
+                )? > 0)
+            })?;
+            return Ok(json!({"id": id, "deleted": deleted, "kind": "status",
+                             "fact_count": self.entry_count(tenant)?}));
+        }
+        let Some(node) = self.get(id)? else {
+            return Ok(json!({"id": id, "deleted": false, "kind": null,
+                             "fact_count": self.entry_count("")?}));
+        };
+        let mut index = self.lock();
+        let deleted = self.tx(|tx| {
+            // Entries it had superseded or invalidated are no longer overruled by it.
+            tx.execute(
+                "INSERT INTO memory_changes(node_id) SELECT id FROM memory_nodes
+                 WHERE superseded_by = ?1 OR invalidated_by = ?1",
+                [id],
+            )?;
+            tx.execute("UPDATE memory_nodes SET superseded_by = NULL WHERE superseded_by = ?1", [id])?;
+            tx.execute("UPDATE memory_nodes SET invalidated_by = NULL WHERE invalidated_by = ?1", [id])?;
+            let deleted = tx.execute("DELETE FROM memory_nodes WHERE id = ?1", [id])? > 0;
+            tx.execute("INSERT INTO memory_changes(node_id) VALUES (?1)", [id])?;
+            Ok(deleted)
+        })?;
+        index.refresh(&self.store.conn())?;
+        let count = write::count_entries(&index, &self.scope(&node.tenant));
+        Ok(json!({"id": id, "deleted": deleted, "kind": node.kind.as_str(), "fact_count": count}))
+    }
+
+    /// Overwrites the tenant's status slot (never part of retrieval or context).
+    pub fn update_status(&self, tenant: &str, body: &str) -> Result<Value> {
+        let project = self.project;
+        let now = store::now();
+        self.tx(|tx| {
+            tx.execute(
+                "INSERT INTO memory_status(project_id, tenant, body, updated_at) VALUES (?1, ?2, ?3, ?4)
+                 ON CONFLICT(ifnull(project_id, 0), tenant) DO UPDATE SET body = excluded.body,
+                     updated_at = excluded.updated_at",
+                params![project, tenant, body, now],
+            )?;
+            Ok(())
+        })?;
+        Ok(status_json(tenant, body, &now))
+    }
+
+    /// The tenant's status slot, if set.
+    pub fn status(&self, tenant: &str) -> Result<Option<Value>> {
+        let project = self.project;
+        let row: Option<(String, String)> = self
+            .store
+            .conn()
+            .query_row(
+                "SELECT body, updated_at FROM memory_status WHERE project_id IS ?1 AND tenant = ?2",
+                params![project, tenant],
+                |r| Ok((r.get(0)?, r.get(1)?)),
+            )
+            .optional()?;
+        Ok(row.map(|(body, at)| status_json(tenant, &body, &at)))
+    }
+
+    /// Counts an injection of an entry by proactive memory.
+    pub(crate) fn bump_injections(&self, id: &str) -> Result<i64> {
+        let mut index = self.lock();
+        let count = self.tx(|tx| {
+            tx.execute("UPDATE memory_nodes SET injections = injections + 1 WHERE id = ?1", [id])?;
+            tx.execute("INSERT INTO memory_changes(node_id) VALUES (?1)", [id])?;
+            Ok(tx
+                .query_row("SELECT injections FROM memory_nodes WHERE id = ?1", [id], |r| r.get(0))
+                .optional()?
+                .unwrap_or(0))
+        })?;
+        index.refresh(&self.store.conn())?;
+        Ok(count)
+    }
+
+    /// Every current untenanted entry visible here, as assistant.json notes.
+    pub fn export_notes(&self) -> Result<Vec<Note>> {
+        let scope = self.scope("");
+        self.read(|index| {
+            index
+                .nodes()
+                .map(|(_, n)| n)
+                .filter(|n| n.kind.is_entry() && n.is_current() && scope.sees(n.project, &n.tenant))
+                .map(notes::from_node)
+                .collect()
+        })
+    }
+
+    /// Imports notes (assistant.json format) in one transaction.
+    pub fn import_notes(&self, notes: &[Note]) -> Result<Vec<Written>> {
+        self.write_entries(notes.iter().map(notes::to_entry).collect(), None)
+    }
+
+    /// Reads notes from an assistant.json file.
+    pub fn read_notes(path: &Path) -> Result<Vec<Note>> {
+        notes::read(path)
+    }
+
+    /// Writes notes to a file in assistant.json format (atomically: temp file, then rename).
+    pub fn write_notes(path: &Path, notes: &[Note]) -> Result<()> {
+        notes::write(path, notes)
+    }
+}
+
+fn status_json(tenant: &str, body: &str, updated_at: &str) -> Value {
+    let slot = if tenant.is_empty() { "global" } else { tenant };
+    json!({"id": format!("proactive-status:{slot}"), "tenant_id": if tenant.is_empty() { Value::Null } else { json!(tenant) },
+           "body": body, "updated_at": updated_at})
+}
+
+impl Memory {
+    /// Assembles the layered briefing for a query (the `car_context` prompt).
+    pub fn context(&self, request: &ContextRequest) -> Result<AssembledContext> {
+        let scope = self.scope(&request.tenant);
+        self.read(|index| context::assemble(index, &scope, request))
+    }
+}

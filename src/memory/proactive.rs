@@ -1,0 +1,290 @@
+//! Proactive memory: `intervene` chooses at most one grounded reminder for the agent's next
+//! step (or stays silent and says why), and `evaluate` scores that policy against
+//! always-inject, passive-retrieval and no-memory baselines on labelled cases.
+
+use serde::Deserialize;
+use serde_json::{json, Value};
+
+use super::index::Index;
+use super::model::{Kind, Scope};
+use super::retrieve::{self, Filter, Hit};
+use super::{Memory, Result};
+
+/// A reminder is injected only when the best candidate is at least this activated.
+const MIN_ACTIVATION: f64 = 0.35;
+
+/// What just happened that may warrant a reminder.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct Trigger {
+    pub repeated_failures: u32,
+    pub tool_error: bool,
+    pub explicit_uncertainty: bool,
+    pub high_risk_action: bool,
+    pub context_shift: bool,
+}
+
+impl Trigger {
+    /// The names of the triggers that fired.
+    pub fn fired(&self) -> Vec<&'static str> {
+        let mut fired = Vec::new();
+        if self.repeated_failures >= 2 {
+            fired.push("repeated_failures");
+        }
+        if self.tool_error {
+            fired.push("tool_error");
+        }
+        if self.explicit_uncertainty {
+            fired.push("explicit_uncertainty");
+        }
+        if self.high_risk_action {
+            fired.push("high_risk_action");
+        }
+        if self.context_shift {
+            fired.push("context_shift");
+        }
+        fired
+    }
+
+    fn favours_procedures(&self) -> bool {
+        self.tool_error || self.repeated_failures >= 2
+    }
+}
+
+/// An `intervene` request.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct InterveneRequest {
+    pub query: Option<String>,
+    pub recent: Vec<String>,
+    pub trigger: Trigger,
+    pub force: bool,
+    pub max_candidates: usize,
+    pub tenant_id: Option<String>,
+}
+
+impl Default for InterveneRequest {
+    fn default() -> Self {
+        InterveneRequest {
+            query: None,
+            recent: Vec::new(),
+            trigger: Trigger::default(),
+            force: false,
+            max_candidates: 8,
+            tenant_id: None,
+        }
+    }
+}
+
+/// A labelled evaluation case.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct EvaluationCase {
+    pub id: String,
+    pub request: InterveneRequest,
+    #[serde(default)]
+    pub relevant_fact_ids: Vec<String>,
+}
+
+struct Candidate {
+    id: String,
+    subject: String,
+    body: String,
+    kind: Kind,
+    injections: i64,
+    score: f64,
+    grounded: bool,
+}
+
+struct Decision {
+    chosen: Option<usize>,
+    reason: Option<String>,
+    candidates: Vec<Candidate>,
+}
+
+fn decide(index: &Index, scope: &Scope, request: &InterveneRequest) -> Decision {
+    let mut text = request.query.clone().unwrap_or_default();
+    for line in &request.recent {
+        text.push(' ');
+        text.push_str(line);
+    }
+    let kinds = [Kind::Knowledge, Kind::Procedural, Kind::Constraint, Kind::Pattern];
+    let filter = Filter { scope, kinds: &kinds };
+    let k = request.max_candidates.clamp(1, 32);
+    let hits: Vec<Hit> = retrieve::retrieve(index, &text, &filter, k);
+    let mut candidates: Vec<Candidate> = hits
+        .iter()
+        .filter_map(|hit| {
+            let node = index.node(hit.slot)?;
+            let mut score = hit.activation;
+            if node.kind == Kind::Procedural && request.trigger.favours_procedures() {
+                score *= 1.5;
+            }
+            if node.kind == Kind::Constraint && request.trigger.high_risk_action {
+                score *= 1.3;
+            }
+            Some(Candidate {
+                id: node.id.clone(),
+                subject: node.subject.clone(),
+                body: node.body.clone(),
+                kind: node.kind,
+                injections: node.injections,
+                score: (score * 10_000.0).round() / 10_000.0,
+                grounded: hit.keyword > 0.0,
+            })
+        })
+        .collect();
+    candidates.sort_by(|a, b| b.score.total_cmp(&a.score));
+    let fired = request.trigger.fired();
+    if fired.is_empty() && !request.force {
+        return Decision {
+            chosen: None,
+            reason: Some("no trigger fired (repeated_failures >= 2, tool_error, explicit_uncertainty, high_risk_action, context_shift) and force is false".into()),
+            candidates,
+        };
+    }
+    match candidates.iter().position(|c| c.grounded && c.score >= MIN_ACTIVATION) {
+        Some(i) => Decision {
+            chosen: Some(i),
+            reason: None,
+            candidates,
+        },
+        None => Decision {
+            chosen: None,
+            reason: Some(if candidates.is_empty() {
+                "no remembered entry matches the request".into()
+            } else {
+                "no candidate is grounded in the request strongly enough to interrupt".into()
+            }),
+            candidates,
+        },
+    }
+}
+
+fn candidate_json(c: &Candidate) -> Value {
+    json!({"id": c.id, "subject": c.subject, "kind": c.kind.as_str(), "activation": c.score})
+}
+
+fn bank(index: &Index, scope: &Scope) -> Value {
+    let mut counts = [0usize; 4];
+    for (_, n) in index.nodes() {
+        if n.is_current() && scope.sees(n.project, &n.tenant) {
+            match n.kind {
+                Kind::Knowledge => counts[0] += 1,
+                Kind::Procedural => counts[1] += 1,
+                Kind::Pattern => counts[2] += 1,
+                Kind::Constraint => counts[3] += 1,
+                Kind::Turn | Kind::Identity | Kind::Environment => {}
+            }
+        }
+    }
+    json!({"knowledge": counts[0], "procedural": counts[1], "facts": counts[2], "constraints": counts[3]})
+}
+
+impl Memory {
+    /// Chooses at most one grounded reminder, counting its injection.
+    pub fn intervene(&self, request: &InterveneRequest) -> Result<Value> {
+        let scope = self.scope(request.tenant_id.as_deref().unwrap_or(""));
+        let (decision, bank) = self.read(|index| (decide(index, &scope, request), bank(index, &scope)))?;
+        let candidates: Vec<Value> = decision.candidates.iter().map(candidate_json).collect();
+        match decision.chosen {
+            Some(i) => {
+                let chosen = &decision.candidates[i];
+                let injections = self.bump_injections(&chosen.id)?;
+                Ok(json!({
+                    "decision": "inject",
+                    "reminder": format!("Reminder from memory ({} {}): {} — {}", chosen.kind.as_str(), chosen.id, chosen.subject, chosen.body),
+                    "selected": {"id": chosen.id, "subject": chosen.subject, "body": chosen.body,
+                                 "kind": chosen.kind.as_str(), "activation": chosen.score,
+                                 "injections": injections.max(chosen.injections + 1)},
+                    "candidates": candidates,
+                    "bank": bank,
+                }))
+            }
+            None => Ok(json!({
+                "decision": "silent",
+                "reason": decision.reason,
+                "candidates": candidates,
+                "bank": bank,
+            })),
+        }
+    }
+
+    /// Scores selective intervention against the three baselines; changes nothing.
+    pub fn evaluate(
+        &self,
+        cases: &[EvaluationCase],
+        cancelled: &dyn Fn() -> bool,
+    ) -> Result<Option<Value>> {
+        #[derive(Default)]
+        struct Tally {
+            interventions: usize,
+            tp: usize,
+            fp: usize,
+            fn_: usize,
+            exposed: usize,
+        }
+        let mut modes: [Tally; 4] = Default::default();
+        for case in cases {
+            if cancelled() {
+                return Ok(None);
+            }
+            let scope = self.scope(case.request.tenant_id.as_deref().unwrap_or(""));
+            let decision = self.read(|index| decide(index, &scope, &case.request))?;
+            let relevant = |id: &str| case.relevant_fact_ids.iter().any(|r| r == id);
+            let has_relevant = !case.relevant_fact_ids.is_empty();
+            let top = decision.candidates.first().map(|c| c.id.as_str());
+            let selective = decision.chosen.map(|i| decision.candidates[i].id.as_str());
+            let passive: Vec<&str> = decision.candidates.iter().map(|c| c.id.as_str()).collect();
+            let shown: [Vec<&str>; 4] = [
+                selective.into_iter().collect(),
+                top.into_iter().collect(),
+                passive,
+                Vec::new(),
+            ];
+            for (tally, ids) in modes.iter_mut().zip(shown.iter()) {
+                tally.exposed += ids.len();
+                if ids.is_empty() {
+                    if has_relevant {
+                        tally.fn_ += 1;
+                    }
+                    continue;
+                }
+                tally.interventions += 1;
+                if ids.iter().any(|id| relevant(id)) {
+                    tally.tp += 1;
+                } else {
+                    tally.fp += 1;
+                    if has_relevant {
+                        tally.fn_ += 1;
+                    }
+                }
+            }
+        }
+        let n = cases.len().max(1) as f64;
+        let ratio = |a: usize, b: usize| if b == 0 { 0.0 } else { round(a as f64 / b as f64) };
+        let summary = |t: &Tally| {
+            json!({
+                "interventions": t.interventions,
+                "true_positives": t.tp,
+                "false_positives": t.fp,
+                "false_negatives": t.fn_,
+                "precision": ratio(t.tp, t.tp + t.fp),
+                "recall": ratio(t.tp, t.tp + t.fn_),
+                "interruption_rate": round(t.interventions as f64 / n),
+                "avg_candidates_exposed": round(t.exposed as f64 / n),
+            })
+        };
+        Ok(Some(json!({
+            "cases": cases.len(),
+            "selective": summary(&modes[0]),
+            "always_inject": summary(&modes[1]),
+            "passive_retrieval": summary(&modes[2]),
+            "no_memory": summary(&modes[3]),
+        })))
+    }
+}
+
+fn round(x: f64) -> f64 {
+    (x * 10_000.0).round() / 10_000.0
+}

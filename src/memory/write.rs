@@ -1,0 +1,308 @@
+//! Writing entries: ids, supersession (explicit, or the same subject within a tenant), the
+//! links the engine adds as an entry arrives, and the change log other processes replay.
+
+use rusqlite::{params, OptionalExtension, Transaction};
+
+use super::index::Index;
+use super::model::{EdgeKind, Kind, Scope};
+use super::text;
+use super::{MemoryError, Result};
+use crate::runtime::MAX_STRING_BYTES;
+use crate::store;
+
+/// Links made when an entry arrives, to the entries that share its rarest terms.
+const MAX_RELATED_LINKS: usize = 6;
+
+/// An entry to write.
+#[derive(Debug, Clone)]
+pub struct NewEntry {
+    pub kind: Kind,
+    pub subject: String,
+    pub body: String,
+    pub tags: Vec<String>,
+    pub confidence: Option<String>,
+    pub source: Option<String>,
+    /// A requested id; a taken id gets `-2`, `-3`, … appended.
+    pub id: Option<String>,
+    /// Seen from every project instead of only this one.
+    pub global: bool,
+    pub tenant: String,
+    /// Ids or subjects this entry replaces.
+    pub supersedes: Vec<String>,
+    /// Ids or subjects this entry was derived from (invalidated when they are superseded).
+    pub depends_on: Vec<String>,
+    /// Replace the current fact with the same subject (facts only).
+    pub replace_same_subject: bool,
+}
+
+impl NewEntry {
+    pub fn new(kind: Kind, subject: &str, body: &str) -> NewEntry {
+        NewEntry {
+            kind,
+            subject: subject.to_string(),
+            body: body.to_string(),
+            tags: Vec::new(),
+            confidence: None,
+            source: None,
+            id: None,
+            global: false,
+            tenant: String::new(),
+            supersedes: Vec::new(),
+            depends_on: Vec::new(),
+            replace_same_subject: matches!(kind, Kind::Pattern | Kind::Constraint),
+        }
+    }
+
+    pub(super) fn check(&self) -> Result<()> {
+        if self.subject.trim().is_empty() && !matches!(self.kind, Kind::Turn) {
+            return Err(MemoryError::Invalid("subject must not be empty".into()));
+        }
+        if self.body.trim().is_empty() {
+            return Err(MemoryError::Invalid("body must not be empty".into()));
+        }
+        for (name, value) in [("subject", &self.subject), ("body", &self.body)] {
+            if value.len() > MAX_STRING_BYTES {
+                return Err(MemoryError::Invalid(format!(
+                    "{name} is {} bytes; the limit is {MAX_STRING_BYTES} bytes (1 MiB)",
+                    value.len()
+                )));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// What a write did.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct Written {
+    pub id: String,
+    pub kind: Kind,
+    pub subject: String,
+    pub tenant: String,
+    pub global: bool,
+    /// Entries this one retired from retrieval.
+    pub superseded: Vec<String>,
+    /// Entries that depended on a retired one and now need review.
+    pub invalidated: Vec<String>,
+    /// How many links the engine made to existing entries.
+    pub links: usize,
+    /// Current entries the tenant sees after the write.
+    pub total: usize,
+}
+
+/// A planned RelatedTo link: target id and weight.
+pub(super) type PlannedLink = (String, f64);
+
+/// Chooses the entries a new one should link to: those sharing its rarest terms.
+pub(super) fn plan_links(index: &Index, entry: &NewEntry, scope: &Scope) -> Vec<PlannedLink> {
+    if !entry.kind.is_entry() {
+        return Vec::new();
+    }
+    let rare_df = (index.live() / 100).max(3);
+    let mut shared: std::collections::HashMap<u32, f64> = std::collections::HashMap::new();
+    for term in text::terms(&format!("{} {}", entry.subject, entry.body)) {
+        let postings = index.postings(&term);
+        if postings.is_empty() || postings.len() > rare_df {
+            continue;
+        }
+        let idf = index.idf(postings.len());
+        for &slot in postings {
+            let visible = index.node(slot).is_some_and(|n| {
+                n.kind.is_entry() && n.is_current() && scope.sees(n.project, &n.tenant)
+                    && (scope.project.is_some() || n.project.is_none())
+            });
+            if visible {
+                *shared.entry(slot).or_insert(0.0) += idf;
+            }
+        }
+    }
+    let mut ranked: Vec<(u32, f64)> = shared.into_iter().collect();
+    ranked.sort_by(|a, b| b.1.total_cmp(&a.1).then_with(|| b.0.cmp(&a.0)));
+    ranked
+        .into_iter()
+        .take(MAX_RELATED_LINKS)
+        .filter_map(|(slot, score)| index.node(slot).map(|n| (n.id.clone(), score / (score + 4.0))))
+        .collect()
+}
+
+/// Inserts an entry with its supersessions and links, logging every touched node.
+pub(super) fn insert(
+    tx: &Transaction<'_>,
+    scope: &Scope,
+    entry: &NewEntry,
+    links: &[PlannedLink],
+) -> Result<Written> {
+    let id = fresh_id(tx, entry)?;
+    let subject_key = entry.subject.trim().to_lowercase();
+
+    let mut superseded: Vec<String> = Vec::new();
+    for target in &entry.supersedes {
+        if let Some(old) = resolve(tx, scope, target)? {
+            if !superseded.contains(&old) {
+                superseded.push(old);
+            }
+        }
+    }
+    if entry.replace_same_subject {
+        let mut stmt = tx.prepare_cached(
+            "SELECT id FROM memory_nodes WHERE project_id IS ?1 AND tenant = ?2 AND subject_key = ?3
+             AND superseded_by IS NULL AND kind IN ('pattern', 'constraint') ORDER BY seq",
+        )?;
+        let rows = stmt.query_map(params![scope.project, scope.tenant, subject_key], |r| r.get::<_, String>(0))?;
+        for old in rows {
+            let old = old?;
+            if !superseded.contains(&old) {
+                superseded.push(old);
+            }
+        }
+    }
+    let mut depends_on = Vec::new();
+    for target in &entry.depends_on {
+        if let Some(dep) = resolve(tx, scope, target)? {
+            depends_on.push(dep);
+        }
+    }
+
+    tx.execute(
+        "INSERT INTO memory_nodes(id, project_id, tenant, kind, subject, subject_key, body, tags,
+             confidence, source, created_at)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
+        params![
+            id,
+            scope.project,
+            scope.tenant,
+            entry.kind.as_str(),
+            entry.subject,
+            subject_key,
+            entry.body,
+            serde_json::to_string(&entry.tags).unwrap_or_else(|_| "[]".into()),
+            entry.confidence,
+            entry.source,
+            store::now()
+        ],
+    )?;
+    log_change(tx, &id)?;
+
+    let mut invalidated = Vec::new();
+    for old in &superseded {
+        tx.execute("UPDATE memory_nodes SET superseded_by = ?1 WHERE id = ?2", params![id, old])?;
+        log_change(tx, old)?;
+        add_edge(tx, &id, old, EdgeKind::Supersedes, 1.0)?;
+        let mut stmt = tx.prepare_cached(
+            "SELECT src FROM memory_edges WHERE dst = ?1 AND kind = 'depends_on'",
+        )?;
+        let dependents: Vec<String> = stmt
+            .query_map([old], |r| r.get(0))?
+            .collect::<Result<_, _>>()?;
+        for dependent in dependents {
+            let changed = tx.execute(
+                "UPDATE memory_nodes SET invalidated_by = ?1 WHERE id = ?2 AND invalidated_by IS NULL
+                 AND superseded_by IS NULL",
+                params![old, dependent],
+            )?;
+            if changed > 0 {
+                log_change(tx, &dependent)?;
+                invalidated.push(dependent);
+            }
+        }
+    }
+    for dep in &depends_on {
+        add_edge(tx, &id, dep, EdgeKind::DependsOn, 1.0)?;
+    }
+    let mut made = 0;
+    for (target, weight) in links {
+        if !superseded.contains(target) && add_edge(tx, &id, target, EdgeKind::RelatedTo, *weight)? {
+            made += 1;
+        }
+    }
+    Ok(Written {
+        id,
+        kind: entry.kind,
+        subject: entry.subject.clone(),
+        tenant: scope.tenant.clone(),
+        global: scope.project.is_none(),
+        superseded,
+        invalidated,
+        links: made,
+        total: 0,
+    })
+}
+
+fn log_change(tx: &Transaction<'_>, id: &str) -> Result<()> {
+    tx.prepare_cached("INSERT INTO memory_changes(node_id) VALUES (?1)")?
+        .execute([id])?;
+    Ok(())
+}
+
+/// Adds an edge if its target still exists (another process may have deleted it).
+fn add_edge(tx: &Transaction<'_>, src: &str, dst: &str, kind: EdgeKind, weight: f64) -> Result<bool> {
+    let added = tx
+        .prepare_cached(
+            "INSERT OR IGNORE INTO memory_edges(src, dst, kind, weight)
+             SELECT ?1, ?2, ?3, ?4 WHERE EXISTS (SELECT 1 FROM memory_nodes WHERE id = ?2)",
+        )?
+        .execute(params![src, dst, kind.as_str(), weight])?;
+    Ok(added > 0)
+}
+
+/// Resolves an id, or else a subject, to a current node the scope sees.
+fn resolve(tx: &Transaction<'_>, scope: &Scope, target: &str) -> Result<Option<String>> {
+    let by_id: Option<String> = tx
+        .prepare_cached(
+            "SELECT id FROM memory_nodes WHERE id = ?1 AND tenant = ?2 AND (project_id IS NULL OR project_id IS ?3)",
+        )?
+        .query_row(params![target, scope.tenant, scope.project], |r| r.get(0))
+        .optional()?;
+    if by_id.is_some() {
+        return Ok(by_id);
+    }
+    Ok(tx
+        .prepare_cached(
+            "SELECT id FROM memory_nodes WHERE subject_key = ?1 AND tenant = ?2
+             AND (project_id IS NULL OR project_id IS ?3) AND superseded_by IS NULL
+             ORDER BY seq DESC LIMIT 1",
+        )?
+        .query_row(params![target.trim().to_lowercase(), scope.tenant, scope.project], |r| r.get(0))
+        .optional()?)
+}
+
+/// The requested id (made unique), or `<prefix>-<n>` from the node sequence.
+fn fresh_id(tx: &Transaction<'_>, entry: &NewEntry) -> Result<String> {
+    let base = match &entry.id {
+        Some(id) if !id.trim().is_empty() => id.trim().to_string(),
+        Some(_) | None => {
+            let next: i64 = tx.query_row(
+                "SELECT ifnull((SELECT seq FROM sqlite_sequence WHERE name = 'memory_nodes'), 0) + 1",
+                [],
+                |r| r.get(0),
+            )?;
+            format!("{}-{next}", entry.kind.id_prefix())
+        }
+    };
+    let taken = |candidate: &str| -> Result<bool> {
+        Ok(tx
+            .prepare_cached("SELECT 1 FROM memory_nodes WHERE id = ?1")?
+            .query_row([candidate], |_| Ok(()))
+            .optional()?
+            .is_some())
+    };
+    if !taken(&base)? {
+        return Ok(base);
+    }
+    let mut n = 2;
+    loop {
+        let candidate = format!("{base}-{n}");
+        if !taken(&candidate)? {
+            return Ok(candidate);
+        }
+        n += 1;
+    }
+}
+
+/// Current entries (facts, knowledge, procedural) a scope sees.
+pub(super) fn count_entries(index: &Index, scope: &Scope) -> usize {
+    index
+        .nodes()
+        .filter(|(_, n)| n.kind.is_entry() && n.is_current() && scope.sees(n.project, &n.tenant))
+        .count()
+}

@@ -1,0 +1,313 @@
+//! The dispatcher: every call of every face goes through the same steps — argument validation
+//! against the input schema, the policy gate, the confirmation check, execution under a time
+//! bound and a cancellation token, and a record in the execution log.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use serde_json::Value;
+use tokio_util::sync::CancellationToken;
+
+use super::context::Context;
+use super::executions::{self, Claim, ExecStatus, Finished};
+use super::registry::Registry;
+use super::spec::{Confirmation, Idempotence, ToolSpec};
+use super::tool::{ToolCall, ToolError};
+use crate::store::{self, Store};
+
+/// The longest string accepted in any argument, so one call cannot flood the store.
+pub const MAX_STRING_BYTES: usize = 1024 * 1024;
+
+/// The policy decision for one call.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PolicyVerdict {
+    Allow,
+    Deny { reason: String },
+}
+
+/// The gate every call passes before it runs. Rule files plug in here.
+pub trait PolicyGate: Send + Sync {
+    fn check(&self, spec: &ToolSpec, args: &Value, context: &Context) -> PolicyVerdict;
+}
+
+/// The gate used until rules are configured: everything passes.
+#[derive(Debug, Default)]
+pub struct AllowAll;
+
+impl PolicyGate for AllowAll {
+    fn check(&self, _spec: &ToolSpec, _args: &Value, _context: &Context) -> PolicyVerdict {
+        PolicyVerdict::Allow
+    }
+}
+
+/// Per-call options a face passes in.
+#[derive(Debug, Clone, Default)]
+pub struct CallOptions {
+    /// An idempotency key: on a non-idempotent tool, a repeated id returns the recorded result.
+    pub request_id: Option<String>,
+    /// Trips when the client cancels the call.
+    pub cancel: CancellationToken,
+}
+
+/// The outcome of a dispatched call.
+#[derive(Debug, Clone)]
+pub struct CallOutcome {
+    pub execution_id: String,
+    pub status: ExecStatus,
+    pub result: Result<Value, ToolError>,
+    /// True when the result was replayed from an earlier call with the same request id.
+    pub replayed: bool,
+}
+
+/// A call that could not be routed at all (a protocol error, not a tool error).
+#[derive(Debug, thiserror::Error)]
+pub enum DispatchError {
+    #[error("unknown tool '{0}'; list the available tools with tools/list or `car tools list`")]
+    UnknownTool(String),
+    #[error("cannot record the execution: {0}")]
+    Store(#[from] store::StoreError),
+}
+
+/// Routes calls to registered tools.
+#[derive(Clone)]
+pub struct Dispatcher {
+    registry: Registry,
+    store: Arc<Store>,
+    policy: Arc<dyn PolicyGate>,
+}
+
+impl Dispatcher {
+    pub fn new(registry: Registry, store: Arc<Store>, policy: Arc<dyn PolicyGate>) -> Dispatcher {
+        Dispatcher {
+            registry,
+            store,
+            policy,
+        }
+    }
+
+    pub fn registry(&self) -> &Registry {
+        &self.registry
+    }
+
+    /// Runs one call through validation, policy, confirmation and execution, and records it.
+    pub async fn call(
+        &self,
+        name: &str,
+        args: Value,
+        context: &Context,
+        options: CallOptions,
+    ) -> Result<CallOutcome, DispatchError> {
+        let entry = self
+            .registry
+            .entry(name)
+            .ok_or_else(|| DispatchError::UnknownTool(name.to_string()))?;
+        let spec = &entry.tool.spec;
+        let execution_id = uuid::Uuid::new_v4().simple().to_string();
+        let started_at = store::now();
+        let started = Instant::now();
+        let face = context.face().as_str();
+
+        // The idempotency claim comes first so a replay costs nothing else.
+        let keyed = match (&options.request_id, spec.idempotence) {
+            (Some(request_id), Idempotence::NotIdempotent) => {
+                let key = executions::idem_key(name, request_id);
+                match self.claim(&execution_id, name, request_id, &key, face).await? {
+                    Claim::Fresh => true,
+                    Claim::Replay(recorded) => {
+                        let result = match (recorded.status, recorded.result) {
+                            (ExecStatus::Running, _) => Err(ToolError::InProgress(request_id.clone())),
+                            (ExecStatus::Ok, Some(value)) => Ok(value),
+                            (_, _) => Err(ToolError::Failed(
+                                recorded.error.unwrap_or_else(|| "the earlier call failed".into()),
+                            )),
+                        };
+                        return Ok(CallOutcome {
+                            execution_id: recorded.execution_id,
+                            status: recorded.status,
+                            result,
+                            replayed: true,
+                        });
+                    }
+                }
+            }
+            (Some(_), Idempotence::Idempotent) | (None, _) => false,
+        };
+
+        let result = self.run(&entry, args, context, &options).await;
+        let status = match &result {
+            Ok(_) => ExecStatus::Ok,
+            Err(ToolError::Cancelled) => ExecStatus::Cancelled,
+            Err(ToolError::Timeout(_)) => ExecStatus::Timeout,
+            Err(ToolError::Denied(_)) => ExecStatus::Denied,
+            Err(_) => ExecStatus::Error,
+        };
+        let error_text = result.as_ref().err().map(ToString::to_string);
+        let done = Finished {
+            id: &execution_id,
+            tool: name,
+            request_id: options.request_id.as_deref(),
+            face,
+            started_at: &started_at,
+            status,
+            duration_ms: started.elapsed().as_millis() as u64,
+            error: error_text.as_deref(),
+            result: if keyed { result.as_ref().ok() } else { None },
+        };
+        self.record(&done, keyed).await?;
+        Ok(CallOutcome {
+            execution_id,
+            status,
+            result,
+            replayed: false,
+        })
+    }
+
+    async fn run(
+        &self,
+        entry: &super::registry::Entry,
+        args: Value,
+        context: &Context,
+        options: &CallOptions,
+    ) -> Result<Value, ToolError> {
+        let spec = &entry.tool.spec;
+        // A missing arguments object means "no arguments".
+        let args = if args.is_null() {
+            Value::Object(Default::default())
+        } else {
+            args
+        };
+        check_string_sizes(&args, "")?;
+        let problems: Vec<String> = entry
+            .validator
+            .iter_errors(&args)
+            .map(|e| {
+                let at = e.instance_path().to_string();
+                if at.is_empty() {
+                    e.to_string()
+                } else {
+                    format!("{at}: {e}")
+                }
+            })
+            .collect();
+        if !problems.is_empty() {
+            return Err(ToolError::InvalidArguments(problems.join("; ")));
+        }
+        if let PolicyVerdict::Deny { reason } = self.policy.check(spec, &args, context) {
+            return Err(ToolError::Denied(reason));
+        }
+        match spec.confirmation {
+            Confirmation::Required if !context.has_grant(&format!("confirm:{}", spec.name)) => {
+                return Err(ToolError::ConfirmationRequired(spec.name.clone()));
+            }
+            Confirmation::Required | Confirmation::NotRequired => {}
+        }
+        let call = ToolCall {
+            args,
+            cancel: options.cancel.child_token(),
+            context: context.clone(),
+        };
+        let cancel = call.cancel.clone();
+        let work = (entry.tool.handler)(call);
+        tokio::select! {
+            biased;
+            _ = options.cancel.cancelled() => {
+                cancel.cancel();
+                Err(ToolError::Cancelled)
+            }
+            outcome = tokio::time::timeout(spec.timeout, work) => match outcome {
+                Ok(result) => result,
+                Err(_) => {
+                    cancel.cancel();
+                    Err(ToolError::Timeout(spec.timeout.as_secs()))
+                }
+            },
+        }
+    }
+
+    async fn claim(
+        &self,
+        id: &str,
+        tool: &str,
+        request_id: &str,
+        key: &str,
+        face: &str,
+    ) -> Result<Claim, DispatchError> {
+        let store = self.store.clone();
+        let (id, tool, request_id, key, face) = (
+            id.to_string(),
+            tool.to_string(),
+            request_id.to_string(),
+            key.to_string(),
+            face.to_string(),
+        );
+        blocking(move || executions::claim(&store, &id, &tool, &request_id, &key, &face)).await
+    }
+
+    async fn record(&self, done: &Finished<'_>, keyed: bool) -> Result<(), DispatchError> {
+        // A keyed call that did not complete gives its key back so the client can retry.
+        let release = keyed && matches!(done.status, ExecStatus::Cancelled | ExecStatus::Timeout);
+        let store = self.store.clone();
+        let id = done.id.to_string();
+        let owned = (
+            done.tool.to_string(),
+            done.request_id.map(str::to_string),
+            done.face.to_string(),
+            done.started_at.to_string(),
+            done.status,
+            done.duration_ms,
+            done.error.map(str::to_string),
+            done.result.cloned(),
+        );
+        blocking(move || {
+            let (tool, request_id, face, started_at, status, duration_ms, error, result) = owned;
+            executions::finish(
+                &store,
+                &Finished {
+                    id: &id,
+                    tool: &tool,
+                    request_id: request_id.as_deref(),
+                    face: &face,
+                    started_at: &started_at,
+                    status,
+                    duration_ms,
+                    error: error.as_deref(),
+                    result: result.as_ref(),
+                },
+            )?;
+            if release {
+                executions::release(&store, &id)?;
+            }
+            Ok(())
+        })
+        .await
+    }
+}
+
+async fn blocking<T: Send + 'static>(
+    work: impl FnOnce() -> store::Result<T> + Send + 'static,
+) -> Result<T, DispatchError> {
+    tokio::task::spawn_blocking(work)
+        .await
+        .map_err(|join| DispatchError::Store(store::StoreError::Task(join.to_string())))?
+        .map_err(DispatchError::Store)
+}
+
+/// Rejects any string longer than [`MAX_STRING_BYTES`], naming where it is.
+fn check_string_sizes(value: &Value, path: &str) -> Result<(), ToolError> {
+    match value {
+        Value::String(text) if text.len() > MAX_STRING_BYTES => Err(ToolError::InvalidArguments(format!(
+            "{} is {} bytes; the limit is {} bytes (1 MiB) per string",
+            if path.is_empty() { "the value" } else { path },
+            text.len(),
+            MAX_STRING_BYTES
+        ))),
+        Value::Array(items) => items
+            .iter()
+            .enumerate()
+            .try_for_each(|(i, item)| check_string_sizes(item, &format!("{path}/{i}"))),
+        Value::Object(map) => map
+            .iter()
+            .try_for_each(|(key, item)| check_string_sizes(item, &format!("{path}/{key}"))),
+        Value::String(_) | Value::Null | Value::Bool(_) | Value::Number(_) => Ok(()),
+    }
+}

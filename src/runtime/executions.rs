@@ -1,0 +1,172 @@
+//! The execution log: one row per tool call, and the idempotency record behind
+//! `_meta["car/request_id"]`.
+
+use rusqlite::{params, OptionalExtension};
+use serde_json::{json, Value};
+
+use crate::store::{self, Store};
+
+/// How a call ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ExecStatus {
+    Running,
+    Ok,
+    Error,
+    Denied,
+    Cancelled,
+    Timeout,
+}
+
+impl ExecStatus {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ExecStatus::Running => "running",
+            ExecStatus::Ok => "ok",
+            ExecStatus::Error => "error",
+            ExecStatus::Denied => "denied",
+            ExecStatus::Cancelled => "cancelled",
+            ExecStatus::Timeout => "timeout",
+        }
+    }
+
+    fn parse(text: &str) -> ExecStatus {
+        match text {
+            "ok" => ExecStatus::Ok,
+            "denied" => ExecStatus::Denied,
+            "cancelled" => ExecStatus::Cancelled,
+            "timeout" => ExecStatus::Timeout,
+            "running" => ExecStatus::Running,
+            _ => ExecStatus::Error,
+        }
+    }
+}
+
+/// A finished call recorded under an idempotency key.
+#[derive(Debug, Clone)]
+pub struct Recorded {
+    pub execution_id: String,
+    pub status: ExecStatus,
+    pub result: Option<Value>,
+    pub error: Option<String>,
+}
+
+/// What starting a keyed call found.
+pub enum Claim {
+    /// This call owns the key; run it.
+    Fresh,
+    /// The key was used before; here is what that call returned.
+    Replay(Recorded),
+}
+
+/// The key under which a non-idempotent call's result is kept.
+pub fn idem_key(tool: &str, request_id: &str) -> String {
+    format!("{tool}\u{1f}{request_id}")
+}
+
+/// Inserts a `running` row that owns `key`, or returns the call that already owns it.
+pub fn claim(
+    store: &Store,
+    id: &str,
+    tool: &str,
+    request_id: &str,
+    key: &str,
+    face: &str,
+) -> store::Result<Claim> {
+    store.write(|tx| {
+        let existing = tx
+            .query_row(
+                "SELECT id, status, result, error FROM executions WHERE idem_key = ?1",
+                [key],
+                |r| {
+                    Ok(Recorded {
+                        execution_id: r.get(0)?,
+                        status: ExecStatus::parse(&r.get::<_, String>(1)?),
+                        result: r
+                            .get::<_, Option<String>>(2)?
+                            .and_then(|text| serde_json::from_str(&text).ok()),
+                        error: r.get(3)?,
+                    })
+                },
+            )
+            .optional()?;
+        if let Some(found) = existing {
+            return Ok(Claim::Replay(found));
+        }
+        tx.execute(
+            "INSERT INTO executions(id, tool, status, request_id, idem_key, face, started_at)
+             VALUES (?1, ?2, 'running', ?3, ?4, ?5, ?6)",
+            params![id, tool, request_id, key, face, store::now()],
+        )?;
+        Ok(Claim::Fresh)
+    })
+}
+
+/// Forgets a key whose call did not complete (cancelled, timed out), so a retry can run.
+pub fn release(store: &Store, id: &str) -> store::Result<()> {
+    store.write(|tx| {
+        tx.execute("UPDATE executions SET idem_key = NULL WHERE id = ?1", [id])?;
+        Ok(())
+    })
+}
+
+/// The outcome of one finished call, to record.
+pub struct Finished<'a> {
+    pub id: &'a str,
+    pub tool: &'a str,
+    pub request_id: Option<&'a str>,
+    pub face: &'a str,
+    pub started_at: &'a str,
+    pub status: ExecStatus,
+    pub duration_ms: u64,
+    pub error: Option<&'a str>,
+    /// Kept only for keyed calls, to replay.
+    pub result: Option<&'a Value>,
+}
+
+/// Records a finished call: updates the keyed row, or inserts the row of an unkeyed call.
+pub fn finish(store: &Store, done: &Finished<'_>) -> store::Result<()> {
+    let result_text = done.result.map(Value::to_string);
+    store.write(|tx| {
+        tx.execute(
+            "INSERT INTO executions(id, tool, status, request_id, face, started_at, duration_ms, error, result)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)
+             ON CONFLICT(id) DO UPDATE SET status = excluded.status,
+                 duration_ms = excluded.duration_ms, error = excluded.error, result = excluded.result",
+            params![
+                done.id,
+                done.tool,
+                done.status.as_str(),
+                done.request_id,
+                done.face,
+                done.started_at,
+                done.duration_ms as i64,
+                done.error,
+                result_text
+            ],
+        )?;
+        Ok(())
+    })
+}
+
+/// The newest executions, newest first, optionally for one tool.
+pub fn recent(store: &Store, tool: Option<&str>, limit: usize) -> store::Result<Vec<Value>> {
+    let conn = store.conn();
+    let mut stmt = conn.prepare(
+        "SELECT id, tool, status, request_id, face, started_at, duration_ms, error
+         FROM executions WHERE (?1 IS NULL OR tool = ?1)
+         ORDER BY started_at DESC, rowid DESC LIMIT ?2",
+    )?;
+    let rows = stmt.query_map(params![tool, limit as i64], |r| {
+        Ok(json!({
+            "id": r.get::<_, String>(0)?,
+            "tool": r.get::<_, String>(1)?,
+            "status": r.get::<_, String>(2)?,
+            "request_id": r.get::<_, Option<String>>(3)?,
+            "face": r.get::<_, Option<String>>(4)?,
+            "started_at": r.get::<_, String>(5)?,
+            "duration_ms": r.get::<_, Option<i64>>(6)?,
+            "error": r.get::<_, Option<String>>(7)?,
+        }))
+    })?;
+    Ok(rows.collect::<Result<Vec<_>, _>>()?)
+}

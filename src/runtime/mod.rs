@@ -1,0 +1,133 @@
+//! The runtime: the registry of tools, the dispatcher in front of them and the store that
+//! records every execution. Faces (CLI, MCP) only translate their protocol to [`Runtime::call`].
+
+mod context;
+mod dispatcher;
+pub(crate) mod executions;
+mod registry;
+mod spec;
+mod tool;
+
+use std::sync::Arc;
+
+pub use context::{Context, Face};
+pub use dispatcher::{
+    AllowAll, CallOptions, CallOutcome, DispatchError, Dispatcher, PolicyGate, PolicyVerdict,
+    MAX_STRING_BYTES,
+};
+pub use executions::ExecStatus;
+pub use registry::{Registry, RegistryError};
+pub use spec::{Confirmation, Effect, Idempotence, Parallelism, ToolSpec};
+pub use tool::{Tool, ToolCall, ToolError};
+
+use crate::memory::Memory;
+use crate::store::{Store, StoreError};
+
+/// Why a runtime could not be built.
+#[derive(Debug, thiserror::Error)]
+pub enum BuildError {
+    #[error(transparent)]
+    Registry(#[from] RegistryError),
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
+/// A registry, a dispatcher and (optionally) the memory engine behind the memory tools.
+#[derive(Clone)]
+pub struct Runtime {
+    dispatcher: Dispatcher,
+    store: Arc<Store>,
+    memory: Option<Arc<Memory>>,
+}
+
+impl Runtime {
+    pub fn builder() -> RuntimeBuilder {
+        RuntimeBuilder::default()
+    }
+
+    pub fn dispatcher(&self) -> &Dispatcher {
+        &self.dispatcher
+    }
+
+    pub fn registry(&self) -> &Registry {
+        self.dispatcher.registry()
+    }
+
+    pub fn store(&self) -> &Arc<Store> {
+        &self.store
+    }
+
+    /// The memory engine, when the runtime serves the memory tools.
+    pub fn memory(&self) -> Option<&Arc<Memory>> {
+        self.memory.as_ref()
+    }
+
+    /// Dispatches one call (see [`Dispatcher::call`]).
+    pub async fn call(
+        &self,
+        name: &str,
+        args: serde_json::Value,
+        context: &Context,
+        options: CallOptions,
+    ) -> Result<CallOutcome, DispatchError> {
+        self.dispatcher.call(name, args, context, options).await
+    }
+}
+
+/// Assembles a [`Runtime`].
+#[derive(Default)]
+pub struct RuntimeBuilder {
+    tools: Vec<Tool>,
+    store: Option<Arc<Store>>,
+    policy: Option<Arc<dyn PolicyGate>>,
+    memory: Option<Arc<Memory>>,
+}
+
+impl RuntimeBuilder {
+    /// Registers a tool.
+    pub fn tool(mut self, tool: Tool) -> Self {
+        self.tools.push(tool);
+        self
+    }
+
+    /// The store executions are recorded in (default: a private in-memory database).
+    pub fn store(mut self, store: Arc<Store>) -> Self {
+        self.store = Some(store);
+        self
+    }
+
+    /// The policy gate every call passes (default: [`AllowAll`]).
+    pub fn policy(mut self, policy: Arc<dyn PolicyGate>) -> Self {
+        self.policy = Some(policy);
+        self
+    }
+
+    /// Serves the eight memory tools from this engine (and uses its store).
+    pub fn memory(mut self, memory: Arc<Memory>) -> Self {
+        self.memory = Some(memory);
+        self
+    }
+
+    pub fn build(self) -> Result<Runtime, BuildError> {
+        let store = match (self.store, &self.memory) {
+            (Some(store), _) => store,
+            (None, Some(memory)) => memory.store().clone(),
+            (None, None) => Arc::new(Store::open_in_memory()?),
+        };
+        let mut registry = Registry::default();
+        if let Some(memory) = &self.memory {
+            for tool in crate::memory::tools(memory.clone()) {
+                registry.register(tool)?;
+            }
+        }
+        for tool in self.tools {
+            registry.register(tool)?;
+        }
+        let policy = self.policy.unwrap_or_else(|| Arc::new(AllowAll));
+        Ok(Runtime {
+            dispatcher: Dispatcher::new(registry, store.clone(), policy),
+            store,
+            memory: self.memory,
+        })
+    }
+}

@@ -1,0 +1,164 @@
+//! A tool's declaration: what every face (MCP, CLI, daemon) reads about a capability.
+
+use serde_json::{json, Value};
+
+/// What running a tool does to the world. Faces map it to MCP hints the same way everywhere.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Effect {
+    /// Computes only.
+    None,
+    /// Reads state, changes nothing.
+    Read,
+    /// Changes or removes existing state.
+    Destructive,
+    /// Writes somewhere outside CAR (a remote service, the network).
+    ExternalWrite,
+}
+
+impl Effect {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Effect::None => "none",
+            Effect::Read => "read",
+            Effect::Destructive => "destructive",
+            Effect::ExternalWrite => "external_write",
+        }
+    }
+
+    pub fn read_only(self) -> bool {
+        match self {
+            Effect::None | Effect::Read => true,
+            Effect::Destructive | Effect::ExternalWrite => false,
+        }
+    }
+}
+
+/// Whether a call must be confirmed by the host (`confirm:<tool>` in the connection's context).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Confirmation {
+    NotRequired,
+    Required,
+}
+
+/// Whether calls of a tool may run beside each other.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Parallelism {
+    Safe,
+    Exclusive,
+}
+
+/// Whether calling a tool twice with the same arguments has the effect of calling it once.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Idempotence {
+    Idempotent,
+    NotIdempotent,
+}
+
+/// The declaration of one tool.
+#[derive(Debug, Clone)]
+pub struct ToolSpec {
+    pub name: String,
+    pub title: String,
+    pub description: String,
+    pub input_schema: Value,
+    pub output_schema: Option<Value>,
+    pub effect: Effect,
+    pub idempotence: Idempotence,
+    pub confirmation: Confirmation,
+    pub parallelism: Parallelism,
+    /// How long one call may run before it is stopped with status `timeout`.
+    pub timeout: std::time::Duration,
+}
+
+impl ToolSpec {
+    /// A spec with an object input schema, effect `read`, idempotent, parallel-safe,
+    /// no confirmation and a 300 s time bound; adjust with the builder methods.
+    pub fn new(name: &str, description: &str, input_schema: Value) -> ToolSpec {
+        ToolSpec {
+            name: name.to_string(),
+            title: name.to_string(),
+            description: description.to_string(),
+            input_schema,
+            output_schema: None,
+            effect: Effect::Read,
+            idempotence: Idempotence::Idempotent,
+            confirmation: Confirmation::NotRequired,
+            parallelism: Parallelism::Safe,
+            timeout: std::time::Duration::from_secs(300),
+        }
+    }
+
+    pub fn title(mut self, title: &str) -> Self {
+        self.title = title.to_string();
+        self
+    }
+
+    pub fn output_schema(mut self, schema: Value) -> Self {
+        self.output_schema = Some(schema);
+        self
+    }
+
+    pub fn effect(mut self, effect: Effect) -> Self {
+        self.effect = effect;
+        self
+    }
+
+    pub fn idempotence(mut self, idempotence: Idempotence) -> Self {
+        self.idempotence = idempotence;
+        self
+    }
+
+    pub fn confirmation(mut self, confirmation: Confirmation) -> Self {
+        self.confirmation = confirmation;
+        self
+    }
+
+    pub fn parallelism(mut self, parallelism: Parallelism) -> Self {
+        self.parallelism = parallelism;
+        self
+    }
+
+    pub fn timeout(mut self, timeout: std::time::Duration) -> Self {
+        self.timeout = timeout;
+        self
+    }
+
+    /// The four MCP annotation hints, always all present.
+    pub fn annotations(&self) -> Value {
+        json!({
+            "title": self.title,
+            "readOnlyHint": self.effect.read_only(),
+            "destructiveHint": self.effect == Effect::Destructive,
+            "idempotentHint": self.idempotence == Idempotence::Idempotent,
+            "openWorldHint": self.effect == Effect::ExternalWrite,
+        })
+    }
+
+    /// CAR's own metadata: effect, confirmation and parallel safety.
+    pub fn meta(&self) -> Value {
+        json!({
+            "car/effect": self.effect.as_str(),
+            "car/confirmation": match self.confirmation {
+                Confirmation::Required => "required",
+                Confirmation::NotRequired => "none",
+            },
+            "car/parallel_safe": self.parallelism == Parallelism::Safe,
+        })
+    }
+
+    /// The declaration as one JSON document (`car tools list --json`, MCP `tools/list`).
+    pub fn to_json(&self) -> Value {
+        let mut tool = json!({
+            "name": self.name,
+            "title": self.title,
+            "description": self.description,
+            "inputSchema": self.input_schema,
+            "annotations": self.annotations(),
+            "_meta": self.meta(),
+        });
+        if let Some(schema) = &self.output_schema {
+            tool["outputSchema"] = schema.clone();
+        }
+        tool
+    }
+}

@@ -1,0 +1,112 @@
+//! A registered tool: its declaration plus the code that runs it, and the errors a call can end in.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+
+use serde_json::Value;
+use tokio_util::sync::CancellationToken;
+
+use super::context::Context;
+use super::spec::ToolSpec;
+
+/// The future a tool's handler returns.
+pub type ToolFuture = Pin<Box<dyn Future<Output = Result<Value, ToolError>> + Send>>;
+
+type Handler = Arc<dyn Fn(ToolCall) -> ToolFuture + Send + Sync>;
+
+/// One call as a handler sees it: validated arguments, a cancellation token, the context.
+#[derive(Debug, Clone)]
+pub struct ToolCall {
+    pub args: Value,
+    pub cancel: CancellationToken,
+    pub context: Context,
+}
+
+/// Why a call did not produce a result. Each becomes an `isError` result with a code.
+#[derive(Debug, Clone, thiserror::Error, PartialEq)]
+pub enum ToolError {
+    #[error("invalid arguments: {0}")]
+    InvalidArguments(String),
+    #[error("not found: {0}")]
+    NotFound(String),
+    #[error("tool '{0}' needs confirmation: the host must grant 'confirm:{0}' for this connection (for car-mcp, add it to CAR_CONFIRM)")]
+    ConfirmationRequired(String),
+    #[error("denied by policy: {0}")]
+    Denied(String),
+    #[error("a call with request id '{0}' is still running; retry when it has finished")]
+    InProgress(String),
+    #[error("the call was cancelled")]
+    Cancelled,
+    #[error("the call did not finish within {0} s and was stopped")]
+    Timeout(u64),
+    #[error("{0}")]
+    Failed(String),
+}
+
+impl ToolError {
+    /// A stable machine-readable code for the error envelope.
+    pub fn code(&self) -> &'static str {
+        match self {
+            ToolError::InvalidArguments(_) => "invalid_arguments",
+            ToolError::NotFound(_) => "not_found",
+            ToolError::ConfirmationRequired(_) => "confirmation_required",
+            ToolError::Denied(_) => "denied",
+            ToolError::InProgress(_) => "in_progress",
+            ToolError::Cancelled => "cancelled",
+            ToolError::Timeout(_) => "timeout",
+            ToolError::Failed(_) => "failed",
+        }
+    }
+}
+
+/// A tool: declaration and handler.
+#[derive(Clone)]
+pub struct Tool {
+    pub(crate) spec: ToolSpec,
+    pub(crate) handler: Handler,
+}
+
+impl std::fmt::Debug for Tool {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Tool").field("spec", &self.spec).finish()
+    }
+}
+
+impl Tool {
+    /// A tool whose handler is async.
+    pub fn new<F, Fut>(spec: ToolSpec, handler: F) -> Tool
+    where
+        F: Fn(ToolCall) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = Result<Value, ToolError>> + Send + 'static,
+    {
+        Tool {
+            spec,
+            handler: Arc::new(move |call| Box::pin(handler(call))),
+        }
+    }
+
+    /// A tool whose handler blocks (database work); it runs on tokio's blocking pool and should
+    /// check `call.cancel` between steps of long work.
+    pub fn blocking<F>(spec: ToolSpec, handler: F) -> Tool
+    where
+        F: Fn(ToolCall) -> Result<Value, ToolError> + Send + Sync + 'static,
+    {
+        let handler = Arc::new(handler);
+        Tool {
+            spec,
+            handler: Arc::new(move |call| {
+                let handler = handler.clone();
+                Box::pin(async move {
+                    tokio::task::spawn_blocking(move || handler(call))
+                        .await
+                        .unwrap_or_else(|join| Err(ToolError::Failed(format!("the tool panicked: {join}"))))
+                })
+            }),
+        }
+    }
+
+    pub fn spec(&self) -> &ToolSpec {
+        &self.spec
+    }
+}

@@ -1,0 +1,276 @@
+//! The SQLite store under `CAR_HOME`: connection setup (WAL, busy timeout, foreign keys) and
+//! append-only migrations. Every write in CAR goes through a transaction here, so any number of
+//! processes can write at once without losing an acknowledged write.
+
+use std::path::{Path, PathBuf};
+use std::sync::{Mutex, MutexGuard};
+use std::time::Duration;
+
+use rusqlite::{Connection, OpenFlags};
+
+/// The migrations, in order. Never edit one that has shipped; add a new file.
+const MIGRATIONS: &[(&str, &str)] = &[
+    ("0001_runtime", include_str!("migrations/0001_runtime.sql")),
+    ("0002_memory", include_str!("migrations/0002_memory.sql")),
+];
+
+/// How long a writer waits for another process's transaction before giving up.
+const BUSY_TIMEOUT: Duration = Duration::from_secs(30);
+
+pub type Result<T, E = StoreError> = std::result::Result<T, E>;
+
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    #[error("cannot create {path}: {source}")]
+    CreateDir {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("cannot open the database {path}: {source}")]
+    Open {
+        path: PathBuf,
+        source: rusqlite::Error,
+    },
+    #[error("the database {path} was written by a newer CAR (schema {found}, this CAR knows up to {supported}); upgrade CAR, or point CAR_HOME elsewhere. The file was left untouched.")]
+    NewerSchema {
+        path: PathBuf,
+        found: i64,
+        supported: i64,
+    },
+    #[error("migration {name} failed: {source}")]
+    Migration {
+        name: &'static str,
+        source: rusqlite::Error,
+    },
+    #[error("database error: {0}")]
+    Sqlite(#[from] rusqlite::Error),
+    #[error("a database task failed: {0}")]
+    Task(String),
+}
+
+/// One connection to `car.db`, shared by the threads of a process.
+#[derive(Debug)]
+pub struct Store {
+    conn: Mutex<Connection>,
+    path: Option<PathBuf>,
+}
+
+impl Store {
+    /// Opens (creating if needed) the database at `path` and brings its schema up to date.
+    pub fn open(path: &Path) -> Result<Store> {
+        if let Some(dir) = path.parent() {
+            std::fs::create_dir_all(dir).map_err(|source| StoreError::CreateDir {
+                path: dir.to_path_buf(),
+                source,
+            })?;
+        }
+        let open_err = |source| StoreError::Open {
+            path: path.to_path_buf(),
+            source,
+        };
+        let flags = OpenFlags::SQLITE_OPEN_READ_WRITE
+            | OpenFlags::SQLITE_OPEN_CREATE
+            | OpenFlags::SQLITE_OPEN_NO_MUTEX
+            | OpenFlags::SQLITE_OPEN_URI;
+        let conn = Connection::open_with_flags(path, flags).map_err(open_err)?;
+        conn.busy_timeout(BUSY_TIMEOUT).map_err(open_err)?;
+        // Refuse a newer schema before anything (even the journal mode) touches the file.
+        let found: i64 = conn
+            .query_row("PRAGMA user_version", [], |r| r.get(0))
+            .map_err(open_err)?;
+        if found > MIGRATIONS.len() as i64 {
+            return Err(StoreError::NewerSchema {
+                path: path.to_path_buf(),
+                found,
+                supported: MIGRATIONS.len() as i64,
+            });
+        }
+        // WAL lets readers run beside one writer; NORMAL sync in WAL survives a killed process
+        // (a commit is in the WAL before it is acknowledged); only power loss can drop the
+        // newest transactions.
+        conn.pragma_update(None, "journal_mode", "WAL")
+            .map_err(open_err)?;
+        conn.pragma_update(None, "synchronous", "NORMAL")
+            .map_err(open_err)?;
+        conn.pragma_update(None, "foreign_keys", "ON")
+            .map_err(open_err)?;
+        let store = Store {
+            conn: Mutex::new(conn),
+            path: Some(path.to_path_buf()),
+        };
+        store.migrate()?;
+        Ok(store)
+    }
+
+    /// A private in-memory database (embedding without a home, tests, evaluation runs).
+    pub fn open_in_memory() -> Result<Store> {
+        let conn = Connection::open_in_memory()?;
+        conn.pragma_update(None, "foreign_keys", "ON")?;
+        let store = Store {
+            conn: Mutex::new(conn),
+            path: None,
+        };
+        store.migrate()?;
+        Ok(store)
+    }
+
+    pub fn path(&self) -> Option<&Path> {
+        self.path.as_deref()
+    }
+
+    /// The connection, for one short unit of work. Poisoning is recovered: SQLite keeps the
+    /// database consistent whatever a panicking thread left half done.
+    pub fn conn(&self) -> MutexGuard<'_, Connection> {
+        self.conn.lock().unwrap_or_else(|poison| poison.into_inner())
+    }
+
+    /// Runs `work` in an IMMEDIATE transaction (the write lock is taken up front, so two writers
+    /// queue on the busy timeout instead of failing on upgrade) and commits it.
+    pub fn write<T, E: From<rusqlite::Error>>(
+        &self,
+        work: impl FnOnce(&rusqlite::Transaction<'_>) -> Result<T, E>,
+    ) -> Result<T, E> {
+        let mut conn = self.conn();
+        let tx = rusqlite::Transaction::new(&mut conn, rusqlite::TransactionBehavior::Immediate)?;
+        let value = work(&tx)?;
+        tx.commit()?;
+        Ok(value)
+    }
+
+    /// The schema version this database is at.
+    pub fn schema_version(&self) -> Result<i64> {
+        Ok(self
+            .conn()
+            .query_row("PRAGMA user_version", [], |r| r.get(0))?)
+    }
+
+    /// The schema version this build of CAR writes.
+    pub fn supported_schema_version() -> i64 {
+        MIGRATIONS.len() as i64
+    }
+
+    fn migrate(&self) -> Result<()> {
+        let mut conn = self.conn();
+        let tx = rusqlite::Transaction::new(&mut conn, rusqlite::TransactionBehavior::Immediate)?;
+        // Re-read inside the write lock: another process may have migrated meanwhile.
+        let current: i64 = tx.query_row("PRAGMA user_version", [], |r| r.get(0))?;
+        if current > MIGRATIONS.len() as i64 {
+            return Err(StoreError::NewerSchema {
+                path: self.path.clone().unwrap_or_default(),
+                found: current,
+                supported: MIGRATIONS.len() as i64,
+            });
+        }
+        for (index, (name, sql)) in MIGRATIONS.iter().enumerate().skip(current as usize) {
+            tx.execute_batch(sql)
+                .map_err(|source| StoreError::Migration { name, source })?;
+            tx.pragma_update(None, "user_version", index as i64 + 1)?;
+        }
+        tx.commit()?;
+        Ok(())
+    }
+
+    /// The id of the project rooted at `root`, registering it on first use.
+    pub fn project_id(&self, root: &Path) -> Result<i64> {
+        let root_text = root.to_string_lossy().to_string();
+        if let Some(id) = self
+            .conn()
+            .query_row(
+                "SELECT id FROM projects WHERE root = ?1",
+                [&root_text],
+                |r| r.get(0),
+            )
+            .ok()
+        {
+            return Ok(id);
+        }
+        let name = root
+            .file_name()
+            .map(|n| n.to_string_lossy().to_string())
+            .unwrap_or_else(|| root_text.clone());
+        self.write(|tx| {
+            tx.execute(
+                "INSERT INTO projects(root, name, created_at) VALUES (?1, ?2, ?3)
+                 ON CONFLICT(root) DO NOTHING",
+                rusqlite::params![root_text, name, now()],
+            )?;
+            Ok(tx.query_row(
+                "SELECT id FROM projects WHERE root = ?1",
+                [&root_text],
+                |r| r.get(0),
+            )?)
+        })
+    }
+
+    /// A `meta` value.
+    pub fn meta(&self, key: &str) -> Result<Option<String>> {
+        use rusqlite::OptionalExtension;
+        Ok(self
+            .conn()
+            .query_row("SELECT value FROM meta WHERE key = ?1", [key], |r| r.get(0))
+            .optional()?)
+    }
+}
+
+/// The current time as RFC 3339 UTC with milliseconds, the format of every timestamp CAR stores.
+pub fn now() -> String {
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap_or_default();
+    format_unix_millis(now.as_millis() as i64)
+}
+
+/// Formats milliseconds since the epoch as `YYYY-MM-DDTHH:MM:SS.mmmZ`.
+fn format_unix_millis(millis: i64) -> String {
+    let secs = millis.div_euclid(1000);
+    let ms = millis.rem_euclid(1000);
+    let days = secs.div_euclid(86_400);
+    let rem = secs.rem_euclid(86_400);
+    let (h, m, s) = (rem / 3600, (rem % 3600) / 60, rem % 60);
+    // Howard Hinnant's days-from-civil inverse.
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let y = yoe + era * 400;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let mo = if mp < 10 { mp + 3 } else { mp - 9 };
+    let y = if mo <= 2 { y + 1 } else { y };
+    format!("{y:04}-{mo:02}-{d:02}T{h:02}:{m:02}:{s:02}.{ms:03}Z")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn formats_epoch_and_leap_day() {
+        assert_eq!(format_unix_millis(0), "1970-01-01T00:00:00.000Z");
+        assert_eq!(format_unix_millis(951_782_400_123), "2000-02-29T00:00:00.123Z");
+    }
+
+    #[test]
+    fn newer_schema_is_refused_and_left_untouched() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("car.db");
+        {
+            let conn = Connection::open(&path).unwrap();
+            conn.pragma_update(None, "user_version", 99).unwrap();
+        }
+        let before = std::fs::read(&path).unwrap();
+        let err = Store::open(&path).unwrap_err();
+        assert!(matches!(err, StoreError::NewerSchema { found: 99, .. }));
+        assert_eq!(std::fs::read(&path).unwrap(), before);
+    }
+
+    #[test]
+    fn reopening_does_not_rerun_migrations() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("car.db");
+        Store::open(&path).unwrap();
+        let store = Store::open(&path).unwrap();
+        assert_eq!(store.schema_version().unwrap(), Store::supported_schema_version());
+    }
+}
