@@ -12,6 +12,7 @@
 //! ```
 
 pub mod cli;
+pub mod eval;
 mod home;
 mod mcp;
 mod memory;

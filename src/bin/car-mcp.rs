@@ -1,1 +1,4 @@
-fn main(){}
+//! `car-mcp`: the stdio MCP server.
+fn main() -> std::process::ExitCode {
+    car::cli::mcp_main()
+}

@@ -1,1 +1,4 @@
-fn main(){}
+//! `car`: the command line.
+fn main() -> std::process::ExitCode {
+    car::cli::main()
+}

@@ -1,1 +1,310 @@
-//! placeholder
+//! The `car` command line: one clap tree, one file per command group, each with its `run`.
+//! Commands that map to a tool call it through the same dispatcher the MCP face uses, so a
+//! command's `--json` output is the tool's structured result in the envelope.
+
+mod doctor;
+mod memory;
+mod tools;
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::Arc;
+
+use clap::{Args, Parser, Subcommand};
+use serde_json::Value;
+
+use crate::home::{self, Home};
+use crate::mcp::McpServer;
+use crate::memory::Memory;
+use crate::output;
+use crate::runtime::{CallOptions, Context, DispatchError, Face, Runtime, ToolError};
+use crate::store::Store;
+
+const AFTER_HELP: &str = "\
+Examples:
+  car memory add \"build\" \"run cargo test --workspace before pushing\"
+  car memory query \"how do we build?\"
+  car memory context \"fix the payout scheduler\"
+  car tools list
+  car mcp                      # serve MCP over stdio (same as car-mcp)
+
+Data lives in CAR_HOME (default ~/.car): car.db holds memory and the execution log.";
+
+/// CAR, the Common Agent Runtime: durable memory and a governed tool registry for coding agents.
+#[derive(Debug, Parser)]
+#[command(name = "car", version, about, after_help = AFTER_HELP, propagate_version = true)]
+pub struct Cli {
+    #[command(flatten)]
+    pub global: GlobalArgs,
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// Flags every command takes.
+#[derive(Debug, Args)]
+pub struct GlobalArgs {
+    /// Print the result as JSON: {"schema_version":1,"command":…,"success":…,"data"|"error":…}.
+    #[arg(long, global = true)]
+    pub json: bool,
+    /// CAR's data directory (absolute path). Default: ~/.car.
+    #[arg(long, global = true, env = "CAR_HOME", value_name = "DIR")]
+    pub home: Option<PathBuf>,
+    /// The project directory (default: the nearest ancestor with .car/, else the git root, else the current directory).
+    #[arg(long, global = true, env = "CAR_PROJECT_DIR", value_name = "DIR")]
+    pub project: Option<PathBuf>,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Remember, recall and manage memory (facts, knowledge, procedures, status).
+    #[command(subcommand)]
+    Memory(memory::MemoryCommand),
+    /// List the registry's tools or call any of them.
+    #[command(subcommand)]
+    Tools(tools::ToolsCommand),
+    /// Show the execution log: every tool call, its status and duration.
+    Executions(tools::ExecutionsArgs),
+    /// Check CAR's home, database and project and say what to fix.
+    Doctor,
+    /// Serve the MCP protocol over stdio (what car-mcp does).
+    Mcp(McpArgs),
+}
+
+/// Options of the stdio MCP server.
+#[derive(Debug, Args)]
+pub struct McpArgs {
+    /// Serve over stdio (the default and only transport of this command; accepted for compatibility).
+    #[arg(long)]
+    pub stdio: bool,
+}
+
+/// What a command resolved before doing work.
+pub(crate) struct Env {
+    pub home: Home,
+    pub project_root: PathBuf,
+    pub json: bool,
+}
+
+/// A failed command: a code for the envelope, a message, and the exit status.
+#[derive(Debug)]
+pub(crate) struct Failure {
+    pub code: &'static str,
+    pub message: String,
+    pub exit: u8,
+}
+
+impl Failure {
+    pub fn new(code: &'static str, message: impl Into<String>) -> Failure {
+        Failure {
+            code,
+            message: message.into(),
+            exit: 1,
+        }
+    }
+
+    pub fn usage(message: impl Into<String>) -> Failure {
+        Failure {
+            code: "usage",
+            message: message.into(),
+            exit: 2,
+        }
+    }
+}
+
+impl From<ToolError> for Failure {
+    fn from(err: ToolError) -> Self {
+        let exit = match err {
+            ToolError::InvalidArguments(_) => 2,
+            ToolError::NotFound(_)
+            | ToolError::ConfirmationRequired(_)
+            | ToolError::Denied(_)
+            | ToolError::InProgress(_)
+            | ToolError::Cancelled
+            | ToolError::Timeout(_)
+            | ToolError::Failed(_) => 1,
+        };
+        Failure {
+            code: err.code(),
+            message: err.to_string(),
+            exit,
+        }
+    }
+}
+
+impl From<DispatchError> for Failure {
+    fn from(err: DispatchError) -> Self {
+        match err {
+            DispatchError::UnknownTool(_) => Failure {
+                code: "unknown_tool",
+                message: err.to_string(),
+                exit: 2,
+            },
+            DispatchError::Store(_) => Failure::new("store", err.to_string()),
+        }
+    }
+}
+
+impl From<crate::memory::MemoryError> for Failure {
+    fn from(err: crate::memory::MemoryError) -> Self {
+        match err {
+            crate::memory::MemoryError::Invalid(m) => Failure::usage(m),
+            other => Failure::new("failed", other.to_string()),
+        }
+    }
+}
+
+impl From<crate::store::StoreError> for Failure {
+    fn from(err: crate::store::StoreError) -> Self {
+        Failure::new("store", err.to_string())
+    }
+}
+
+/// Sets up stderr logging (`RUST_LOG`, default warnings only). stdout stays the protocol's.
+pub fn init_logging() {
+    let filter = tracing_subscriber::EnvFilter::try_from_env(home::env::RUST_LOG)
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
+    let _ = tracing_subscriber::fmt()
+        .with_writer(std::io::stderr)
+        .with_env_filter(filter)
+        .with_ansi(false)
+        .try_init();
+}
+
+/// Opens the store and memory of a project and builds the runtime over them.
+pub(crate) fn open_runtime(env: &Env) -> Result<Runtime, Failure> {
+    let store = Arc::new(Store::open(&env.home.db_path())?);
+    let memory = Memory::open(store, Some(&env.project_root), Some(&env.home.assistant_json()))?;
+    Runtime::builder()
+        .memory(Arc::new(memory))
+        .build()
+        .map_err(|e| Failure::new("build", e.to_string()))
+}
+
+fn resolve(global: &GlobalArgs) -> Result<Env, Failure> {
+    let home = Home::resolve(global.home.as_deref()).map_err(|e| Failure::usage(e.to_string()))?;
+    let project_root = match &global.project {
+        Some(dir) if !dir.as_os_str().is_empty() => std::path::absolute(dir)
+            .map_err(|e| Failure::usage(format!("bad --project {}: {e}", dir.display())))?,
+        Some(_) | None => {
+            let cwd = std::env::current_dir()
+                .map_err(|e| Failure::new("io", format!("cannot read the current directory: {e}")))?;
+            home::project_root(&cwd)
+        }
+    };
+    Ok(Env {
+        home,
+        project_root,
+        json: global.json,
+    })
+}
+
+/// Calls a tool through the dispatcher as the CLI face.
+pub(crate) async fn call_tool(runtime: &Runtime, name: &str, args: Value, request_id: Option<String>) -> Result<Value, Failure> {
+    let context = Context::new(Face::Cli).grants(home::confirm_grants_from_env());
+    let options = CallOptions {
+        request_id,
+        ..CallOptions::default()
+    };
+    let outcome = runtime.call(name, args, &context, options).await?;
+    Ok(outcome.result?)
+}
+
+/// Prints a command's result and returns its exit code.
+pub(crate) fn finish(env_json: bool, command: &str, result: Result<Value, Failure>, human: impl FnOnce(&Value) -> String) -> ExitCode {
+    match result {
+        Ok(data) => {
+            if env_json {
+                println!("{}", output::success(command, data));
+            } else {
+                print!("{}", human(&data));
+            }
+            ExitCode::SUCCESS
+        }
+        Err(failure) => {
+            if env_json {
+                println!("{}", output::failure(command, failure.code, &failure.message));
+            } else {
+                eprintln!("error: {}", failure.message);
+            }
+            ExitCode::from(failure.exit)
+        }
+    }
+}
+
+/// Runs the `car` command line.
+pub fn main() -> ExitCode {
+    let cli = Cli::parse();
+    init_logging();
+    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("error: cannot start the async runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    runtime.block_on(run(cli))
+}
+
+async fn run(cli: Cli) -> ExitCode {
+    let env = match resolve(&cli.global) {
+        Ok(env) => env,
+        Err(failure) => return finish(cli.global.json, "car", Err(failure), |_| String::new()),
+    };
+    match cli.command {
+        Command::Memory(command) => memory::run(&env, command).await,
+        Command::Tools(command) => tools::run(&env, command).await,
+        Command::Executions(args) => tools::executions(&env, args).await,
+        Command::Doctor => doctor::run(&env),
+        Command::Mcp(_) => serve_mcp(&env).await,
+    }
+}
+
+/// Serves MCP on stdio for `car mcp` and `car-mcp`.
+async fn serve_mcp(env: &Env) -> ExitCode {
+    let runtime = match open_runtime(env) {
+        Ok(runtime) => runtime,
+        Err(failure) => {
+            eprintln!("car-mcp: {}", failure.message);
+            return ExitCode::from(failure.exit);
+        }
+    };
+    let context = Context::new(Face::Mcp).grants(home::confirm_grants_from_env());
+    match McpServer::new(runtime).context(context).serve_stdio().await {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            tracing::error!("{e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// `car-mcp`: the stdio MCP server, configured by CAR_HOME and CAR_CONFIRM.
+#[derive(Debug, Parser)]
+#[command(name = "car-mcp", version, about = "CAR's MCP server over stdio: memory tools, the car_context prompt and memory resources.",
+          after_help = "Point an MCP client at this binary, e.g. Claude Code:\n  claude mcp add car -- car-mcp\nEnvironment: CAR_HOME (data directory), CAR_CONFIRM (comma-separated tools the host confirms), RUST_LOG (stderr log level).")]
+pub struct McpCli {
+    #[command(flatten)]
+    pub global: GlobalArgs,
+    #[command(flatten)]
+    pub mcp: McpArgs,
+}
+
+/// Runs `car-mcp`.
+pub fn mcp_main() -> ExitCode {
+    let cli = McpCli::parse();
+    init_logging();
+    let env = match resolve(&cli.global) {
+        Ok(env) => env,
+        Err(failure) => {
+            eprintln!("car-mcp: {}", failure.message);
+            return ExitCode::from(failure.exit);
+        }
+    };
+    match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+        Ok(rt) => rt.block_on(serve_mcp(&env)),
+        Err(e) => {
+            eprintln!("car-mcp: cannot start the async runtime: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}

@@ -105,7 +105,13 @@ impl Index {
     }
 
     fn load_all(&mut self, conn: &Connection) -> store::Result<()> {
-        let tx = conn.unchecked_transaction()?;
+        // One snapshot for the whole load (inside a writer's transaction, that one).
+        let snapshot = if conn.is_autocommit() {
+            Some(conn.unchecked_transaction()?)
+        } else {
+            None
+        };
+        let tx = conn;
         let head: i64 = tx.query_row(
             "SELECT ifnull(max(seq), 0) FROM memory_changes",
             [],
@@ -126,7 +132,9 @@ impl Index {
                 self.link(&src, &dst, &kind, weight);
             }
         }
-        tx.commit()?;
+        if let Some(snapshot) = snapshot {
+            snapshot.commit()?;
+        }
         self.last_change = head;
         self.loaded = true;
         Ok(())

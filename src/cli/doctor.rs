@@ -1,0 +1,91 @@
+//! `car doctor`: checks the home, the database and the project, and says what to fix.
+
+use std::process::ExitCode;
+
+use serde_json::{json, Value};
+
+use super::{finish, Env};
+use crate::memory::Memory;
+use crate::store::Store;
+
+fn check(name: &str, ok: bool, detail: impl Into<String>) -> Value {
+    json!({"check": name, "ok": ok, "detail": detail.into()})
+}
+
+pub fn run(env: &Env) -> ExitCode {
+    let mut checks = Vec::new();
+    let home = env.home.root();
+    let home_ok = std::fs::create_dir_all(home).is_ok()
+        && tempfile_probe(home);
+    checks.push(check(
+        "home",
+        home_ok,
+        if home_ok {
+            format!("{} is writable", home.display())
+        } else {
+            format!("{} is not writable: set CAR_HOME to a directory you own", home.display())
+        },
+    ));
+    let db = env.home.db_path();
+    match Store::open(&db) {
+        Ok(store) => {
+            let version = store.schema_version().unwrap_or(-1);
+            checks.push(check("database", true, format!("{} (schema {version} of {})", db.display(), Store::supported_schema_version())));
+            let mode: String = store
+                .conn()
+                .query_row("PRAGMA journal_mode", [], |r| r.get(0))
+                .unwrap_or_default();
+            checks.push(check("wal", mode.eq_ignore_ascii_case("wal"), format!("journal_mode={mode}")));
+            let integrity: String = store
+                .conn()
+                .query_row("PRAGMA quick_check", [], |r| r.get(0))
+                .unwrap_or_else(|e| e.to_string());
+            checks.push(check("integrity", integrity == "ok", format!("quick_check: {integrity}")));
+            match Memory::open(std::sync::Arc::new(store), Some(&env.project_root), Some(&env.home.assistant_json())) {
+                Ok(memory) => {
+                    let count = memory.entry_count("").unwrap_or(0);
+                    checks.push(check("memory", true, format!("{count} current entries visible from this project")));
+                }
+                Err(e) => checks.push(check("memory", false, e.to_string())),
+            }
+        }
+        Err(e) => checks.push(check("database", false, e.to_string())),
+    }
+    let assistant = env.home.assistant_json();
+    checks.push(check(
+        "assistant.json",
+        true,
+        if assistant.exists() {
+            format!("{} present (imported once into car.db)", assistant.display())
+        } else {
+            "none (nothing to import)".to_string()
+        },
+    ));
+    checks.push(check("project", true, format!("{}", env.project_root.display())));
+    let healthy = checks.iter().all(|c| c["ok"] == true);
+    let data = json!({"healthy": healthy, "home": home.display().to_string(), "version": env!("CARGO_PKG_VERSION"), "checks": checks});
+    let result = if healthy {
+        Ok(data)
+    } else {
+        Err(super::Failure::new("unhealthy", format!("some checks failed: {}", data["checks"])))
+    };
+    finish(env.json, "doctor", result, |data| {
+        let mut out = String::new();
+        for c in data["checks"].as_array().into_iter().flatten() {
+            out.push_str(&format!(
+                "{} {:<15} {}\n",
+                if c["ok"] == true { "ok  " } else { "FAIL" },
+                c["check"].as_str().unwrap_or(""),
+                c["detail"].as_str().unwrap_or("")
+            ));
+        }
+        out
+    })
+}
+
+fn tempfile_probe(dir: &std::path::Path) -> bool {
+    let probe = dir.join(format!(".doctor-{}", std::process::id()));
+    let ok = std::fs::write(&probe, b"ok").is_ok();
+    let _ = std::fs::remove_file(&probe);
+    ok
+}

@@ -1,0 +1,344 @@
+//! `car memory …`: every memory tool as a command, plus context, show, import and export.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Args, Subcommand, ValueEnum};
+use serde_json::{json, Map, Value};
+
+use super::{call_tool, finish, open_runtime, Env, Failure};
+use crate::memory::{ContextMode, ContextRequest, Memory};
+use crate::output::render_human;
+
+#[derive(Debug, Subcommand)]
+pub enum MemoryCommand {
+    /// Remember a fact (memory_add_fact). A fact with the same subject replaces the current one.
+    #[command(after_help = "Examples:\n  car memory add build \"cargo test --workspace before pushing\"\n  car memory add secrets \"never commit .env files\" --kind constraint\n  car memory add editor \"prefers vim keybindings\" --global")]
+    Add {
+        subject: String,
+        body: String,
+        #[arg(long, value_enum, default_value_t = FactKind::Pattern)]
+        kind: FactKind,
+        /// Id or subject of a fact this one replaces.
+        #[arg(long)]
+        supersedes: Option<String>,
+        /// Id or subject this fact was derived from (repeatable).
+        #[arg(long = "depends-on")]
+        depends_on: Vec<String>,
+        #[command(flatten)]
+        scope: ScopeArgs,
+    },
+    /// Recall entries for a query (memory_query), most relevant first.
+    #[command(after_help = "Example:\n  car memory query \"how do we release?\" -k 10")]
+    Query {
+        query: String,
+        /// How many entries (1–50).
+        #[arg(short, long, default_value_t = 5)]
+        k: u32,
+        #[arg(long)]
+        tenant: Option<String>,
+    },
+    /// Set the agent's status slot (memory_update_status); a new status overwrites the old.
+    Status {
+        body: String,
+        #[arg(long)]
+        tenant: Option<String>,
+    },
+    /// Save proactive knowledge (memory_save_knowledge): requirements, policies, verified facts.
+    Knowledge(EntryArgs),
+    /// Save procedural evidence (memory_save_procedural): failed attempts, fixes, gotchas.
+    Procedure(EntryArgs),
+    /// Delete an entry by id, or clear a status slot (proactive-status:<tenant|global>).
+    Delete { id: String },
+    /// Ask for at most one grounded reminder before the next step (memory_intervene).
+    #[command(after_help = "Example:\n  car memory intervene --query \"deploy to prod\" --high-risk")]
+    Intervene {
+        #[arg(long)]
+        query: Option<String>,
+        /// Recent messages or tool output (repeatable).
+        #[arg(long)]
+        recent: Vec<String>,
+        #[arg(long, default_value_t = 0)]
+        repeated_failures: u32,
+        #[arg(long)]
+        tool_error: bool,
+        #[arg(long)]
+        uncertain: bool,
+        #[arg(long)]
+        high_risk: bool,
+        #[arg(long)]
+        context_shift: bool,
+        /// Consider a reminder even when no trigger fired.
+        #[arg(long)]
+        force: bool,
+        #[arg(long, default_value_t = 8)]
+        max_candidates: u32,
+        #[arg(long)]
+        tenant: Option<String>,
+    },
+    /// Score proactive memory on labelled cases (memory_evaluate); FILE holds {"cases":[…]} or […], - for stdin.
+    Evaluate { file: PathBuf },
+    /// Print the layered briefing for a query (the car_context prompt).
+    Context {
+        query: String,
+        /// Newest first without ranking (cheaper).
+        #[arg(long)]
+        fast: bool,
+        /// Token budget.
+        #[arg(long, default_value_t = 8000)]
+        budget: usize,
+        #[arg(long)]
+        tenant: Option<String>,
+    },
+    /// Show one entry by id (the car://memory/fact/{id} resource).
+    Show { id: String },
+    /// Export current entries as assistant.json notes (default: $CAR_HOME/memory/assistant.json).
+    Export {
+        /// Where to write; - for stdout.
+        #[arg(long, short)]
+        output: Option<PathBuf>,
+    },
+    /// Import assistant.json notes ({"notes":[{subject, body, kind}]}) in one transaction.
+    Import { file: PathBuf },
+}
+
+#[derive(Debug, Clone, Copy, ValueEnum)]
+pub enum FactKind {
+    Pattern,
+    Constraint,
+}
+
+#[derive(Debug, Args)]
+pub struct ScopeArgs {
+    /// Isolate inside the project: a tenant sees only its own entries.
+    #[arg(long)]
+    tenant: Option<String>,
+    /// Seen from every project (user-wide), not only this one.
+    #[arg(long)]
+    global: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct EntryArgs {
+    subject: String,
+    body: String,
+    /// Requested id (a taken id gets -2, -3, … appended).
+    #[arg(long)]
+    id: Option<String>,
+    /// A tag (repeatable).
+    #[arg(long = "tag")]
+    tags: Vec<String>,
+    #[arg(long)]
+    confidence: Option<String>,
+    /// Mark it as a constraint.
+    #[arg(long)]
+    constraint: bool,
+    #[command(flatten)]
+    scope: ScopeArgs,
+}
+
+fn put(map: &mut Map<String, Value>, key: &str, value: Option<impl Into<Value>>) {
+    if let Some(value) = value {
+        map.insert(key.to_string(), value.into());
+    }
+}
+
+fn scope_args(map: &mut Map<String, Value>, scope: &ScopeArgs) {
+    put(map, "tenant_id", scope.tenant.clone());
+    if scope.global {
+        map.insert("scope".into(), json!("global"));
+    }
+}
+
+fn entry_args(args: &EntryArgs) -> Value {
+    let mut map = Map::new();
+    map.insert("subject".into(), json!(args.subject));
+    map.insert("body".into(), json!(args.body));
+    put(&mut map, "id", args.id.clone());
+    if !args.tags.is_empty() {
+        map.insert("tags".into(), json!(args.tags));
+    }
+    put(&mut map, "confidence", args.confidence.clone());
+    if args.constraint {
+        map.insert("is_constraint".into(), json!(true));
+    }
+    scope_args(&mut map, &args.scope);
+    Value::Object(map)
+}
+
+fn read_input(path: &PathBuf) -> Result<String, Failure> {
+    if path.as_os_str() == "-" {
+        std::io::read_to_string(std::io::stdin()).map_err(|e| Failure::new("io", format!("cannot read stdin: {e}")))
+    } else {
+        std::fs::read_to_string(path).map_err(|e| Failure::usage(format!("cannot read {}: {e}", path.display())))
+    }
+}
+
+/// The tool a command calls and its arguments, or None for commands that are not tools.
+fn as_tool_call(command: &MemoryCommand) -> Result<Option<(&'static str, &'static str, Value)>, Failure> {
+    Ok(Some(match command {
+        MemoryCommand::Add { subject, body, kind, supersedes, depends_on, scope } => {
+            let mut map = Map::new();
+            map.insert("subject".into(), json!(subject));
+            map.insert("body".into(), json!(body));
+            map.insert("kind".into(), json!(match kind { FactKind::Pattern => "pattern", FactKind::Constraint => "constraint" }));
+            put(&mut map, "supersedes", supersedes.clone());
+            if !depends_on.is_empty() {
+                map.insert("depends_on".into(), json!(depends_on));
+            }
+            scope_args(&mut map, scope);
+            ("memory.add", "memory_add_fact", Value::Object(map))
+        }
+        MemoryCommand::Query { query, k, tenant } => {
+            let mut map = Map::new();
+            map.insert("query".into(), json!(query));
+            map.insert("k".into(), json!(k));
+            put(&mut map, "tenant_id", tenant.clone());
+            ("memory.query", "memory_query", Value::Object(map))
+        }
+        MemoryCommand::Status { body, tenant } => {
+            let mut map = Map::new();
+            map.insert("body".into(), json!(body));
+            put(&mut map, "tenant_id", tenant.clone());
+            ("memory.status", "memory_update_status", Value::Object(map))
+        }
+        MemoryCommand::Knowledge(args) => ("memory.knowledge", "memory_save_knowledge", entry_args(args)),
+        MemoryCommand::Procedure(args) => ("memory.procedure", "memory_save_procedural", entry_args(args)),
+        MemoryCommand::Delete { id } => ("memory.delete", "memory_delete", json!({"id": id})),
+        MemoryCommand::Intervene { query, recent, repeated_failures, tool_error, uncertain, high_risk, context_shift, force, max_candidates, tenant } => {
+            let mut map = Map::new();
+            put(&mut map, "query", query.clone());
+            if !recent.is_empty() {
+                map.insert("recent".into(), json!(recent));
+            }
+            map.insert("trigger".into(), json!({
+                "repeated_failures": repeated_failures, "tool_error": tool_error,
+                "explicit_uncertainty": uncertain, "high_risk_action": high_risk, "context_shift": context_shift
+            }));
+            map.insert("force".into(), json!(force));
+            map.insert("max_candidates".into(), json!(max_candidates));
+            put(&mut map, "tenant_id", tenant.clone());
+            ("memory.intervene", "memory_intervene", Value::Object(map))
+        }
+        MemoryCommand::Evaluate { file } => {
+            let text = read_input(file)?;
+            let value: Value = serde_json::from_str(&text)
+                .map_err(|e| Failure::usage(format!("{} is not JSON: {e}", file.display())))?;
+            let cases = match value {
+                Value::Array(_) => json!({"cases": value}),
+                other => other,
+            };
+            ("memory.evaluate", "memory_evaluate", cases)
+        }
+        MemoryCommand::Context { .. } | MemoryCommand::Show { .. } | MemoryCommand::Export { .. } | MemoryCommand::Import { .. } => {
+            return Ok(None)
+        }
+    }))
+}
+
+fn human_query(data: &Value) -> String {
+    let results = data["results"].as_array().cloned().unwrap_or_default();
+    if results.is_empty() {
+        return "nothing remembered matches\n".to_string();
+    }
+    let mut out = String::new();
+    for r in results {
+        out.push_str(&format!(
+            "{:.3}  [{}] {}: {}\n",
+            r["activation"].as_f64().unwrap_or(0.0),
+            r["id"].as_str().unwrap_or(""),
+            r["subject"].as_str().unwrap_or(""),
+            r["body"].as_str().unwrap_or("")
+        ));
+    }
+    out
+}
+
+pub async fn run(env: &Env, command: MemoryCommand) -> ExitCode {
+    let name = command_name(&command);
+    let runtime = match open_runtime(env) {
+        Ok(r) => r,
+        Err(f) => return finish(env.json, name, Err(f), |_| String::new()),
+    };
+    let call = match as_tool_call(&command) {
+        Ok(call) => call,
+        Err(f) => return finish(env.json, name, Err(f), |_| String::new()),
+    };
+    if let Some((name, tool, args)) = call {
+        let result = call_tool(&runtime, tool, args, None).await;
+        return finish(env.json, name, result, |data| match tool {
+            "memory_query" => human_query(data),
+            _ => render_human(data),
+        });
+    }
+    let Some(memory) = runtime.memory().cloned() else {
+        return finish(env.json, name, Err(Failure::new("failed", "memory is not available")), |_| String::new());
+    };
+    let result = local(env, &memory, command);
+    finish(env.json, name, result, |data| match data.get("text").and_then(Value::as_str) {
+        Some(text) => text.to_string(),
+        None => render_human(data),
+    })
+}
+
+fn command_name(command: &MemoryCommand) -> &'static str {
+    match command {
+        MemoryCommand::Add { .. } => "memory.add",
+        MemoryCommand::Query { .. } => "memory.query",
+        MemoryCommand::Status { .. } => "memory.status",
+        MemoryCommand::Knowledge(_) => "memory.knowledge",
+        MemoryCommand::Procedure(_) => "memory.procedure",
+        MemoryCommand::Delete { .. } => "memory.delete",
+        MemoryCommand::Intervene { .. } => "memory.intervene",
+        MemoryCommand::Evaluate { .. } => "memory.evaluate",
+        MemoryCommand::Context { .. } => "memory.context",
+        MemoryCommand::Show { .. } => "memory.show",
+        MemoryCommand::Export { .. } => "memory.export",
+        MemoryCommand::Import { .. } => "memory.import",
+    }
+}
+
+/// Commands served by the engine directly (not tools).
+fn local(env: &Env, memory: &Memory, command: MemoryCommand) -> Result<Value, Failure> {
+    match command {
+        MemoryCommand::Context { query, fast, budget, tenant } => {
+            let mut request = ContextRequest::new(&query);
+            request.mode = if fast { ContextMode::Fast } else { ContextMode::Full };
+            request.budget_tokens = budget;
+            request.tenant = tenant.unwrap_or_default();
+            let assembled = memory.context(&request)?;
+            Ok(serde_json::to_value(assembled).unwrap_or_default())
+        }
+        MemoryCommand::Show { id } => match memory.get(&id)? {
+            Some(node) => Ok(json!({
+                "id": node.id, "kind": node.kind.as_str(), "subject": node.subject, "body": node.body,
+                "tags": node.tags, "confidence": node.confidence, "scope": if node.project.is_none() { "global" } else { "project" },
+                "tenant_id": if node.tenant.is_empty() { Value::Null } else { json!(node.tenant) },
+                "created_at": node.created_at, "superseded_by": node.superseded_by,
+                "invalidated_by": node.invalidated_by, "injections": node.injections,
+            })),
+            None => Err(Failure::new("not_found", format!("no memory entry '{id}' in this project; find ids with `car memory query`"))),
+        },
+        MemoryCommand::Export { output } => {
+            let notes = memory.export_notes()?;
+            match output {
+                Some(path) if path.as_os_str() == "-" => Ok(json!({"notes": notes, "count": notes.len()})),
+                other => {
+                    let path = other.unwrap_or_else(|| env.home.assistant_json());
+                    Memory::write_notes(&path, &notes)?;
+                    Ok(json!({"path": path.display().to_string(), "count": notes.len()}))
+                }
+            }
+        }
+        MemoryCommand::Import { file } => {
+            let notes = Memory::read_notes(&file).map_err(|e| Failure::usage(e.to_string()))?;
+            let written = memory.import_notes(&notes)?;
+            Ok(json!({"path": file.display().to_string(), "imported": written.len(),
+                      "ids": written.iter().map(|w| w.id.clone()).collect::<Vec<_>>()}))
+        }
+        MemoryCommand::Add { .. } | MemoryCommand::Query { .. } | MemoryCommand::Status { .. } | MemoryCommand::Knowledge(_)
+        | MemoryCommand::Procedure(_) | MemoryCommand::Delete { .. } | MemoryCommand::Intervene { .. } | MemoryCommand::Evaluate { .. } => {
+            Err(Failure::new("failed", "internal: a tool command reached the local path"))
+        }
+    }
+}

@@ -1,0 +1,103 @@
+//! `car tools list|call` and `car executions`: the registry and its log, from the shell.
+
+use std::process::ExitCode;
+
+use clap::{Args, Subcommand};
+use serde_json::{json, Value};
+
+use super::{call_tool, finish, open_runtime, Env, Failure};
+use crate::output::render_human;
+use crate::runtime::executions;
+
+#[derive(Debug, Subcommand)]
+pub enum ToolsCommand {
+    /// List every registered tool with its effect and hints.
+    List,
+    /// Call any registered tool in-process, through validation, policy and the execution log.
+    #[command(after_help = "Examples:\n  car tools call memory_query --params '{\"query\":\"release steps\"}'\n  echo '{\"query\":\"x\"}' | car tools call memory_query --params -")]
+    Call {
+        name: String,
+        /// Arguments as a JSON object, @FILE to read them from a file, or - for stdin.
+        #[arg(long, default_value = "{}")]
+        params: String,
+        /// Idempotency key: a repeated id on a non-idempotent tool returns the recorded result.
+        #[arg(long)]
+        request_id: Option<String>,
+    },
+}
+
+#[derive(Debug, Args)]
+pub struct ExecutionsArgs {
+    /// Only this tool's executions.
+    #[arg(long)]
+    tool: Option<String>,
+    /// How many, newest first.
+    #[arg(long, default_value_t = 20)]
+    limit: usize,
+}
+
+fn parse_params(text: &str) -> Result<Value, Failure> {
+    let source = if text == "-" {
+        std::io::read_to_string(std::io::stdin()).map_err(|e| Failure::new("io", format!("cannot read stdin: {e}")))?
+    } else if let Some(path) = text.strip_prefix('@') {
+        std::fs::read_to_string(path).map_err(|e| Failure::usage(format!("cannot read {path}: {e}")))?
+    } else {
+        text.to_string()
+    };
+    let value: Value = serde_json::from_str(&source).map_err(|e| Failure::usage(format!("--params is not JSON: {e}")))?;
+    if !value.is_object() {
+        return Err(Failure::usage("--params must be a JSON object, e.g. '{\"query\":\"…\"}'"));
+    }
+    Ok(value)
+}
+
+pub async fn run(env: &Env, command: ToolsCommand) -> ExitCode {
+    let name = match command {
+        ToolsCommand::List => "tools.list",
+        ToolsCommand::Call { .. } => "tools.call",
+    };
+    let runtime = match open_runtime(env) {
+        Ok(r) => r,
+        Err(f) => return finish(env.json, name, Err(f), |_| String::new()),
+    };
+    match command {
+        ToolsCommand::List => {
+            let tools: Vec<Value> = runtime.registry().specs().map(|s| s.to_json()).collect();
+            finish(env.json, name, Ok(json!({"tools": tools})), |data| {
+                let mut out = String::new();
+                for tool in data["tools"].as_array().into_iter().flatten() {
+                    out.push_str(&format!(
+                        "{:<24} {:<15} {}\n",
+                        tool["name"].as_str().unwrap_or(""),
+                        tool["_meta"]["car/effect"].as_str().unwrap_or(""),
+                        tool["title"].as_str().unwrap_or("")
+                    ));
+                }
+                out
+            })
+        }
+        ToolsCommand::Call { name: tool, params, request_id } => {
+            let result = match parse_params(&params) {
+                Ok(args) => call_tool(&runtime, &tool, args, request_id).await,
+                Err(f) => Err(f),
+            };
+            finish(env.json, name, result, render_human)
+        }
+    }
+}
+
+pub async fn executions(env: &Env, args: ExecutionsArgs) -> ExitCode {
+    let result = open_runtime(env).and_then(|runtime| {
+        executions::recent(runtime.store(), args.tool.as_deref(), args.limit)
+            .map(|rows| json!({"executions": rows}))
+            .map_err(Failure::from)
+    });
+    finish(env.json, "executions.list", result, |data| {
+        let rows = data["executions"].as_array().cloned().unwrap_or_default();
+        if rows.is_empty() {
+            "no executions recorded yet\n".to_string()
+        } else {
+            render_human(&Value::Array(rows))
+        }
+    })
+}

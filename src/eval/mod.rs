@@ -1,0 +1,1 @@
+//! StateBench replay for `car-memgine-eval` (being written).
