@@ -1,0 +1,150 @@
+//! The `car` command line, end to end with a fresh CAR_HOME.
+
+use serde_json::{json, Value};
+
+use crate::support::TestHome;
+
+#[test]
+fn version_and_help_teach() {
+    let home = TestHome::new();
+    let out = home.car(&["--version"]);
+    assert!(out.status.success());
+    assert_eq!(String::from_utf8_lossy(&out.stdout), format!("car {}\n", env!("CARGO_PKG_VERSION")));
+    let help = String::from_utf8_lossy(&home.car(&["memory", "add", "--help"]).stdout).to_string();
+    assert!(help.contains("Examples:") && help.contains("--global"), "{help}");
+}
+
+#[test]
+fn a_relative_car_home_is_a_usage_error() {
+    let home = TestHome::new();
+    let out = home.command(crate::support::CAR).env("CAR_HOME", "relative/home").args(["memory", "query", "x"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("CAR_HOME must be an absolute path"));
+    let out = home.command(crate::support::CAR_MCP).env("CAR_HOME", "relative/home").output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(out.stdout.is_empty());
+}
+
+#[test]
+fn memory_commands_cover_every_tool_with_the_envelope() {
+    let home = TestHome::new();
+    let out = home.command(crate::support::CAR).args(["--json", "memory", "add", "ci", "CI runs cargo nextest"]).output().unwrap();
+    let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(
+        doc,
+        json!({"schema_version": 1, "command": "memory.add", "success": true, "data": {
+            "id": "fact-1", "kind": "pattern", "subject": "ci", "scope": "project", "tenant_id": null,
+            "superseded": [], "invalidated": [], "links": 0, "fact_count": 1, "durable": true}})
+    );
+    let replaced = home.car_json(&["memory", "add", "CI", "CI runs cargo test", "--kind", "constraint"]);
+    assert_eq!(replaced["superseded"], json!(["fact-1"]), "same subject, case-insensitive");
+    let query = home.car_json(&["memory", "query", "what does ci run", "-k", "3"]);
+    assert_eq!(query["results"].as_array().unwrap().len(), 1);
+    assert_eq!(query["results"][0]["id"], "fact-2");
+
+    let status = home.car_json(&["memory", "status", "halfway through the migration"]);
+    assert_eq!(status["id"], "proactive-status:global");
+    let knowledge = home.car_json(&["memory", "knowledge", "oncall", "Page the payments oncall for ledger drift", "--tag", "ops", "--confidence", "high"]);
+    assert_eq!(knowledge["kind"], "knowledge");
+    let procedure = home.car_json(&["memory", "procedure", "ledger drift", "Rerun the reconciler with --full after a ledger drift alert"]);
+    let inject = home.car_json(&["memory", "intervene", "--query", "ledger drift alert again", "--repeated-failures", "2"]);
+    assert_eq!(inject["decision"], "inject", "{inject}");
+    assert_eq!(inject["selected"]["id"], procedure["id"]);
+
+    let cases = home.project.join("cases.json");
+    std::fs::write(&cases, json!([{"id": "a", "request": {"query": "ledger drift", "trigger": {"tool_error": true}}, "relevant_fact_ids": [procedure["id"]]}]).to_string()).unwrap();
+    let evaluation = home.car_json(&["memory", "evaluate", cases.to_str().unwrap()]);
+    assert_eq!(evaluation["selective"]["precision"], 1.0);
+
+    let show = home.car_json(&["memory", "show", "fact-1"]);
+    assert_eq!(show["superseded_by"], "fact-2");
+    let context = home.car_json(&["memory", "context", "ci"]);
+    assert!(context["text"].as_str().unwrap().contains("[outdated] changed from: CI runs cargo nextest"));
+
+    let deleted = home.car_json(&["memory", "delete", knowledge["id"].as_str().unwrap()]);
+    assert_eq!(deleted["deleted"], true);
+    let missing = home.command(crate::support::CAR).args(["--json", "memory", "show", "nope"]).output().unwrap();
+    assert_eq!(missing.status.code(), Some(1));
+    let doc: Value = serde_json::from_slice(&missing.stdout).unwrap();
+    assert_eq!(doc["success"], false);
+    assert_eq!(doc["error"]["code"], "not_found");
+}
+
+#[test]
+fn tools_list_and_call_go_through_the_dispatcher() {
+    let home = TestHome::new();
+    let list = home.car_json(&["tools", "list"]);
+    assert_eq!(list["tools"].as_array().unwrap().len(), 8);
+    let first = home.car_json(&["tools", "call", "memory_add_fact", "--params", r#"{"subject":"a","body":"b"}"#, "--request-id", "k1"]);
+    let again = home.car_json(&["tools", "call", "memory_add_fact", "--params", r#"{"subject":"a","body":"b"}"#, "--request-id", "k1"]);
+    assert_eq!(first, again);
+    assert_eq!(home.entry_count(), 1);
+    let bad = home.command(crate::support::CAR).args(["--json", "tools", "call", "memory_query", "--params", r#"{"k":0}"#]).output().unwrap();
+    assert_eq!(bad.status.code(), Some(2));
+    let doc: Value = serde_json::from_slice(&bad.stdout).unwrap();
+    assert_eq!(doc["error"]["code"], "invalid_arguments");
+    let unknown = home.command(crate::support::CAR).args(["tools", "call", "nope"]).output().unwrap();
+    assert_eq!(unknown.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&unknown.stderr).contains("unknown tool 'nope'"));
+
+    let log = home.car_json(&["executions", "--limit", "10"]);
+    let tools: Vec<&str> = log["executions"].as_array().unwrap().iter().map(|e| e["tool"].as_str().unwrap()).collect();
+    assert_eq!(tools, ["memory_query", "memory_add_fact"], "one row per executed call; the replay ran nothing");
+    assert_eq!(log["executions"][1]["request_id"], "k1");
+    assert_eq!(log["executions"][1]["face"], "cli");
+}
+
+#[test]
+fn assistant_json_is_imported_once_and_export_round_trips() {
+    let home = TestHome::new();
+    std::fs::create_dir_all(home.home.join("memory")).unwrap();
+    std::fs::write(
+        home.home.join("memory/assistant.json"),
+        json!({"notes": [
+            {"subject": "style", "body": "Use rustfmt defaults", "kind": "fact"},
+            {"subject": "tone", "body": "Be terse in commit messages", "kind": "preference"}
+        ]}).to_string(),
+    ).unwrap();
+    assert_eq!(home.entry_count(), 2);
+    assert_eq!(home.entry_count(), 2, "imported only once");
+    let out = home.project.join("out.json");
+    home.car_json(&["memory", "export", "-o", out.to_str().unwrap()]);
+    let exported: Value = serde_json::from_str(&std::fs::read_to_string(&out).unwrap()).unwrap();
+    assert_eq!(exported["notes"].as_array().unwrap().len(), 2);
+    // Importing the export into a fresh home restores the same notes.
+    let other = TestHome::new();
+    other.car_json(&["memory", "import", out.to_str().unwrap()]);
+    let restored = other.car_json(&["memory", "export", "-o", "-"]);
+    assert_eq!(restored["notes"], exported["notes"]);
+    // A broken file is refused and changes nothing.
+    let broken = home.project.join("broken.json");
+    std::fs::write(&broken, "{\"notes\": [{\"subject\": \"\"}]}").unwrap();
+    let result = home.command(crate::support::CAR).args(["memory", "import", broken.to_str().unwrap()]).output().unwrap();
+    assert_eq!(result.status.code(), Some(2));
+    assert_eq!(home.entry_count(), 2);
+}
+
+#[test]
+fn a_database_from_a_newer_car_is_refused_and_left_untouched() {
+    let home = TestHome::new();
+    std::fs::create_dir_all(&home.home).unwrap();
+    let db = home.home.join("car.db");
+    {
+        let conn = rusqlite::Connection::open(&db).unwrap();
+        conn.pragma_update(None, "user_version", 999).unwrap();
+    }
+    let before = std::fs::read(&db).unwrap();
+    let out = home.car(&["memory", "query", "x"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("written by a newer CAR"));
+    assert_eq!(std::fs::read(&db).unwrap(), before);
+}
+
+#[test]
+fn doctor_reports_a_healthy_home() {
+    let home = TestHome::new();
+    let report = home.car_json(&["doctor"]);
+    assert_eq!(report["healthy"], true);
+    let names: Vec<&str> = report["checks"].as_array().unwrap().iter().map(|c| c["check"].as_str().unwrap()).collect();
+    assert_eq!(names, ["home", "database", "wal", "integrity", "memory", "assistant.json", "project"]);
+}

@@ -1,0 +1,73 @@
+//! Many writers at once, and a writer killed mid-storm: no acknowledged write is lost.
+
+use std::collections::HashSet;
+
+use serde_json::{json, Value};
+
+use crate::support::TestHome;
+
+#[test]
+fn four_processes_writing_a_thousand_facts_each_keep_all_four_thousand() {
+    let home = TestHome::new();
+    std::thread::scope(|scope| {
+        for writer in 0..4 {
+            let home = &home;
+            scope.spawn(move || {
+                let mut mcp = home.spawn_mcp();
+                mcp.initialize();
+                // Pipelined in windows of 50, as a busy agent would.
+                for window in 0..20 {
+                    let ids: Vec<i64> = (0..50)
+                        .map(|i| {
+                            let n = window * 50 + i;
+                            mcp.start("tools/call", json!({"name": "memory_add_fact",
+                                "arguments": {"subject": format!("w{writer}-{n}"), "body": format!("writer {writer} fact {n}")}}))
+                        })
+                        .collect();
+                    for id in ids {
+                        let response = mcp.wait(&json!(id));
+                        assert_eq!(response["result"]["isError"], false, "{response}");
+                    }
+                }
+                mcp.finish();
+            });
+        }
+    });
+    assert_eq!(home.entry_count(), 4000);
+}
+
+#[test]
+fn kill_9_during_a_write_storm_loses_no_acknowledged_write() {
+    let home = TestHome::new();
+    let mut mcp = home.spawn_mcp();
+    mcp.initialize();
+    let mut sent = Vec::new();
+    for n in 0..600 {
+        sent.push(mcp.start("tools/call", json!({"name": "memory_add_fact",
+            "arguments": {"subject": format!("storm-{n}"), "body": format!("storm fact {n}")}})));
+    }
+    // Collect acknowledgements for a while, then kill without warning.
+    let mut acknowledged = Vec::new();
+    for id in sent.iter().take(250) {
+        let response = mcp.wait(&json!(id));
+        assert_eq!(response["result"]["isError"], false);
+        acknowledged.push(response["result"]["structuredContent"]["subject"].as_str().unwrap().to_string());
+    }
+    let pid = mcp.id();
+    let status = std::process::Command::new("kill").args(["-9", &pid.to_string()]).status().unwrap();
+    assert!(status.success());
+    mcp.kill();
+
+    let doctor = home.car_json(&["doctor"]);
+    assert_eq!(doctor["healthy"], true, "{doctor}");
+    let export = home.car_json(&["memory", "export", "-o", "-"]);
+    let stored: HashSet<String> = export["notes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|n: &Value| n["subject"].as_str().unwrap().to_string())
+        .collect();
+    let lost: Vec<&String> = acknowledged.iter().filter(|s| !stored.contains(*s)).collect();
+    assert!(lost.is_empty(), "acknowledged but lost: {lost:?}");
+    assert!(stored.len() >= acknowledged.len());
+}

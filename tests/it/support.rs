@@ -1,0 +1,238 @@
+//! Shared test support: a temporary CAR home and project, the real `car` binary, and an
+//! `McpProcess` that drives a real `car-mcp` over stdio and checks every stdout line is JSON-RPC.
+
+use std::io::{BufRead, BufReader, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Child, ChildStdin, Command, Output, Stdio};
+use std::sync::mpsc::{channel, Receiver};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use serde_json::{json, Value};
+
+pub const CAR: &str = env!("CARGO_BIN_EXE_car");
+pub const CAR_MCP: &str = env!("CARGO_BIN_EXE_car-mcp");
+
+/// How long a test waits for one answer before failing.
+pub const ANSWER_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// The embedding example binary (cargo builds examples for `cargo test`).
+pub fn example_bin(name: &str) -> PathBuf {
+    let exe = Path::new(CAR);
+    exe.parent().unwrap().join("examples").join(name)
+}
+
+/// A temporary CAR_HOME and project directory.
+pub struct TestHome {
+    _dir: tempfile::TempDir,
+    pub home: PathBuf,
+    pub project: PathBuf,
+}
+
+impl TestHome {
+    pub fn new() -> TestHome {
+        let dir = tempfile::tempdir().unwrap();
+        let home = dir.path().join("home");
+        let project = dir.path().join("project");
+        std::fs::create_dir_all(project.join(".car")).unwrap();
+        TestHome { _dir: dir, home, project }
+    }
+
+    /// A second project directory under the same temp root.
+    pub fn other_project(&self, name: &str) -> PathBuf {
+        let dir = self.project.parent().unwrap().join(name);
+        std::fs::create_dir_all(dir.join(".car")).unwrap();
+        dir
+    }
+
+    pub fn command(&self, bin: &str) -> Command {
+        let mut cmd = Command::new(bin);
+        cmd.current_dir(&self.project)
+            .env("CAR_HOME", &self.home)
+            .env_remove("CAR_PROJECT_DIR")
+            .env_remove("CAR_CONFIRM")
+            .env_remove("RUST_LOG");
+        cmd
+    }
+
+    /// Runs `car ARGS` in the project.
+    pub fn car(&self, args: &[&str]) -> Output {
+        self.command(CAR).args(args).output().unwrap()
+    }
+
+    /// Runs `car --json ARGS`, expects success and returns `data`.
+    pub fn car_json(&self, args: &[&str]) -> Value {
+        let out = self.command(CAR).arg("--json").args(args).output().unwrap();
+        let doc: Value = serde_json::from_slice(&out.stdout)
+            .unwrap_or_else(|e| panic!("car {args:?}: stdout is not JSON ({e}): {}\nstderr: {}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr)));
+        assert!(out.status.success(), "car {args:?} failed: {doc}\nstderr: {}", String::from_utf8_lossy(&out.stderr));
+        assert_eq!(doc["success"], true, "{doc}");
+        assert_eq!(doc["schema_version"], 1);
+        doc["data"].clone()
+    }
+
+    /// How many current untenanted entries this project sees.
+    pub fn entry_count(&self) -> u64 {
+        self.car_json(&["memory", "export", "-o", "-"])["count"].as_u64().unwrap()
+    }
+
+    pub fn spawn_mcp(&self) -> McpProcess {
+        McpProcess::spawn(self.command(CAR_MCP))
+    }
+}
+
+/// A real MCP server process speaking newline-delimited JSON-RPC.
+pub struct McpProcess {
+    child: Child,
+    stdin: Option<ChildStdin>,
+    lines: Receiver<Value>,
+    violations: Arc<Mutex<Vec<String>>>,
+    next_id: i64,
+    pending: Vec<Value>,
+}
+
+impl McpProcess {
+    /// Spawns with `RUST_LOG=debug`, so a log line on stdout would break the stream check.
+    pub fn spawn(mut command: Command) -> McpProcess {
+        command
+            .env("RUST_LOG", "debug")
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null());
+        let mut child = command.spawn().unwrap();
+        let stdout = child.stdout.take().unwrap();
+        let stdin = child.stdin.take();
+        let (tx, rx) = channel();
+        let violations = Arc::new(Mutex::new(Vec::new()));
+        let seen = violations.clone();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines() {
+                let Ok(line) = line else { break };
+                match serde_json::from_str::<Value>(&line) {
+                    Ok(v) if v["jsonrpc"] == "2.0" => {
+                        if tx.send(v).is_err() {
+                            break;
+                        }
+                    }
+                    _ => seen.lock().unwrap().push(line),
+                }
+            }
+        });
+        McpProcess { child, stdin, lines: rx, violations, next_id: 1, pending: Vec::new() }
+    }
+
+    pub fn send_raw(&mut self, bytes: &[u8]) {
+        let stdin = self.stdin.as_mut().unwrap();
+        stdin.write_all(bytes).unwrap();
+        stdin.flush().unwrap();
+    }
+
+    pub fn send(&mut self, message: &Value) {
+        let mut line = serde_json::to_vec(message).unwrap();
+        line.push(b'\n');
+        self.send_raw(&line);
+    }
+
+    /// Sends a request and returns its id without waiting.
+    pub fn start(&mut self, method: &str, params: Value) -> i64 {
+        let id = self.next_id;
+        self.next_id += 1;
+        self.send(&json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}));
+        id
+    }
+
+    /// Waits for the response with this id (messages for other ids are kept).
+    pub fn wait(&mut self, id: &Value) -> Value {
+        if let Some(i) = self.pending.iter().position(|m| &m["id"] == id) {
+            return self.pending.remove(i);
+        }
+        loop {
+            let message = self.lines.recv_timeout(ANSWER_TIMEOUT).unwrap_or_else(|_| panic!("no answer for id {id}"));
+            if &message["id"] == id && message.get("method").is_none() {
+                return message;
+            }
+            self.pending.push(message);
+        }
+    }
+
+    /// Sends a request and waits for its response.
+    pub fn request(&mut self, method: &str, params: Value) -> Value {
+        let id = self.start(method, params);
+        self.wait(&json!(id))
+    }
+
+    pub fn notify(&mut self, method: &str, params: Value) {
+        self.send(&json!({"jsonrpc": "2.0", "method": method, "params": params}));
+    }
+
+    pub fn initialize_with(&mut self, version: &str) -> Value {
+        let response = self.request(
+            "initialize",
+            json!({"protocolVersion": version, "capabilities": {}, "clientInfo": {"name": "car-tests", "version": "1"}}),
+        );
+        self.notify("notifications/initialized", json!({}));
+        response
+    }
+
+    pub fn initialize(&mut self) -> Value {
+        self.initialize_with("2025-11-25")
+    }
+
+    /// Calls a tool and returns the `result` (panics on a JSON-RPC error).
+    pub fn call(&mut self, tool: &str, arguments: Value) -> Value {
+        let response = self.request("tools/call", json!({"name": tool, "arguments": arguments}));
+        assert!(response.get("error").is_none(), "{tool}: {response}");
+        response["result"].clone()
+    }
+
+    /// Calls a tool that must succeed and returns its structured content.
+    pub fn call_ok(&mut self, tool: &str, arguments: Value) -> Value {
+        let result = self.call(tool, arguments);
+        assert_eq!(result["isError"], false, "{tool}: {result}");
+        result["structuredContent"].clone()
+    }
+
+    /// Panics if anything but JSON-RPC reached stdout.
+    pub fn assert_clean_stdout(&self) {
+        let violations = self.violations.lock().unwrap();
+        assert!(violations.is_empty(), "non-JSON-RPC bytes on stdout: {violations:?}");
+    }
+
+    /// Closes stdin and waits for a clean exit.
+    pub fn finish(mut self) {
+        self.stdin.take();
+        let status = self.child.wait().unwrap();
+        assert!(status.success(), "server exited with {status}");
+        self.assert_clean_stdout();
+    }
+
+    pub fn kill(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+
+    pub fn id(&self) -> u32 {
+        self.child.id()
+    }
+}
+
+impl Drop for McpProcess {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Reads `tests/it/snapshots/NAME`, or writes it when `CAR_UPDATE_SNAPSHOTS=1`.
+pub fn assert_snapshot(name: &str, actual: &Value) {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/it/snapshots").join(name);
+    let pretty = serde_json::to_string_pretty(actual).unwrap() + "\n";
+    if std::env::var_os("CAR_UPDATE_SNAPSHOTS").is_some() {
+        std::fs::write(&path, &pretty).unwrap();
+        return;
+    }
+    let expected = std::fs::read_to_string(&path)
+        .unwrap_or_else(|_| panic!("missing snapshot {}; run with CAR_UPDATE_SNAPSHOTS=1", path.display()));
+    let expected: Value = serde_json::from_str(&expected).unwrap();
+    assert_eq!(&expected, actual, "snapshot {name} differs; if intended, rerun with CAR_UPDATE_SNAPSHOTS=1");
+}
