@@ -15,36 +15,62 @@ fn check(name: &str, ok: bool, detail: impl Into<String>) -> Value {
 pub fn run(env: &Env) -> ExitCode {
     let mut checks = Vec::new();
     let home = env.home.root();
-    let home_ok = std::fs::create_dir_all(home).is_ok()
-        && tempfile_probe(home);
+    let home_ok = std::fs::create_dir_all(home).is_ok() && tempfile_probe(home);
     checks.push(check(
         "home",
         home_ok,
         if home_ok {
             format!("{} is writable", home.display())
         } else {
-            format!("{} is not writable: set CAR_HOME to a directory you own", home.display())
+            format!(
+                "{} is not writable: set CAR_HOME to a directory you own",
+                home.display()
+            )
         },
     ));
     let db = env.home.db_path();
     match Store::open(&db) {
         Ok(store) => {
             let version = store.schema_version().unwrap_or(-1);
-            checks.push(check("database", true, format!("{} (schema {version} of {})", db.display(), Store::supported_schema_version())));
+            checks.push(check(
+                "database",
+                true,
+                format!(
+                    "{} (schema {version} of {})",
+                    db.display(),
+                    Store::supported_schema_version()
+                ),
+            ));
             let mode: String = store
                 .conn()
                 .query_row("PRAGMA journal_mode", [], |r| r.get(0))
                 .unwrap_or_default();
-            checks.push(check("wal", mode.eq_ignore_ascii_case("wal"), format!("journal_mode={mode}")));
+            checks.push(check(
+                "wal",
+                mode.eq_ignore_ascii_case("wal"),
+                format!("journal_mode={mode}"),
+            ));
             let integrity: String = store
                 .conn()
                 .query_row("PRAGMA quick_check", [], |r| r.get(0))
                 .unwrap_or_else(|e| e.to_string());
-            checks.push(check("integrity", integrity == "ok", format!("quick_check: {integrity}")));
-            match Memory::open(std::sync::Arc::new(store), Some(&env.project_root), Some(&env.home.assistant_json())) {
+            checks.push(check(
+                "integrity",
+                integrity == "ok",
+                format!("quick_check: {integrity}"),
+            ));
+            match Memory::open(
+                std::sync::Arc::new(store),
+                Some(&env.project_root),
+                Some(&env.home.assistant_json()),
+            ) {
                 Ok(memory) => {
                     let count = memory.entry_count("").unwrap_or(0);
-                    checks.push(check("memory", true, format!("{count} current entries visible from this project")));
+                    checks.push(check(
+                        "memory",
+                        true,
+                        format!("{count} current entries visible from this project"),
+                    ));
                 }
                 Err(e) => checks.push(check("memory", false, e.to_string())),
             }
@@ -56,18 +82,28 @@ pub fn run(env: &Env) -> ExitCode {
         "assistant.json",
         true,
         if assistant.exists() {
-            format!("{} present (imported once into car.db)", assistant.display())
+            format!(
+                "{} present (imported once into car.db)",
+                assistant.display()
+            )
         } else {
             "none (nothing to import)".to_string()
         },
     ));
-    checks.push(check("project", true, format!("{}", env.project_root.display())));
+    checks.push(check(
+        "project",
+        true,
+        format!("{}", env.project_root.display()),
+    ));
     let healthy = checks.iter().all(|c| c["ok"] == true);
     let data = json!({"healthy": healthy, "home": home.display().to_string(), "version": env!("CARGO_PKG_VERSION"), "checks": checks});
     let result = if healthy {
         Ok(data)
     } else {
-        Err(super::Failure::new("unhealthy", format!("some checks failed: {}", data["checks"])))
+        Err(super::Failure::new(
+            "unhealthy",
+            format!("some checks failed: {}", data["checks"]),
+        ))
     };
     finish(env.json, "doctor", result, |data| {
         let mut out = String::new();

@@ -7,13 +7,15 @@ use clap::{Args, Subcommand, ValueEnum};
 use serde_json::{json, Map, Value};
 
 use super::{call_tool, finish, open_runtime, Env, Failure};
-use crate::memory::{ContextMode, ContextRequest, Memory};
+use crate::memory::{effective_budget, ContextMode, ContextRequest, Memory};
 use crate::output::render_human;
 
 #[derive(Debug, Subcommand)]
 pub enum MemoryCommand {
     /// Remember a fact (memory_add_fact). A fact with the same subject replaces the current one.
-    #[command(after_help = "Examples:\n  car memory add build \"cargo test --workspace before pushing\"\n  car memory add secrets \"never commit .env files\" --kind constraint\n  car memory add editor \"prefers vim keybindings\" --global")]
+    #[command(
+        after_help = "Examples:\n  car memory add build \"cargo test --workspace before pushing\"\n  car memory add secrets \"never commit .env files\" --kind constraint\n  car memory add editor \"prefers vim keybindings\" --global"
+    )]
     Add {
         subject: String,
         body: String,
@@ -51,7 +53,9 @@ pub enum MemoryCommand {
     /// Delete an entry by id, or clear a status slot (proactive-status:<tenant|global>).
     Delete { id: String },
     /// Ask for at most one grounded reminder before the next step (memory_intervene).
-    #[command(after_help = "Example:\n  car memory intervene --query \"deploy to prod\" --high-risk")]
+    #[command(
+        after_help = "Example:\n  car memory intervene --query \"deploy to prod\" --high-risk"
+    )]
     Intervene {
         #[arg(long)]
         query: Option<String>,
@@ -85,8 +89,11 @@ pub enum MemoryCommand {
         #[arg(long)]
         fast: bool,
         /// Token budget.
-        #[arg(long, default_value_t = 8000)]
+        #[arg(long, default_value_t = 8000, conflicts_with = "window")]
         budget: usize,
+        /// Size the budget for a model's context window: (window − 4096) × 0.40, at least 2000.
+        #[arg(long)]
+        window: Option<usize>,
         #[arg(long)]
         tenant: Option<String>,
     },
@@ -168,20 +175,37 @@ fn entry_args(args: &EntryArgs) -> Value {
 
 fn read_input(path: &PathBuf) -> Result<String, Failure> {
     if path.as_os_str() == "-" {
-        std::io::read_to_string(std::io::stdin()).map_err(|e| Failure::new("io", format!("cannot read stdin: {e}")))
+        std::io::read_to_string(std::io::stdin())
+            .map_err(|e| Failure::new("io", format!("cannot read stdin: {e}")))
     } else {
-        std::fs::read_to_string(path).map_err(|e| Failure::usage(format!("cannot read {}: {e}", path.display())))
+        std::fs::read_to_string(path)
+            .map_err(|e| Failure::usage(format!("cannot read {}: {e}", path.display())))
     }
 }
 
 /// The tool a command calls and its arguments, or None for commands that are not tools.
-fn as_tool_call(command: &MemoryCommand) -> Result<Option<(&'static str, &'static str, Value)>, Failure> {
+fn as_tool_call(
+    command: &MemoryCommand,
+) -> Result<Option<(&'static str, &'static str, Value)>, Failure> {
     Ok(Some(match command {
-        MemoryCommand::Add { subject, body, kind, supersedes, depends_on, scope } => {
+        MemoryCommand::Add {
+            subject,
+            body,
+            kind,
+            supersedes,
+            depends_on,
+            scope,
+        } => {
             let mut map = Map::new();
             map.insert("subject".into(), json!(subject));
             map.insert("body".into(), json!(body));
-            map.insert("kind".into(), json!(match kind { FactKind::Pattern => "pattern", FactKind::Constraint => "constraint" }));
+            map.insert(
+                "kind".into(),
+                json!(match kind {
+                    FactKind::Pattern => "pattern",
+                    FactKind::Constraint => "constraint",
+                }),
+            );
             put(&mut map, "supersedes", supersedes.clone());
             if !depends_on.is_empty() {
                 map.insert("depends_on".into(), json!(depends_on));
@@ -202,10 +226,29 @@ fn as_tool_call(command: &MemoryCommand) -> Result<Option<(&'static str, &'stati
             put(&mut map, "tenant_id", tenant.clone());
             ("memory.status", "memory_update_status", Value::Object(map))
         }
-        MemoryCommand::Knowledge(args) => ("memory.knowledge", "memory_save_knowledge", entry_args(args)),
-        MemoryCommand::Procedure(args) => ("memory.procedure", "memory_save_procedural", entry_args(args)),
+        MemoryCommand::Knowledge(args) => (
+            "memory.knowledge",
+            "memory_save_knowledge",
+            entry_args(args),
+        ),
+        MemoryCommand::Procedure(args) => (
+            "memory.procedure",
+            "memory_save_procedural",
+            entry_args(args),
+        ),
         MemoryCommand::Delete { id } => ("memory.delete", "memory_delete", json!({"id": id})),
-        MemoryCommand::Intervene { query, recent, repeated_failures, tool_error, uncertain, high_risk, context_shift, force, max_candidates, tenant } => {
+        MemoryCommand::Intervene {
+            query,
+            recent,
+            repeated_failures,
+            tool_error,
+            uncertain,
+            high_risk,
+            context_shift,
+            force,
+            max_candidates,
+            tenant,
+        } => {
             let mut map = Map::new();
             put(&mut map, "query", query.clone());
             if !recent.is_empty() {
@@ -230,9 +273,10 @@ fn as_tool_call(command: &MemoryCommand) -> Result<Option<(&'static str, &'stati
             };
             ("memory.evaluate", "memory_evaluate", cases)
         }
-        MemoryCommand::Context { .. } | MemoryCommand::Show { .. } | MemoryCommand::Export { .. } | MemoryCommand::Import { .. } => {
-            return Ok(None)
-        }
+        MemoryCommand::Context { .. }
+        | MemoryCommand::Show { .. }
+        | MemoryCommand::Export { .. }
+        | MemoryCommand::Import { .. } => return Ok(None),
     }))
 }
 
@@ -272,12 +316,19 @@ pub async fn run(env: &Env, command: MemoryCommand) -> ExitCode {
         });
     }
     let Some(memory) = runtime.memory().cloned() else {
-        return finish(env.json, name, Err(Failure::new("failed", "memory is not available")), |_| String::new());
+        return finish(
+            env.json,
+            name,
+            Err(Failure::new("failed", "memory is not available")),
+            |_| String::new(),
+        );
     };
     let result = local(env, &memory, command);
-    finish(env.json, name, result, |data| match data.get("text").and_then(Value::as_str) {
-        Some(text) => text.to_string(),
-        None => render_human(data),
+    finish(env.json, name, result, |data| {
+        match data.get("text").and_then(Value::as_str) {
+            Some(text) => text.to_string(),
+            None => render_human(data),
+        }
     })
 }
 
@@ -301,10 +352,20 @@ fn command_name(command: &MemoryCommand) -> &'static str {
 /// Commands served by the engine directly (not tools).
 fn local(env: &Env, memory: &Memory, command: MemoryCommand) -> Result<Value, Failure> {
     match command {
-        MemoryCommand::Context { query, fast, budget, tenant } => {
+        MemoryCommand::Context {
+            query,
+            fast,
+            budget,
+            window,
+            tenant,
+        } => {
             let mut request = ContextRequest::new(&query);
-            request.mode = if fast { ContextMode::Fast } else { ContextMode::Full };
-            request.budget_tokens = budget;
+            request.mode = if fast {
+                ContextMode::Fast
+            } else {
+                ContextMode::Full
+            };
+            request.budget_tokens = window.map(effective_budget).unwrap_or(budget);
             request.tenant = tenant.unwrap_or_default();
             let assembled = memory.context(&request)?;
             Ok(serde_json::to_value(assembled).unwrap_or_default())
@@ -317,12 +378,17 @@ fn local(env: &Env, memory: &Memory, command: MemoryCommand) -> Result<Value, Fa
                 "created_at": node.created_at, "superseded_by": node.superseded_by,
                 "invalidated_by": node.invalidated_by, "injections": node.injections,
             })),
-            None => Err(Failure::new("not_found", format!("no memory entry '{id}' in this project; find ids with `car memory query`"))),
+            None => Err(Failure::new(
+                "not_found",
+                format!("no memory entry '{id}' in this project; find ids with `car memory query`"),
+            )),
         },
         MemoryCommand::Export { output } => {
             let notes = memory.export_notes()?;
             match output {
-                Some(path) if path.as_os_str() == "-" => Ok(json!({"notes": notes, "count": notes.len()})),
+                Some(path) if path.as_os_str() == "-" => {
+                    Ok(json!({"notes": notes, "count": notes.len()}))
+                }
                 other => {
                     let path = other.unwrap_or_else(|| env.home.assistant_json());
                     Memory::write_notes(&path, &notes)?;
@@ -333,12 +399,21 @@ fn local(env: &Env, memory: &Memory, command: MemoryCommand) -> Result<Value, Fa
         MemoryCommand::Import { file } => {
             let notes = Memory::read_notes(&file).map_err(|e| Failure::usage(e.to_string()))?;
             let written = memory.import_notes(&notes)?;
-            Ok(json!({"path": file.display().to_string(), "imported": written.len(),
-                      "ids": written.iter().map(|w| w.id.clone()).collect::<Vec<_>>()}))
+            Ok(
+                json!({"path": file.display().to_string(), "imported": written.len(),
+                      "ids": written.iter().map(|w| w.id.clone()).collect::<Vec<_>>()}),
+            )
         }
-        MemoryCommand::Add { .. } | MemoryCommand::Query { .. } | MemoryCommand::Status { .. } | MemoryCommand::Knowledge(_)
-        | MemoryCommand::Procedure(_) | MemoryCommand::Delete { .. } | MemoryCommand::Intervene { .. } | MemoryCommand::Evaluate { .. } => {
-            Err(Failure::new("failed", "internal: a tool command reached the local path"))
-        }
+        MemoryCommand::Add { .. }
+        | MemoryCommand::Query { .. }
+        | MemoryCommand::Status { .. }
+        | MemoryCommand::Knowledge(_)
+        | MemoryCommand::Procedure(_)
+        | MemoryCommand::Delete { .. }
+        | MemoryCommand::Intervene { .. }
+        | MemoryCommand::Evaluate { .. } => Err(Failure::new(
+            "failed",
+            "internal: a tool command reached the local path",
+        )),
     }
 }

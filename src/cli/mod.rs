@@ -173,7 +173,11 @@ pub fn init_logging() {
 /// Opens the store and memory of a project and builds the runtime over them.
 pub(crate) fn open_runtime(env: &Env) -> Result<Runtime, Failure> {
     let store = Arc::new(Store::open(&env.home.db_path())?);
-    let memory = Memory::open(store, Some(&env.project_root), Some(&env.home.assistant_json()))?;
+    let memory = Memory::open(
+        store,
+        Some(&env.project_root),
+        Some(&env.home.assistant_json()),
+    )?;
     Runtime::builder()
         .memory(Arc::new(memory))
         .build()
@@ -186,8 +190,9 @@ fn resolve(global: &GlobalArgs) -> Result<Env, Failure> {
         Some(dir) if !dir.as_os_str().is_empty() => std::path::absolute(dir)
             .map_err(|e| Failure::usage(format!("bad --project {}: {e}", dir.display())))?,
         Some(_) | None => {
-            let cwd = std::env::current_dir()
-                .map_err(|e| Failure::new("io", format!("cannot read the current directory: {e}")))?;
+            let cwd = std::env::current_dir().map_err(|e| {
+                Failure::new("io", format!("cannot read the current directory: {e}"))
+            })?;
             home::project_root(&cwd)
         }
     };
@@ -199,7 +204,12 @@ fn resolve(global: &GlobalArgs) -> Result<Env, Failure> {
 }
 
 /// Calls a tool through the dispatcher as the CLI face.
-pub(crate) async fn call_tool(runtime: &Runtime, name: &str, args: Value, request_id: Option<String>) -> Result<Value, Failure> {
+pub(crate) async fn call_tool(
+    runtime: &Runtime,
+    name: &str,
+    args: Value,
+    request_id: Option<String>,
+) -> Result<Value, Failure> {
     let context = Context::new(Face::Cli).grants(home::confirm_grants_from_env());
     let options = CallOptions {
         request_id,
@@ -210,7 +220,12 @@ pub(crate) async fn call_tool(runtime: &Runtime, name: &str, args: Value, reques
 }
 
 /// Prints a command's result and returns its exit code.
-pub(crate) fn finish(env_json: bool, command: &str, result: Result<Value, Failure>, human: impl FnOnce(&Value) -> String) -> ExitCode {
+pub(crate) fn finish(
+    env_json: bool,
+    command: &str,
+    result: Result<Value, Failure>,
+    human: impl FnOnce(&Value) -> String,
+) -> ExitCode {
     match result {
         Ok(data) => {
             if env_json {
@@ -222,7 +237,10 @@ pub(crate) fn finish(env_json: bool, command: &str, result: Result<Value, Failur
         }
         Err(failure) => {
             if env_json {
-                println!("{}", output::failure(command, failure.code, &failure.message));
+                println!(
+                    "{}",
+                    output::failure(command, failure.code, &failure.message)
+                );
             } else {
                 eprintln!("error: {}", failure.message);
             }
@@ -235,7 +253,10 @@ pub(crate) fn finish(env_json: bool, command: &str, result: Result<Value, Failur
 pub fn main() -> ExitCode {
     let cli = Cli::parse();
     init_logging();
-    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
         Ok(rt) => rt,
         Err(e) => {
             eprintln!("error: cannot start the async runtime: {e}");
@@ -280,8 +301,12 @@ async fn serve_mcp(env: &Env) -> ExitCode {
 
 /// `car-mcp`: the stdio MCP server, configured by CAR_HOME and CAR_CONFIRM.
 #[derive(Debug, Parser)]
-#[command(name = "car-mcp", version, about = "CAR's MCP server over stdio: memory tools, the car_context prompt and memory resources.",
-          after_help = "Point an MCP client at this binary, e.g. Claude Code:\n  claude mcp add car -- car-mcp\nEnvironment: CAR_HOME (data directory), CAR_CONFIRM (comma-separated tools the host confirms), RUST_LOG (stderr log level).")]
+#[command(
+    name = "car-mcp",
+    version,
+    about = "CAR's MCP server over stdio: memory tools, the car_context prompt and memory resources.",
+    after_help = "Point an MCP client at this binary, e.g. Claude Code:\n  claude mcp add car -- car-mcp\nEnvironment: CAR_HOME (data directory), CAR_CONFIRM (comma-separated tools the host confirms), RUST_LOG (stderr log level)."
+)]
 pub struct McpCli {
     #[command(flatten)]
     pub global: GlobalArgs,
@@ -300,7 +325,10 @@ pub fn mcp_main() -> ExitCode {
             return ExitCode::from(failure.exit);
         }
     };
-    match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+    match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
         Ok(rt) => rt.block_on(serve_mcp(&env)),
         Err(e) => {
             eprintln!("car-mcp: cannot start the async runtime: {e}");

@@ -14,7 +14,9 @@ pub enum ToolsCommand {
     /// List every registered tool with its effect and hints.
     List,
     /// Call any registered tool in-process, through validation, policy and the execution log.
-    #[command(after_help = "Examples:\n  car tools call memory_query --params '{\"query\":\"release steps\"}'\n  echo '{\"query\":\"x\"}' | car tools call memory_query --params -")]
+    #[command(
+        after_help = "Examples:\n  car tools call memory_query --params '{\"query\":\"release steps\"}'\n  echo '{\"query\":\"x\"}' | car tools call memory_query --params -"
+    )]
     Call {
         name: String,
         /// Arguments as a JSON object, @FILE to read them from a file, or - for stdin.
@@ -38,15 +40,20 @@ pub struct ExecutionsArgs {
 
 fn parse_params(text: &str) -> Result<Value, Failure> {
     let source = if text == "-" {
-        std::io::read_to_string(std::io::stdin()).map_err(|e| Failure::new("io", format!("cannot read stdin: {e}")))?
+        std::io::read_to_string(std::io::stdin())
+            .map_err(|e| Failure::new("io", format!("cannot read stdin: {e}")))?
     } else if let Some(path) = text.strip_prefix('@') {
-        std::fs::read_to_string(path).map_err(|e| Failure::usage(format!("cannot read {path}: {e}")))?
+        std::fs::read_to_string(path)
+            .map_err(|e| Failure::usage(format!("cannot read {path}: {e}")))?
     } else {
         text.to_string()
     };
-    let value: Value = serde_json::from_str(&source).map_err(|e| Failure::usage(format!("--params is not JSON: {e}")))?;
+    let value: Value = serde_json::from_str(&source)
+        .map_err(|e| Failure::usage(format!("--params is not JSON: {e}")))?;
     if !value.is_object() {
-        return Err(Failure::usage("--params must be a JSON object, e.g. '{\"query\":\"…\"}'"));
+        return Err(Failure::usage(
+            "--params must be a JSON object, e.g. '{\"query\":\"…\"}'",
+        ));
     }
     Ok(value)
 }
@@ -76,7 +83,11 @@ pub async fn run(env: &Env, command: ToolsCommand) -> ExitCode {
                 out
             })
         }
-        ToolsCommand::Call { name: tool, params, request_id } => {
+        ToolsCommand::Call {
+            name: tool,
+            params,
+            request_id,
+        } => {
             let result = match parse_params(&params) {
                 Ok(args) => call_tool(&runtime, &tool, args, request_id).await,
                 Err(f) => Err(f),

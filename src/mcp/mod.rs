@@ -21,10 +21,10 @@ use serde_json::{json, Value};
 use crate::memory::{ContextMode, ContextRequest, Memory};
 use crate::runtime::{CallOptions, CallOutcome, Context, DispatchError, Face, Runtime};
 
-/// The protocol revisions CAR serves (newest preferred).
+/// The protocol revisions CAR serves (newest preferred). 2025-03-26 is left out on purpose: it
+/// requires JSON-RPC batches, which CAR refuses; a client asking for it is offered 2025-11-25.
 const PROTOCOL_VERSIONS: &[ProtocolVersion] = &[
     ProtocolVersion::V_2024_11_05,
-    ProtocolVersion::V_2025_03_26,
     ProtocolVersion::V_2025_06_18,
     ProtocolVersion::V_2025_11_25,
 ];
@@ -95,7 +95,8 @@ impl McpServer {
 }
 
 fn from_json<T: serde::de::DeserializeOwned>(value: Value) -> Result<T, McpError> {
-    serde_json::from_value(value).map_err(|e| McpError::internal_error(format!("cannot build the result: {e}"), None))
+    serde_json::from_value(value)
+        .map_err(|e| McpError::internal_error(format!("cannot build the result: {e}"), None))
 }
 
 /// The wire form of a dispatched call.
@@ -176,16 +177,26 @@ impl ServerHandler for McpServer {
             request_id,
             cancel: context.ct.clone(),
         };
-        match self.runtime.call(&request.name, args, &self.context, options).await {
+        match self
+            .runtime
+            .call(&request.name, args, &self.context, options)
+            .await
+        {
             Ok(outcome) => {
                 let result: CallToolResult = from_json(tool_result(outcome))?;
                 Ok(CallToolResponse::Complete(result))
             }
             Err(DispatchError::UnknownTool(name)) => {
-                let message = format!("unknown tool '{name}'; call tools/list for the available tools");
-                Err(McpError::invalid_params(message.clone(), Some(json!({"error": message}))))
+                let message =
+                    format!("unknown tool '{name}'; call tools/list for the available tools");
+                Err(McpError::invalid_params(
+                    message.clone(),
+                    Some(json!({"error": message})),
+                ))
             }
-            Err(err @ DispatchError::Store(_)) => Err(McpError::internal_error(err.to_string(), None)),
+            Err(err @ DispatchError::Store(_)) => {
+                Err(McpError::internal_error(err.to_string(), None))
+            }
         }
     }
 
@@ -217,7 +228,10 @@ impl ServerHandler for McpServer {
     ) -> Result<GetPromptResponse, McpError> {
         if request.name != "car_context" {
             return Err(McpError::invalid_params(
-                format!("unknown prompt '{}'; the only prompt is car_context", request.name),
+                format!(
+                    "unknown prompt '{}'; the only prompt is car_context",
+                    request.name
+                ),
                 None,
             ));
         }
@@ -227,7 +241,9 @@ impl ServerHandler for McpServer {
             .get("query")
             .and_then(Value::as_str)
             .filter(|q| !q.trim().is_empty())
-            .ok_or_else(|| McpError::invalid_params("car_context needs the argument 'query'", None))?
+            .ok_or_else(|| {
+                McpError::invalid_params("car_context needs the argument 'query'", None)
+            })?
             .to_string();
         let mode = match args.get("mode").and_then(Value::as_str) {
             None | Some("full") => ContextMode::Full,
@@ -263,11 +279,16 @@ impl ServerHandler for McpServer {
             && request["argument"]["name"] == "mode";
         let prefix = request["argument"]["value"].as_str().unwrap_or_default();
         let values: Vec<&str> = if is_mode {
-            ["full", "fast"].into_iter().filter(|m| m.starts_with(prefix)).collect()
+            ["full", "fast"]
+                .into_iter()
+                .filter(|m| m.starts_with(prefix))
+                .collect()
         } else {
             Vec::new()
         };
-        from_json(json!({"completion": {"values": values, "total": values.len(), "hasMore": false}}))
+        from_json(
+            json!({"completion": {"values": values, "total": values.len(), "hasMore": false}}),
+        )
     }
 
     async fn list_resources(
@@ -280,20 +301,23 @@ impl ServerHandler for McpServer {
         };
         let after = match request.and_then(|r| r.cursor) {
             None => 0,
-            Some(cursor) => cursor
-                .parse::<i64>()
-                .map_err(|_| McpError::invalid_params(format!("invalid cursor '{cursor}'"), None))?,
+            Some(cursor) => cursor.parse::<i64>().map_err(|_| {
+                McpError::invalid_params(format!("invalid cursor '{cursor}'"), None)
+            })?,
         };
-        let page = tokio::task::spawn_blocking(move || memory.list_entries(after, RESOURCES_PER_PAGE + 1))
-            .await
-            .map_err(|e| McpError::internal_error(e.to_string(), None))?
-            .map_err(|e| McpError::internal_error(e.to_string(), None))?;
+        let page =
+            tokio::task::spawn_blocking(move || memory.list_entries(after, RESOURCES_PER_PAGE + 1))
+                .await
+                .map_err(|e| McpError::internal_error(e.to_string(), None))?
+                .map_err(|e| McpError::internal_error(e.to_string(), None))?;
         let more = page.len() > RESOURCES_PER_PAGE;
         let shown = &page[..page.len().min(RESOURCES_PER_PAGE)];
         let resources: Vec<Value> = shown
             .iter()
-            .map(|n| json!({"uri": format!("{FACT_URI}{}", n.id), "name": n.id, "title": n.subject,
-                            "mimeType": "text/plain"}))
+            .map(|n| {
+                json!({"uri": format!("{FACT_URI}{}", n.id), "name": n.id, "title": n.subject,
+                            "mimeType": "text/plain"})
+            })
             .collect();
         let mut result = json!({"resources": resources});
         if more {
@@ -337,7 +361,14 @@ impl ServerHandler for McpServer {
             .map_err(|e| McpError::internal_error(e.to_string(), None))?
             .map_err(|e| McpError::internal_error(e.to_string(), None))?
             .ok_or_else(|| McpError::resource_not_found(format!("no memory entry '{id}'"), None))?;
-        let mut text = format!("{}\n\n{}\n\nid: {}\nkind: {}\ncreated: {}\n", node.subject, node.body, node.id, node.kind.as_str(), node.created_at);
+        let mut text = format!(
+            "{}\n\n{}\n\nid: {}\nkind: {}\ncreated: {}\n",
+            node.subject,
+            node.body,
+            node.id,
+            node.kind.as_str(),
+            node.created_at
+        );
         if let Some(by) = &node.superseded_by {
             text.push_str(&format!("superseded by: {by} (not current)\n"));
         }

@@ -73,7 +73,11 @@ fn error_reply(id: Value, code: i64, message: &str, detail: Option<&str>) -> Val
     json!({"jsonrpc": "2.0", "id": id, "error": error})
 }
 
-async fn read_loop<R: AsyncRead + Unpin>(reader: R, tx: mpsc::Sender<ClientJsonRpcMessage>, out: Writer) {
+async fn read_loop<R: AsyncRead + Unpin>(
+    reader: R,
+    tx: mpsc::Sender<ClientJsonRpcMessage>,
+    out: Writer,
+) {
     let mut reader = BufReader::new(reader);
     let mut buf = Vec::new();
     loop {
@@ -96,7 +100,12 @@ async fn read_loop<R: AsyncRead + Unpin>(reader: R, tx: mpsc::Sender<ClientJsonR
             if reader.read_until(b'\n', &mut sink).await.is_err() {
                 return;
             }
-            let reply = error_reply(Value::Null, -32600, "Invalid Request", Some("message exceeds 16 MiB"));
+            let reply = error_reply(
+                Value::Null,
+                -32600,
+                "Invalid Request",
+                Some("message exceeds 16 MiB"),
+            );
             if write_line(&out, &reply).await.is_err() {
                 return;
             }
@@ -128,7 +137,12 @@ enum Checked {
 
 fn check(line: &[u8]) -> Checked {
     let Ok(text) = std::str::from_utf8(line) else {
-        return Checked::Reply(error_reply(Value::Null, -32700, "Parse error", Some("the line is not valid UTF-8")));
+        return Checked::Reply(error_reply(
+            Value::Null,
+            -32700,
+            "Parse error",
+            Some("the line is not valid UTF-8"),
+        ));
     };
     let text = text.trim();
     if text.is_empty() {
@@ -136,7 +150,14 @@ fn check(line: &[u8]) -> Checked {
     }
     let value: Value = match serde_json::from_str(text) {
         Ok(v) => v,
-        Err(e) => return Checked::Reply(error_reply(Value::Null, -32700, "Parse error", Some(&e.to_string()))),
+        Err(e) => {
+            return Checked::Reply(error_reply(
+                Value::Null,
+                -32700,
+                "Parse error",
+                Some(&e.to_string()),
+            ))
+        }
     };
     let Value::Object(map) = &value else {
         let why = if value.is_array() {
@@ -144,31 +165,60 @@ fn check(line: &[u8]) -> Checked {
         } else {
             "a JSON-RPC message must be an object"
         };
-        return Checked::Reply(error_reply(Value::Null, -32600, "Invalid Request", Some(why)));
+        return Checked::Reply(error_reply(
+            Value::Null,
+            -32600,
+            "Invalid Request",
+            Some(why),
+        ));
     };
     let id = match map.get("id") {
         Some(id @ (Value::String(_) | Value::Number(_))) => Some(id.clone()),
         Some(Value::Null) | None => None,
         Some(_) => {
-            return Checked::Reply(error_reply(Value::Null, -32600, "Invalid Request", Some("id must be a string or a number")))
+            return Checked::Reply(error_reply(
+                Value::Null,
+                -32600,
+                "Invalid Request",
+                Some("id must be a string or a number"),
+            ))
         }
     };
     let reply_id = id.clone().unwrap_or(Value::Null);
     if map.get("jsonrpc").and_then(Value::as_str) != Some("2.0") {
-        return Checked::Reply(error_reply(reply_id, -32600, "Invalid Request", Some("jsonrpc must be \"2.0\"")));
+        return Checked::Reply(error_reply(
+            reply_id,
+            -32600,
+            "Invalid Request",
+            Some("jsonrpc must be \"2.0\""),
+        ));
     }
     let method = match map.get("method") {
         Some(Value::String(m)) => Some(m.clone()),
         None => None,
-        Some(_) => return Checked::Reply(error_reply(reply_id, -32600, "Invalid Request", Some("method must be a string"))),
+        Some(_) => {
+            return Checked::Reply(error_reply(
+                reply_id,
+                -32600,
+                "Invalid Request",
+                Some("method must be a string"),
+            ))
+        }
     };
     if method.is_none() && !(map.contains_key("result") || map.contains_key("error")) {
-        return Checked::Reply(error_reply(reply_id, -32600, "Invalid Request", Some("a request needs a method")));
+        return Checked::Reply(error_reply(
+            reply_id,
+            -32600,
+            "Invalid Request",
+            Some("a request needs a method"),
+        ));
     }
     if let Some(method) = &method {
         if let Some(problem) = params_problem(method, map.get("params")) {
             return match id {
-                Some(id) => Checked::Reply(error_reply(id, -32602, "Invalid params", Some(&problem))),
+                Some(id) => {
+                    Checked::Reply(error_reply(id, -32602, "Invalid params", Some(&problem)))
+                }
                 None => Checked::Drop(problem),
             };
         }
@@ -176,8 +226,18 @@ fn check(line: &[u8]) -> Checked {
     match serde_json::from_value::<ClientJsonRpcMessage>(value) {
         Ok(message) => Checked::Forward(Box::new(message)),
         Err(e) => match (id, method) {
-            (Some(id), Some(_)) => Checked::Reply(error_reply(id, -32602, "Invalid params", Some(&e.to_string()))),
-            (Some(id), None) => Checked::Reply(error_reply(id, -32600, "Invalid Request", Some(&e.to_string()))),
+            (Some(id), Some(_)) => Checked::Reply(error_reply(
+                id,
+                -32602,
+                "Invalid params",
+                Some(&e.to_string()),
+            )),
+            (Some(id), None) => Checked::Reply(error_reply(
+                id,
+                -32600,
+                "Invalid Request",
+                Some(&e.to_string()),
+            )),
             (None, _) => Checked::Drop(e.to_string()),
         },
     }
@@ -198,10 +258,12 @@ fn params_problem(method: &str, params: Option<&Value>) -> Option<String> {
         }
     };
     match method {
-        "tools/call" => string_field("name").or_else(|| match object.and_then(|o| o.get("arguments")) {
-            None | Some(Value::Null) | Some(Value::Object(_)) => None,
-            Some(_) => Some("params.arguments must be an object".into()),
-        }),
+        "tools/call" => {
+            string_field("name").or_else(|| match object.and_then(|o| o.get("arguments")) {
+                None | Some(Value::Null) | Some(Value::Object(_)) => None,
+                Some(_) => Some("params.arguments must be an object".into()),
+            })
+        }
         "prompts/get" => string_field("name"),
         "resources/read" => string_field("uri"),
         "initialize" => string_field("protocolVersion"),

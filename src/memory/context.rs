@@ -212,12 +212,24 @@ fn conversation_blocks(
         if restated.is_empty() {
             format!("- {}: {}", n.subject, n.body)
         } else {
-            format!("- {}: {} {OUTDATED_MARK} restates superseded {}", n.subject, n.body, restated.join(", "))
+            format!(
+                "- {}: {} {OUTDATED_MARK} restates superseded {}",
+                n.subject,
+                n.body,
+                restated.join(", ")
+            )
         }
     };
     let split = turns.len().saturating_sub(RECENT_TURNS);
     let (earlier, recent) = turns.split_at(split);
-    let recent_fit = fit(recent.iter().map(|(_, n)| Block::new(vec![line(n)])).collect(), budget, Keep::Last);
+    let recent_fit = fit(
+        recent
+            .iter()
+            .map(|(_, n)| Block::new(vec![line(n)]))
+            .collect(),
+        budget,
+        Keep::Last,
+    );
     let mut lines = Vec::new();
     let mut used = recent_fit.1;
     let mut count = recent_fit.0.len();
@@ -265,16 +277,27 @@ fn fact_blocks(
     request: &ContextRequest,
     budget: usize,
 ) -> (Vec<String>, Vec<String>, Vec<String>, usize) {
-    let kinds = [Kind::Pattern, Kind::Constraint, Kind::Knowledge, Kind::Procedural];
+    let kinds = [
+        Kind::Pattern,
+        Kind::Constraint,
+        Kind::Knowledge,
+        Kind::Procedural,
+    ];
     let entries: Vec<(u32, &Node)> = index
         .nodes()
-        .filter(|(_, n)| kinds.contains(&n.kind) && n.is_current() && scope.sees(n.project, &n.tenant))
+        .filter(|(_, n)| {
+            kinds.contains(&n.kind) && n.is_current() && scope.sees(n.project, &n.tenant)
+        })
         .collect();
     let mut ranked: Vec<(u32, f64)> = match request.mode {
         ContextMode::Full => {
-            let filter = Filter { scope, kinds: &kinds };
+            let filter = Filter {
+                scope,
+                kinds: &kinds,
+            };
             let hits = retrieve::retrieve(index, &request.query, &filter, RANKED_FACTS);
-            let mut scores: HashMap<u32, f64> = hits.iter().map(|h| (h.slot, h.activation)).collect();
+            let mut scores: HashMap<u32, f64> =
+                hits.iter().map(|h| (h.slot, h.activation)).collect();
             if entries.len() <= SMALL_MEMORY {
                 for (slot, _) in &entries {
                     scores.entry(*slot).or_insert(0.0);
@@ -306,7 +329,11 @@ fn fact_blocks(
 
     let blocks: Vec<(u32, Block)> = ranked
         .iter()
-        .filter_map(|(slot, _)| index.node(*slot).map(|n| (*slot, Block::new(fact_lines(index, *slot, n)))))
+        .filter_map(|(slot, _)| {
+            index
+                .node(*slot)
+                .map(|n| (*slot, Block::new(fact_lines(index, *slot, n))))
+        })
         .collect();
     let total = blocks.len();
     let mut used = 0;
@@ -360,4 +387,16 @@ fn fact_lines(index: &Index, slot: u32, node: &Node) -> Vec<String> {
         }
     }
     lines
+}
+
+#[cfg(test)]
+mod tests {
+    use super::effective_budget;
+
+    #[test]
+    fn budgets_follow_the_model_window() {
+        assert_eq!(effective_budget(272_000), 107_161);
+        assert_eq!(effective_budget(128_000), 49_561);
+        assert_eq!(effective_budget(8_000), 2_000);
+    }
 }

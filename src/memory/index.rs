@@ -67,18 +67,18 @@ impl Index {
         if !self.loaded {
             return self.load_all(conn);
         }
-        let head: i64 = conn.query_row(
-            "SELECT ifnull(max(seq), 0) FROM memory_changes",
-            [],
-            |r| r.get(0),
-        )?;
+        let head: i64 =
+            conn.query_row("SELECT ifnull(max(seq), 0) FROM memory_changes", [], |r| {
+                r.get(0)
+            })?;
         if head <= self.last_change {
             return Ok(());
         }
         let mut changed = BTreeSet::new();
         {
-            let mut stmt =
-                conn.prepare_cached("SELECT node_id FROM memory_changes WHERE seq > ?1 AND seq <= ?2")?;
+            let mut stmt = conn.prepare_cached(
+                "SELECT node_id FROM memory_changes WHERE seq > ?1 AND seq <= ?2",
+            )?;
             let rows = stmt.query_map([self.last_change, head], |r| r.get::<_, String>(0))?;
             for id in rows {
                 changed.insert(id?);
@@ -87,7 +87,9 @@ impl Index {
         // Nodes first, so edges between two changed nodes find both ends.
         for id in &changed {
             let node = conn
-                .prepare_cached(&format!("SELECT {NODE_COLUMNS} FROM memory_nodes WHERE id = ?1"))?
+                .prepare_cached(&format!(
+                    "SELECT {NODE_COLUMNS} FROM memory_nodes WHERE id = ?1"
+                ))?
                 .query_row([id], read_node)
                 .optional()?;
             match node {
@@ -112,20 +114,26 @@ impl Index {
             None
         };
         let tx = conn;
-        let head: i64 = tx.query_row(
-            "SELECT ifnull(max(seq), 0) FROM memory_changes",
-            [],
-            |r| r.get(0),
-        )?;
+        let head: i64 =
+            tx.query_row("SELECT ifnull(max(seq), 0) FROM memory_changes", [], |r| {
+                r.get(0)
+            })?;
         {
-            let mut stmt = tx.prepare(&format!("SELECT {NODE_COLUMNS} FROM memory_nodes ORDER BY seq"))?;
+            let mut stmt = tx.prepare(&format!(
+                "SELECT {NODE_COLUMNS} FROM memory_nodes ORDER BY seq"
+            ))?;
             let rows = stmt.query_map([], read_node)?;
             for node in rows {
                 self.upsert(node?);
             }
             let mut stmt = tx.prepare("SELECT src, dst, kind, weight FROM memory_edges")?;
             let rows = stmt.query_map([], |r| {
-                Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?, r.get::<_, String>(2)?, r.get::<_, f64>(3)?))
+                Ok((
+                    r.get::<_, String>(0)?,
+                    r.get::<_, String>(1)?,
+                    r.get::<_, String>(2)?,
+                    r.get::<_, f64>(3)?,
+                ))
             })?;
             for edge in rows {
                 let (src, dst, kind, weight) = edge?;
@@ -141,12 +149,23 @@ impl Index {
     }
 
     fn link(&mut self, src: &str, dst: &str, kind: &str, weight: f64) {
-        let (Some(&a), Some(&b), Some(kind)) = (self.by_id.get(src), self.by_id.get(dst), EdgeKind::parse(kind))
-        else {
+        let (Some(&a), Some(&b), Some(kind)) = (
+            self.by_id.get(src),
+            self.by_id.get(dst),
+            EdgeKind::parse(kind),
+        ) else {
             return;
         };
-        self.out[a as usize].push(Link { other: b, kind, weight });
-        self.inc[b as usize].push(Link { other: a, kind, weight });
+        self.out[a as usize].push(Link {
+            other: b,
+            kind,
+            weight,
+        });
+        self.inc[b as usize].push(Link {
+            other: a,
+            kind,
+            weight,
+        });
     }
 
     fn reload_edges(&mut self, conn: &Connection, slot: u32) -> store::Result<()> {
@@ -160,7 +179,12 @@ impl Index {
              UNION ALL SELECT src, dst, kind, weight FROM memory_edges WHERE dst = ?1 AND src <> ?1",
         )?;
         let rows = stmt.query_map([&id], |r| {
-            Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?, r.get::<_, String>(2)?, r.get::<_, f64>(3)?))
+            Ok((
+                r.get::<_, String>(0)?,
+                r.get::<_, String>(1)?,
+                r.get::<_, String>(2)?,
+                r.get::<_, f64>(3)?,
+            ))
         })?;
         let edges: Vec<_> = rows.collect::<Result<_, _>>()?;
         for (src, dst, kind, weight) in edges {
@@ -268,7 +292,10 @@ impl Index {
     }
 
     pub fn stem_postings(&self, stem: &str) -> &[u32] {
-        self.stem_postings.get(stem).map(Vec::as_slice).unwrap_or(&[])
+        self.stem_postings
+            .get(stem)
+            .map(Vec::as_slice)
+            .unwrap_or(&[])
     }
 
     /// Indexed terms that contain `fragment` (for substring seeds), at most `limit`, sorted.

@@ -19,7 +19,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use rusqlite::{params, OptionalExtension};
 use serde_json::{json, Value};
 
-pub use context::{AssembledContext, ContextMode, ContextRequest, OUTDATED_MARK};
+pub use context::{effective_budget, AssembledContext, ContextMode, ContextRequest, OUTDATED_MARK};
 pub use model::{Kind, Node, Scope};
 pub use notes::Note;
 pub use proactive::{EvaluationCase, InterveneRequest, Trigger};
@@ -75,7 +75,9 @@ impl Memory {
         project_root: Option<&Path>,
         assistant_json: Option<&Path>,
     ) -> Result<Memory> {
-        let project = project_root.map(|root| store.project_id(root)).transpose()?;
+        let project = project_root
+            .map(|root| store.project_id(root))
+            .transpose()?;
         let memory = Memory {
             store,
             project,
@@ -187,7 +189,12 @@ impl Memory {
         self.read(|index| {
             let filter = retrieve::Filter {
                 scope: &scope,
-                kinds: &[Kind::Pattern, Kind::Constraint, Kind::Knowledge, Kind::Procedural],
+                kinds: &[
+                    Kind::Pattern,
+                    Kind::Constraint,
+                    Kind::Knowledge,
+                    Kind::Procedural,
+                ],
             };
             retrieve::retrieve(index, query, &filter, k)
                 .into_iter()
@@ -229,7 +236,10 @@ impl Memory {
                 .nodes()
                 .map(|(_, n)| n)
                 .filter(|n| {
-                    n.seq > after_seq && n.kind.is_entry() && n.is_current() && scope.sees(n.project, &n.tenant)
+                    n.seq > after_seq
+                        && n.kind.is_entry()
+                        && n.is_current()
+                        && scope.sees(n.project, &n.tenant)
                 })
                 .take(limit)
                 .cloned()
@@ -263,8 +273,14 @@ impl Memory {
                  WHERE superseded_by = ?1 OR invalidated_by = ?1",
                 [id],
             )?;
-            tx.execute("UPDATE memory_nodes SET superseded_by = NULL WHERE superseded_by = ?1", [id])?;
-            tx.execute("UPDATE memory_nodes SET invalidated_by = NULL WHERE invalidated_by = ?1", [id])?;
+            tx.execute(
+                "UPDATE memory_nodes SET superseded_by = NULL WHERE superseded_by = ?1",
+                [id],
+            )?;
+            tx.execute(
+                "UPDATE memory_nodes SET invalidated_by = NULL WHERE invalidated_by = ?1",
+                [id],
+            )?;
             let deleted = tx.execute("DELETE FROM memory_nodes WHERE id = ?1", [id])? > 0;
             tx.execute("INSERT INTO memory_changes(node_id) VALUES (?1)", [id])?;
             Ok(deleted)
@@ -309,10 +325,17 @@ impl Memory {
     pub(crate) fn bump_injections(&self, id: &str) -> Result<i64> {
         let mut index = self.lock();
         let count = self.tx(|tx| {
-            tx.execute("UPDATE memory_nodes SET injections = injections + 1 WHERE id = ?1", [id])?;
+            tx.execute(
+                "UPDATE memory_nodes SET injections = injections + 1 WHERE id = ?1",
+                [id],
+            )?;
             tx.execute("INSERT INTO memory_changes(node_id) VALUES (?1)", [id])?;
             Ok(tx
-                .query_row("SELECT injections FROM memory_nodes WHERE id = ?1", [id], |r| r.get(0))
+                .query_row(
+                    "SELECT injections FROM memory_nodes WHERE id = ?1",
+                    [id],
+                    |r| r.get(0),
+                )
                 .optional()?
                 .unwrap_or(0))
         })?;

@@ -98,7 +98,14 @@ pub fn to_entry(note: &Note) -> NewEntry {
     let mut entry = NewEntry::new(kind, &note.subject, &note.body);
     // Notes are user-wide: the file lives in CAR_HOME, not in a project.
     entry.global = true;
-    entry.source = Some(if preference { "assistant.json:preference" } else { "assistant.json" }.into());
+    entry.source = Some(
+        if preference {
+            "assistant.json:preference"
+        } else {
+            "assistant.json"
+        }
+        .into(),
+    );
     entry
 }
 

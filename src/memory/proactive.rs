@@ -108,8 +108,16 @@ fn decide(index: &Index, scope: &Scope, request: &InterveneRequest) -> Decision 
         text.push(' ');
         text.push_str(line);
     }
-    let kinds = [Kind::Knowledge, Kind::Procedural, Kind::Constraint, Kind::Pattern];
-    let filter = Filter { scope, kinds: &kinds };
+    let kinds = [
+        Kind::Knowledge,
+        Kind::Procedural,
+        Kind::Constraint,
+        Kind::Pattern,
+    ];
+    let filter = Filter {
+        scope,
+        kinds: &kinds,
+    };
     let k = request.max_candidates.clamp(1, 32);
     let hits: Vec<Hit> = retrieve::retrieve(index, &text, &filter, k);
     let mut candidates: Vec<Candidate> = hits
@@ -143,7 +151,10 @@ fn decide(index: &Index, scope: &Scope, request: &InterveneRequest) -> Decision 
             candidates,
         };
     }
-    match candidates.iter().position(|c| c.grounded && c.score >= MIN_ACTIVATION) {
+    match candidates
+        .iter()
+        .position(|c| c.grounded && c.score >= MIN_ACTIVATION)
+    {
         Some(i) => Decision {
             chosen: Some(i),
             reason: None,
@@ -185,7 +196,8 @@ impl Memory {
     /// Chooses at most one grounded reminder, counting its injection.
     pub fn intervene(&self, request: &InterveneRequest) -> Result<Value> {
         let scope = self.scope(request.tenant_id.as_deref().unwrap_or(""));
-        let (decision, bank) = self.read(|index| (decide(index, &scope, request), bank(index, &scope)))?;
+        let (decision, bank) =
+            self.read(|index| (decide(index, &scope, request), bank(index, &scope)))?;
         let candidates: Vec<Value> = decision.candidates.iter().map(candidate_json).collect();
         match decision.chosen {
             Some(i) => {
@@ -262,7 +274,13 @@ impl Memory {
             }
         }
         let n = cases.len().max(1) as f64;
-        let ratio = |a: usize, b: usize| if b == 0 { 0.0 } else { round(a as f64 / b as f64) };
+        let ratio = |a: usize, b: usize| {
+            if b == 0 {
+                0.0
+            } else {
+                round(a as f64 / b as f64)
+            }
+        };
         let summary = |t: &Tally| {
             json!({
                 "interventions": t.interventions,

@@ -146,7 +146,10 @@ pub fn retrieve(index: &Index, query: &str, filter: &Filter<'_>, k: usize) -> Ve
     let mut ranked: Vec<Hit> = hits
         .into_values()
         .map(|mut hit| {
-            if index.node(hit.slot).is_some_and(|n| n.invalidated_by.is_some()) {
+            if index
+                .node(hit.slot)
+                .is_some_and(|n| n.invalidated_by.is_some())
+            {
                 hit.activation *= STALE_PENALTY;
             }
             hit
@@ -163,7 +166,11 @@ pub fn retrieve(index: &Index, query: &str, filter: &Filter<'_>, k: usize) -> Ve
 }
 
 /// PPR restricted to the admitted nodes within [`MAX_HOPS`] of the seeds.
-fn personalized_pagerank(index: &Index, seeds: &[(u32, f64)], filter: &Filter<'_>) -> HashMap<u32, f64> {
+fn personalized_pagerank(
+    index: &Index,
+    seeds: &[(u32, f64)],
+    filter: &Filter<'_>,
+) -> HashMap<u32, f64> {
     // The reset vector: seed weights normalized, each capped, renormalized.
     let total: f64 = seeds.iter().map(|s| s.1).sum();
     let mut reset: Vec<(u32, f64)> = seeds

@@ -9,11 +9,11 @@ const STOP_WORDS: &[&str] = &[
     "a", "about", "after", "all", "also", "am", "an", "and", "any", "are", "as", "at", "be",
     "because", "been", "before", "being", "but", "by", "can", "could", "did", "do", "does",
     "doing", "for", "from", "had", "has", "have", "having", "he", "her", "here", "him", "his",
-    "how", "i", "if", "in", "into", "is", "it", "its", "just", "me", "my", "no", "not", "of",
-    "on", "or", "our", "ours", "out", "over", "she", "should", "so", "some", "than", "that",
-    "the", "their", "them", "then", "there", "these", "they", "this", "those", "to", "too",
-    "under", "up", "us", "very", "was", "we", "were", "what", "when", "where", "which", "while",
-    "who", "whom", "why", "will", "with", "would", "you", "your",
+    "how", "i", "if", "in", "into", "is", "it", "its", "just", "me", "my", "no", "not", "of", "on",
+    "or", "our", "ours", "out", "over", "she", "should", "so", "some", "than", "that", "the",
+    "their", "them", "then", "there", "these", "they", "this", "those", "to", "too", "under", "up",
+    "us", "very", "was", "we", "were", "what", "when", "where", "which", "while", "who", "whom",
+    "why", "will", "with", "would", "you", "your",
 ];
 
 fn stemmer() -> &'static Stemmer {

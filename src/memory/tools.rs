@@ -25,7 +25,13 @@ fn string(args: &Value, key: &str) -> Option<String> {
 fn strings(args: &Value, key: &str) -> Vec<String> {
     args.get(key)
         .and_then(Value::as_array)
-        .map(|items| items.iter().filter_map(Value::as_str).map(str::to_string).collect())
+        .map(|items| {
+            items
+                .iter()
+                .filter_map(Value::as_str)
+                .map(str::to_string)
+                .collect()
+        })
         .unwrap_or_default()
 }
 
@@ -156,7 +162,7 @@ fn save_spec(name: &str, title: &str, what: &str) -> ToolSpec {
     )
     .title(title)
     .output_schema(entry_output_schema())
-    .effect(Effect::None)
+    .effect(Effect::Write)
     .idempotence(Idempotence::NotIdempotent)
 }
 
@@ -187,7 +193,7 @@ pub fn tools(memory: Arc<Memory>) -> Vec<Tool> {
         )
         .title("Remember a fact")
         .output_schema(entry_output_schema())
-        .effect(Effect::None)
+        .effect(Effect::Write)
         .idempotence(Idempotence::NotIdempotent),
         move |call| {
             let args = &call.args;
@@ -343,7 +349,7 @@ pub fn tools(memory: Arc<Memory>) -> Vec<Tool> {
             },
             "required": ["decision", "candidates", "bank"]
         }))
-        .effect(Effect::None)
+        .effect(Effect::Write)
         .idempotence(Idempotence::NotIdempotent),
         move |call| {
             let request: InterveneRequest = serde_json::from_value(call.args.clone())

@@ -108,7 +108,9 @@ pub(super) fn plan_links(index: &Index, entry: &NewEntry, scope: &Scope) -> Vec<
         let idf = index.idf(postings.len());
         for &slot in postings {
             let visible = index.node(slot).is_some_and(|n| {
-                n.kind.is_entry() && n.is_current() && scope.sees(n.project, &n.tenant)
+                n.kind.is_entry()
+                    && n.is_current()
+                    && scope.sees(n.project, &n.tenant)
                     && (scope.project.is_some() || n.project.is_none())
             });
             if visible {
@@ -121,7 +123,11 @@ pub(super) fn plan_links(index: &Index, entry: &NewEntry, scope: &Scope) -> Vec<
     ranked
         .into_iter()
         .take(MAX_RELATED_LINKS)
-        .filter_map(|(slot, score)| index.node(slot).map(|n| (n.id.clone(), score / (score + 4.0))))
+        .filter_map(|(slot, score)| {
+            index
+                .node(slot)
+                .map(|n| (n.id.clone(), score / (score + 4.0)))
+        })
         .collect()
 }
 
@@ -148,7 +154,9 @@ pub(super) fn insert(
             "SELECT id FROM memory_nodes WHERE project_id IS ?1 AND tenant = ?2 AND subject_key = ?3
              AND superseded_by IS NULL AND kind IN ('pattern', 'constraint') ORDER BY seq",
         )?;
-        let rows = stmt.query_map(params![scope.project, scope.tenant, subject_key], |r| r.get::<_, String>(0))?;
+        let rows = stmt.query_map(params![scope.project, scope.tenant, subject_key], |r| {
+            r.get::<_, String>(0)
+        })?;
         for old in rows {
             let old = old?;
             if !superseded.contains(&old) {
@@ -185,7 +193,10 @@ pub(super) fn insert(
 
     let mut invalidated = Vec::new();
     for old in &superseded {
-        tx.execute("UPDATE memory_nodes SET superseded_by = ?1 WHERE id = ?2", params![id, old])?;
+        tx.execute(
+            "UPDATE memory_nodes SET superseded_by = ?1 WHERE id = ?2",
+            params![id, old],
+        )?;
         log_change(tx, old)?;
         add_edge(tx, &id, old, EdgeKind::Supersedes, 1.0)?;
         let mut stmt = tx.prepare_cached(
@@ -211,7 +222,8 @@ pub(super) fn insert(
     }
     let mut made = 0;
     for (target, weight) in links {
-        if !superseded.contains(target) && add_edge(tx, &id, target, EdgeKind::RelatedTo, *weight)? {
+        if !superseded.contains(target) && add_edge(tx, &id, target, EdgeKind::RelatedTo, *weight)?
+        {
             made += 1;
         }
     }
@@ -235,7 +247,13 @@ fn log_change(tx: &Transaction<'_>, id: &str) -> Result<()> {
 }
 
 /// Adds an edge if its target still exists (another process may have deleted it).
-fn add_edge(tx: &Transaction<'_>, src: &str, dst: &str, kind: EdgeKind, weight: f64) -> Result<bool> {
+fn add_edge(
+    tx: &Transaction<'_>,
+    src: &str,
+    dst: &str,
+    kind: EdgeKind,
+    weight: f64,
+) -> Result<bool> {
     let added = tx
         .prepare_cached(
             "INSERT OR IGNORE INTO memory_edges(src, dst, kind, weight)
@@ -262,7 +280,10 @@ fn resolve(tx: &Transaction<'_>, scope: &Scope, target: &str) -> Result<Option<S
              AND (project_id IS NULL OR project_id IS ?3) AND superseded_by IS NULL
              ORDER BY seq DESC LIMIT 1",
         )?
-        .query_row(params![target.trim().to_lowercase(), scope.tenant, scope.project], |r| r.get(0))
+        .query_row(
+            params![target.trim().to_lowercase(), scope.tenant, scope.project],
+            |r| r.get(0),
+        )
         .optional()?)
 }
 

@@ -111,14 +111,21 @@ impl Dispatcher {
         let keyed = match (&options.request_id, spec.idempotence) {
             (Some(request_id), Idempotence::NotIdempotent) => {
                 let key = executions::idem_key(name, request_id);
-                match self.claim(&execution_id, name, request_id, &key, face).await? {
+                match self
+                    .claim(&execution_id, name, request_id, &key, face)
+                    .await?
+                {
                     Claim::Fresh => true,
                     Claim::Replay(recorded) => {
                         let result = match (recorded.status, recorded.result) {
-                            (ExecStatus::Running, _) => Err(ToolError::InProgress(request_id.clone())),
+                            (ExecStatus::Running, _) => {
+                                Err(ToolError::InProgress(request_id.clone()))
+                            }
                             (ExecStatus::Ok, Some(value)) => Ok(value),
                             (_, _) => Err(ToolError::Failed(
-                                recorded.error.unwrap_or_else(|| "the earlier call failed".into()),
+                                recorded
+                                    .error
+                                    .unwrap_or_else(|| "the earlier call failed".into()),
                             )),
                         };
                         return Ok(CallOutcome {
@@ -295,12 +302,14 @@ async fn blocking<T: Send + 'static>(
 /// Rejects any string longer than [`MAX_STRING_BYTES`], naming where it is.
 fn check_string_sizes(value: &Value, path: &str) -> Result<(), ToolError> {
     match value {
-        Value::String(text) if text.len() > MAX_STRING_BYTES => Err(ToolError::InvalidArguments(format!(
-            "{} is {} bytes; the limit is {} bytes (1 MiB) per string",
-            if path.is_empty() { "the value" } else { path },
-            text.len(),
-            MAX_STRING_BYTES
-        ))),
+        Value::String(text) if text.len() > MAX_STRING_BYTES => {
+            Err(ToolError::InvalidArguments(format!(
+                "{} is {} bytes; the limit is {} bytes (1 MiB) per string",
+                if path.is_empty() { "the value" } else { path },
+                text.len(),
+                MAX_STRING_BYTES
+            )))
+        }
         Value::Array(items) => items
             .iter()
             .enumerate()

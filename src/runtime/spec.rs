@@ -9,6 +9,8 @@ pub enum Effect {
     None,
     /// Reads state, changes nothing.
     Read,
+    /// Adds to local state without destroying anything (an additive write).
+    Write,
     /// Changes or removes existing state.
     Destructive,
     /// Writes somewhere outside CAR (a remote service, the network).
@@ -20,6 +22,7 @@ impl Effect {
         match self {
             Effect::None => "none",
             Effect::Read => "read",
+            Effect::Write => "write",
             Effect::Destructive => "destructive",
             Effect::ExternalWrite => "external_write",
         }
@@ -28,7 +31,7 @@ impl Effect {
     pub fn read_only(self) -> bool {
         match self {
             Effect::None | Effect::Read => true,
-            Effect::Destructive | Effect::ExternalWrite => false,
+            Effect::Write | Effect::Destructive | Effect::ExternalWrite => false,
         }
     }
 }

@@ -100,7 +100,9 @@ impl Tool {
                 Box::pin(async move {
                     tokio::task::spawn_blocking(move || handler(call))
                         .await
-                        .unwrap_or_else(|join| Err(ToolError::Failed(format!("the tool panicked: {join}"))))
+                        .unwrap_or_else(|join| {
+                            Err(ToolError::Failed(format!("the tool panicked: {join}")))
+                        })
                 })
             }),
         }

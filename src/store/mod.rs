@@ -121,7 +121,9 @@ impl Store {
     /// The connection, for one short unit of work. Poisoning is recovered: SQLite keeps the
     /// database consistent whatever a panicking thread left half done.
     pub fn conn(&self) -> MutexGuard<'_, Connection> {
-        self.conn.lock().unwrap_or_else(|poison| poison.into_inner())
+        self.conn
+            .lock()
+            .unwrap_or_else(|poison| poison.into_inner())
     }
 
     /// Runs `work` in an IMMEDIATE transaction (the write lock is taken up front, so two writers
@@ -173,15 +175,13 @@ impl Store {
     /// The id of the project rooted at `root`, registering it on first use.
     pub fn project_id(&self, root: &Path) -> Result<i64> {
         let root_text = root.to_string_lossy().to_string();
-        if let Some(id) = self
-            .conn()
-            .query_row(
-                "SELECT id FROM projects WHERE root = ?1",
-                [&root_text],
-                |r| r.get(0),
-            )
-            .ok()
-        {
+        let existing: Option<i64> = {
+            use rusqlite::OptionalExtension;
+            self.conn()
+                .query_row("SELECT id FROM projects WHERE root = ?1", [&root_text], |r| r.get(0))
+                .optional()?
+        };
+        if let Some(id) = existing {
             return Ok(id);
         }
         let name = root
@@ -248,7 +248,10 @@ mod tests {
     #[test]
     fn formats_epoch_and_leap_day() {
         assert_eq!(format_unix_millis(0), "1970-01-01T00:00:00.000Z");
-        assert_eq!(format_unix_millis(951_782_400_123), "2000-02-29T00:00:00.123Z");
+        assert_eq!(
+            format_unix_millis(951_782_400_123),
+            "2000-02-29T00:00:00.123Z"
+        );
     }
 
     #[test]
@@ -271,6 +274,9 @@ mod tests {
         let path = dir.path().join("car.db");
         Store::open(&path).unwrap();
         let store = Store::open(&path).unwrap();
-        assert_eq!(store.schema_version().unwrap(), Store::supported_schema_version());
+        assert_eq!(
+            store.schema_version().unwrap(),
+            Store::supported_schema_version()
+        );
     }
 }

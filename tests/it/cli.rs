@@ -9,18 +9,33 @@ fn version_and_help_teach() {
     let home = TestHome::new();
     let out = home.car(&["--version"]);
     assert!(out.status.success());
-    assert_eq!(String::from_utf8_lossy(&out.stdout), format!("car {}\n", env!("CARGO_PKG_VERSION")));
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout),
+        format!("car {}\n", env!("CARGO_PKG_VERSION"))
+    );
     let help = String::from_utf8_lossy(&home.car(&["memory", "add", "--help"]).stdout).to_string();
-    assert!(help.contains("Examples:") && help.contains("--global"), "{help}");
+    assert!(
+        help.contains("Examples:") && help.contains("--global"),
+        "{help}"
+    );
 }
 
 #[test]
 fn a_relative_car_home_is_a_usage_error() {
     let home = TestHome::new();
-    let out = home.command(crate::support::CAR).env("CAR_HOME", "relative/home").args(["memory", "query", "x"]).output().unwrap();
+    let out = home
+        .command(crate::support::CAR)
+        .env("CAR_HOME", "relative/home")
+        .args(["memory", "query", "x"])
+        .output()
+        .unwrap();
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("CAR_HOME must be an absolute path"));
-    let out = home.command(crate::support::CAR_MCP).env("CAR_HOME", "relative/home").output().unwrap();
+    let out = home
+        .command(crate::support::CAR_MCP)
+        .env("CAR_HOME", "relative/home")
+        .output()
+        .unwrap();
     assert_eq!(out.status.code(), Some(2));
     assert!(out.stdout.is_empty());
 }
@@ -28,7 +43,11 @@ fn a_relative_car_home_is_a_usage_error() {
 #[test]
 fn memory_commands_cover_every_tool_with_the_envelope() {
     let home = TestHome::new();
-    let out = home.command(crate::support::CAR).args(["--json", "memory", "add", "ci", "CI runs cargo nextest"]).output().unwrap();
+    let out = home
+        .command(crate::support::CAR)
+        .args(["--json", "memory", "add", "ci", "CI runs cargo nextest"])
+        .output()
+        .unwrap();
     let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(
         doc,
@@ -36,18 +55,50 @@ fn memory_commands_cover_every_tool_with_the_envelope() {
             "id": "fact-1", "kind": "pattern", "subject": "ci", "scope": "project", "tenant_id": null,
             "superseded": [], "invalidated": [], "links": 0, "fact_count": 1, "durable": true}})
     );
-    let replaced = home.car_json(&["memory", "add", "CI", "CI runs cargo test", "--kind", "constraint"]);
-    assert_eq!(replaced["superseded"], json!(["fact-1"]), "same subject, case-insensitive");
+    let replaced = home.car_json(&[
+        "memory",
+        "add",
+        "CI",
+        "CI runs cargo test",
+        "--kind",
+        "constraint",
+    ]);
+    assert_eq!(
+        replaced["superseded"],
+        json!(["fact-1"]),
+        "same subject, case-insensitive"
+    );
     let query = home.car_json(&["memory", "query", "what does ci run", "-k", "3"]);
     assert_eq!(query["results"].as_array().unwrap().len(), 1);
     assert_eq!(query["results"][0]["id"], "fact-2");
 
     let status = home.car_json(&["memory", "status", "halfway through the migration"]);
     assert_eq!(status["id"], "proactive-status:global");
-    let knowledge = home.car_json(&["memory", "knowledge", "oncall", "Page the payments oncall for ledger drift", "--tag", "ops", "--confidence", "high"]);
+    let knowledge = home.car_json(&[
+        "memory",
+        "knowledge",
+        "oncall",
+        "Page the payments oncall for ledger drift",
+        "--tag",
+        "ops",
+        "--confidence",
+        "high",
+    ]);
     assert_eq!(knowledge["kind"], "knowledge");
-    let procedure = home.car_json(&["memory", "procedure", "ledger drift", "Rerun the reconciler with --full after a ledger drift alert"]);
-    let inject = home.car_json(&["memory", "intervene", "--query", "ledger drift alert again", "--repeated-failures", "2"]);
+    let procedure = home.car_json(&[
+        "memory",
+        "procedure",
+        "ledger drift",
+        "Rerun the reconciler with --full after a ledger drift alert",
+    ]);
+    let inject = home.car_json(&[
+        "memory",
+        "intervene",
+        "--query",
+        "ledger drift alert again",
+        "--repeated-failures",
+        "2",
+    ]);
     assert_eq!(inject["decision"], "inject", "{inject}");
     assert_eq!(inject["selected"]["id"], procedure["id"]);
 
@@ -59,11 +110,18 @@ fn memory_commands_cover_every_tool_with_the_envelope() {
     let show = home.car_json(&["memory", "show", "fact-1"]);
     assert_eq!(show["superseded_by"], "fact-2");
     let context = home.car_json(&["memory", "context", "ci"]);
-    assert!(context["text"].as_str().unwrap().contains("[outdated] changed from: CI runs cargo nextest"));
+    assert!(context["text"]
+        .as_str()
+        .unwrap()
+        .contains("[outdated] changed from: CI runs cargo nextest"));
 
     let deleted = home.car_json(&["memory", "delete", knowledge["id"].as_str().unwrap()]);
     assert_eq!(deleted["deleted"], true);
-    let missing = home.command(crate::support::CAR).args(["--json", "memory", "show", "nope"]).output().unwrap();
+    let missing = home
+        .command(crate::support::CAR)
+        .args(["--json", "memory", "show", "nope"])
+        .output()
+        .unwrap();
     assert_eq!(missing.status.code(), Some(1));
     let doc: Value = serde_json::from_slice(&missing.stdout).unwrap();
     assert_eq!(doc["success"], false);
@@ -75,21 +133,61 @@ fn tools_list_and_call_go_through_the_dispatcher() {
     let home = TestHome::new();
     let list = home.car_json(&["tools", "list"]);
     assert_eq!(list["tools"].as_array().unwrap().len(), 8);
-    let first = home.car_json(&["tools", "call", "memory_add_fact", "--params", r#"{"subject":"a","body":"b"}"#, "--request-id", "k1"]);
-    let again = home.car_json(&["tools", "call", "memory_add_fact", "--params", r#"{"subject":"a","body":"b"}"#, "--request-id", "k1"]);
+    let first = home.car_json(&[
+        "tools",
+        "call",
+        "memory_add_fact",
+        "--params",
+        r#"{"subject":"a","body":"b"}"#,
+        "--request-id",
+        "k1",
+    ]);
+    let again = home.car_json(&[
+        "tools",
+        "call",
+        "memory_add_fact",
+        "--params",
+        r#"{"subject":"a","body":"b"}"#,
+        "--request-id",
+        "k1",
+    ]);
     assert_eq!(first, again);
     assert_eq!(home.entry_count(), 1);
-    let bad = home.command(crate::support::CAR).args(["--json", "tools", "call", "memory_query", "--params", r#"{"k":0}"#]).output().unwrap();
+    let bad = home
+        .command(crate::support::CAR)
+        .args([
+            "--json",
+            "tools",
+            "call",
+            "memory_query",
+            "--params",
+            r#"{"k":0}"#,
+        ])
+        .output()
+        .unwrap();
     assert_eq!(bad.status.code(), Some(2));
     let doc: Value = serde_json::from_slice(&bad.stdout).unwrap();
     assert_eq!(doc["error"]["code"], "invalid_arguments");
-    let unknown = home.command(crate::support::CAR).args(["tools", "call", "nope"]).output().unwrap();
+    let unknown = home
+        .command(crate::support::CAR)
+        .args(["tools", "call", "nope"])
+        .output()
+        .unwrap();
     assert_eq!(unknown.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&unknown.stderr).contains("unknown tool 'nope'"));
 
     let log = home.car_json(&["executions", "--limit", "10"]);
-    let tools: Vec<&str> = log["executions"].as_array().unwrap().iter().map(|e| e["tool"].as_str().unwrap()).collect();
-    assert_eq!(tools, ["memory_query", "memory_add_fact"], "one row per executed call; the replay ran nothing");
+    let tools: Vec<&str> = log["executions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["tool"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        tools,
+        ["memory_query", "memory_add_fact"],
+        "one row per executed call; the replay ran nothing"
+    );
     assert_eq!(log["executions"][1]["request_id"], "k1");
     assert_eq!(log["executions"][1]["face"], "cli");
 }
@@ -103,8 +201,10 @@ fn assistant_json_is_imported_once_and_export_round_trips() {
         json!({"notes": [
             {"subject": "style", "body": "Use rustfmt defaults", "kind": "fact"},
             {"subject": "tone", "body": "Be terse in commit messages", "kind": "preference"}
-        ]}).to_string(),
-    ).unwrap();
+        ]})
+        .to_string(),
+    )
+    .unwrap();
     assert_eq!(home.entry_count(), 2);
     assert_eq!(home.entry_count(), 2, "imported only once");
     let out = home.project.join("out.json");
@@ -119,7 +219,11 @@ fn assistant_json_is_imported_once_and_export_round_trips() {
     // A broken file is refused and changes nothing.
     let broken = home.project.join("broken.json");
     std::fs::write(&broken, "{\"notes\": [{\"subject\": \"\"}]}").unwrap();
-    let result = home.command(crate::support::CAR).args(["memory", "import", broken.to_str().unwrap()]).output().unwrap();
+    let result = home
+        .command(crate::support::CAR)
+        .args(["memory", "import", broken.to_str().unwrap()])
+        .output()
+        .unwrap();
     assert_eq!(result.status.code(), Some(2));
     assert_eq!(home.entry_count(), 2);
 }
@@ -145,6 +249,22 @@ fn doctor_reports_a_healthy_home() {
     let home = TestHome::new();
     let report = home.car_json(&["doctor"]);
     assert_eq!(report["healthy"], true);
-    let names: Vec<&str> = report["checks"].as_array().unwrap().iter().map(|c| c["check"].as_str().unwrap()).collect();
-    assert_eq!(names, ["home", "database", "wal", "integrity", "memory", "assistant.json", "project"]);
+    let names: Vec<&str> = report["checks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["check"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        names,
+        [
+            "home",
+            "database",
+            "wal",
+            "integrity",
+            "memory",
+            "assistant.json",
+            "project"
+        ]
+    );
 }

@@ -11,6 +11,7 @@ fn initialize_negotiates_each_supported_revision() {
         ("2025-11-25", "2025-11-25"),
         ("2025-06-18", "2025-06-18"),
         ("2024-11-05", "2024-11-05"),
+        ("2025-03-26", "2025-11-25"),
         ("2099-01-01", "2025-11-25"),
     ] {
         let mut mcp = home.spawn_mcp();
@@ -39,16 +40,33 @@ fn tools_list_matches_the_snapshot_in_one_page() {
     let names: Vec<&str> = tools.iter().map(|t| t["name"].as_str().unwrap()).collect();
     assert_eq!(
         names,
-        ["memory_add_fact", "memory_query", "memory_update_status", "memory_save_knowledge",
-         "memory_save_procedural", "memory_delete", "memory_intervene", "memory_evaluate"]
+        [
+            "memory_add_fact",
+            "memory_query",
+            "memory_update_status",
+            "memory_save_knowledge",
+            "memory_save_procedural",
+            "memory_delete",
+            "memory_intervene",
+            "memory_evaluate"
+        ]
     );
     for tool in tools {
         let hints = &tool["annotations"];
-        for hint in ["readOnlyHint", "destructiveHint", "idempotentHint", "openWorldHint"] {
+        for hint in [
+            "readOnlyHint",
+            "destructiveHint",
+            "idempotentHint",
+            "openWorldHint",
+        ] {
             assert!(hints[hint].is_boolean(), "{} lacks {hint}", tool["name"]);
         }
         for key in ["car/effect", "car/confirmation", "car/parallel_safe"] {
-            assert!(tool["_meta"].get(key).is_some(), "{} lacks _meta {key}", tool["name"]);
+            assert!(
+                tool["_meta"].get(key).is_some(),
+                "{} lacks _meta {key}",
+                tool["name"]
+            );
         }
     }
     crate::support::assert_snapshot("tools_list.json", &result);
@@ -60,7 +78,10 @@ fn assert_matches_output_schema(tools: &[Value], name: &str, structured: &Value)
     let tool = tools.iter().find(|t| t["name"] == name).unwrap();
     let schema = &tool["outputSchema"];
     let validator = jsonschema::validator_for(schema).unwrap();
-    let errors: Vec<String> = validator.iter_errors(structured).map(|e| e.to_string()).collect();
+    let errors: Vec<String> = validator
+        .iter_errors(structured)
+        .map(|e| e.to_string())
+        .collect();
     assert!(errors.is_empty(), "{name}: {errors:?} in {structured}");
 }
 
@@ -69,9 +90,15 @@ fn every_memory_tool_works_and_matches_its_output_schema() {
     let home = TestHome::new();
     let mut mcp = home.spawn_mcp();
     mcp.initialize();
-    let tools = mcp.request("tools/list", json!({}))["result"]["tools"].as_array().unwrap().clone();
+    let tools = mcp.request("tools/list", json!({}))["result"]["tools"]
+        .as_array()
+        .unwrap()
+        .clone();
 
-    let fact = mcp.call_ok("memory_add_fact", json!({"subject": "Heron", "body": "Heron is the codename of the payout scheduler"}));
+    let fact = mcp.call_ok(
+        "memory_add_fact",
+        json!({"subject": "Heron", "body": "Heron is the codename of the payout scheduler"}),
+    );
     assert_eq!(
         fact,
         json!({"id": "fact-1", "kind": "pattern", "subject": "Heron", "scope": "project", "tenant_id": null,
@@ -79,21 +106,38 @@ fn every_memory_tool_works_and_matches_its_output_schema() {
     );
     assert_matches_output_schema(&tools, "memory_add_fact", &fact);
     let linked = mcp.call_ok("memory_add_fact", json!({"subject": "payout scheduler", "body": "The payout scheduler runs nightly at 02:00 UTC", "kind": "constraint"}));
-    assert_eq!(linked["links"], 1, "shares rare terms with the Heron fact: {linked}");
+    assert_eq!(
+        linked["links"], 1,
+        "shares rare terms with the Heron fact: {linked}"
+    );
 
     // Found through the link: the query shares no word with the schedule fact but "heron".
-    let query = mcp.call_ok("memory_query", json!({"query": "when does heron run", "k": 5}));
+    let query = mcp.call_ok(
+        "memory_query",
+        json!({"query": "when does heron run", "k": 5}),
+    );
     assert_matches_output_schema(&tools, "memory_query", &query);
-    let ids: Vec<&str> = query["results"].as_array().unwrap().iter().map(|r| r["id"].as_str().unwrap()).collect();
+    let ids: Vec<&str> = query["results"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["id"].as_str().unwrap())
+        .collect();
     assert_eq!(ids, ["fact-1", "fact-2"]);
 
-    let status = mcp.call_ok("memory_update_status", json!({"body": "migrating the scheduler", "tenant_id": "agent-7"}));
+    let status = mcp.call_ok(
+        "memory_update_status",
+        json!({"body": "migrating the scheduler", "tenant_id": "agent-7"}),
+    );
     assert_eq!(status["id"], "proactive-status:agent-7");
     assert_matches_output_schema(&tools, "memory_update_status", &status);
 
     let knowledge = mcp.call_ok("memory_save_knowledge", json!({"id": "deploy-rule", "subject": "deploys", "body": "Deploys to production need a green canary first", "tags": ["deploy"]}));
     assert_eq!(knowledge["id"], "deploy-rule");
-    let again = mcp.call_ok("memory_save_knowledge", json!({"id": "deploy-rule", "subject": "deploys", "body": "Deploys are frozen on Fridays"}));
+    let again = mcp.call_ok(
+        "memory_save_knowledge",
+        json!({"id": "deploy-rule", "subject": "deploys", "body": "Deploys are frozen on Fridays"}),
+    );
     assert_eq!(again["id"], "deploy-rule-2", "a reused id mints a new one");
     assert_matches_output_schema(&tools, "memory_save_knowledge", &again);
 
@@ -106,7 +150,10 @@ fn every_memory_tool_works_and_matches_its_output_schema() {
     assert_eq!(inject["decision"], "inject", "{inject}");
     assert_eq!(inject["selected"]["id"], procedure["id"]);
     assert_eq!(inject["selected"]["injections"], 1);
-    let silent = mcp.call_ok("memory_intervene", json!({"query": "migration test failed: database is locked"}));
+    let silent = mcp.call_ok(
+        "memory_intervene",
+        json!({"query": "migration test failed: database is locked"}),
+    );
     assert_eq!(silent["decision"], "silent");
     assert!(silent["reason"].as_str().unwrap().contains("no trigger"));
 
@@ -140,7 +187,10 @@ fn results_carry_execution_meta_and_errors_stay_out_of_structured_content() {
     assert_eq!(ok["_meta"]["car/status"], "ok");
     assert_eq!(ok["_meta"]["car/execution_id"].as_str().unwrap().len(), 32);
     let text: Value = serde_json::from_str(ok["content"][0]["text"].as_str().unwrap()).unwrap();
-    assert_eq!(text, ok["structuredContent"], "the text block is the same JSON");
+    assert_eq!(
+        text, ok["structuredContent"],
+        "the text block is the same JSON"
+    );
 
     let bad = mcp.call("memory_query", json!({"query": "x", "k": 99}));
     assert_eq!(bad["isError"], true);
@@ -149,11 +199,20 @@ fn results_carry_execution_meta_and_errors_stay_out_of_structured_content() {
     assert_eq!(bad["_meta"]["car/error"]["code"], "invalid_arguments");
     let text: Value = serde_json::from_str(bad["content"][0]["text"].as_str().unwrap()).unwrap();
     assert_eq!(text["error"]["code"], "invalid_arguments");
-    assert!(text["error"]["message"].as_str().unwrap().contains("/k"), "{text}");
+    assert!(
+        text["error"]["message"].as_str().unwrap().contains("/k"),
+        "{text}"
+    );
 
-    let unknown = mcp.request("tools/call", json!({"name": "no_such_tool", "arguments": {}}));
+    let unknown = mcp.request(
+        "tools/call",
+        json!({"name": "no_such_tool", "arguments": {}}),
+    );
     assert_eq!(unknown["error"]["code"], -32602);
-    assert!(unknown["error"]["data"]["error"].as_str().unwrap().contains("no_such_tool"));
+    assert!(unknown["error"]["data"]["error"]
+        .as_str()
+        .unwrap()
+        .contains("no_such_tool"));
     mcp.finish();
 }
 
@@ -163,18 +222,27 @@ fn a_repeated_request_id_replays_the_recorded_result() {
     let mut mcp = home.spawn_mcp();
     mcp.initialize();
     let call = |mcp: &mut McpProcess, request_id: &str, body: &str| {
-        let response = mcp.request("tools/call", json!({
+        let response = mcp.request(
+            "tools/call",
+            json!({
             "name": "memory_add_fact", "arguments": {"subject": format!("s-{body}"), "body": body},
-            "_meta": {"car/request_id": request_id}}));
+            "_meta": {"car/request_id": request_id}}),
+        );
         response["result"].clone()
     };
     let first = call(&mut mcp, "req-1", "one");
     let second = call(&mut mcp, "req-1", "one");
     assert_eq!(first["structuredContent"], second["structuredContent"]);
-    assert_eq!(first["_meta"]["car/execution_id"], second["_meta"]["car/execution_id"]);
+    assert_eq!(
+        first["_meta"]["car/execution_id"],
+        second["_meta"]["car/execution_id"]
+    );
     assert_eq!(second["_meta"]["car/replayed"], true);
     let third = call(&mut mcp, "req-2", "two");
-    assert_ne!(third["structuredContent"]["id"], first["structuredContent"]["id"]);
+    assert_ne!(
+        third["structuredContent"]["id"],
+        first["structuredContent"]["id"]
+    );
     mcp.finish();
     assert_eq!(home.entry_count(), 2, "the replay did not write again");
 }
@@ -195,9 +263,15 @@ fn notifications_cancelled_stops_the_running_call_and_records_it() {
     let cases: Vec<Value> = (0..10_000)
         .map(|i| json!({"id": format!("c{i}"), "request": {"query": format!("service-{} batch nightly", i % 400), "trigger": {"tool_error": true}}}))
         .collect();
-    let id = mcp.start("tools/call", json!({"name": "memory_evaluate", "arguments": {"cases": cases}}));
+    let id = mcp.start(
+        "tools/call",
+        json!({"name": "memory_evaluate", "arguments": {"cases": cases}}),
+    );
     std::thread::sleep(std::time::Duration::from_millis(500));
-    mcp.notify("notifications/cancelled", json!({"requestId": id, "reason": "user pressed escape"}));
+    mcp.notify(
+        "notifications/cancelled",
+        json!({"requestId": id, "reason": "user pressed escape"}),
+    );
     // The server stays responsive and records the cancellation.
     assert_eq!(mcp.request("ping", json!({}))["result"], json!({}));
     let mut status = Value::Null;
@@ -221,18 +295,31 @@ fn confirmation_required_tools_run_only_with_the_hosts_grant() {
     without.initialize();
     let refused = without.call("reset_cache", json!({}));
     assert_eq!(refused["isError"], true);
-    assert_eq!(refused["_meta"]["car/error"]["code"], "confirmation_required");
-    assert!(refused["_meta"]["car/error"]["message"].as_str().unwrap().contains("confirm:reset_cache"));
+    assert_eq!(
+        refused["_meta"]["car/error"]["code"],
+        "confirmation_required"
+    );
+    assert!(refused["_meta"]["car/error"]["message"]
+        .as_str()
+        .unwrap()
+        .contains("confirm:reset_cache"));
     without.finish();
 
     let mut command = home.command(embed.to_str().unwrap());
     command.env("CAR_CONFIRM", "reset_cache");
     let mut with = McpProcess::spawn(command);
     with.initialize();
-    assert_eq!(with.call_ok("reset_cache", json!({})), json!({"reset": true}));
+    assert_eq!(
+        with.call_ok("reset_cache", json!({})),
+        json!({"reset": true})
+    );
     // The embedder's tools sit beside CAR's memory in one registry.
     let names: Vec<String> = with.request("tools/list", json!({}))["result"]["tools"]
-        .as_array().unwrap().iter().map(|t| t["name"].as_str().unwrap().to_string()).collect();
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["name"].as_str().unwrap().to_string())
+        .collect();
     assert!(names.contains(&"memory_query".to_string()) && names.contains(&"wait".to_string()));
     with.finish();
 }
@@ -242,13 +329,24 @@ fn an_embedded_async_tool_is_cancelled_with_its_token() {
     let home = TestHome::new();
     let mut mcp = McpProcess::spawn(home.command(example_bin("embed").to_str().unwrap()));
     mcp.initialize();
-    let id = mcp.start("tools/call", json!({"name": "wait", "arguments": {"ms": 60000}}));
+    let id = mcp.start(
+        "tools/call",
+        json!({"name": "wait", "arguments": {"ms": 60000}}),
+    );
     std::thread::sleep(std::time::Duration::from_millis(200));
     mcp.notify("notifications/cancelled", json!({"requestId": id}));
-    assert_eq!(mcp.call_ok("wait", json!({"ms": 1})), json!({"waited_ms": 1}));
+    assert_eq!(
+        mcp.call_ok("wait", json!({"ms": 1})),
+        json!({"waited_ms": 1})
+    );
     mcp.finish();
     let rows = home.car_json(&["executions", "--tool", "wait"]);
-    let statuses: Vec<&str> = rows["executions"].as_array().unwrap().iter().map(|r| r["status"].as_str().unwrap()).collect();
+    let statuses: Vec<&str> = rows["executions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["status"].as_str().unwrap())
+        .collect();
     assert_eq!(statuses, ["ok", "cancelled"]);
 }
 
@@ -257,25 +355,52 @@ fn the_car_context_prompt_and_its_completion() {
     let home = TestHome::new();
     let mut mcp = home.spawn_mcp();
     mcp.initialize();
-    mcp.call_ok("memory_add_fact", json!({"subject": "release", "body": "Releases are cut from main on Tuesdays"}));
-    mcp.call_ok("memory_add_fact", json!({"subject": "release", "body": "Releases are cut from main on Thursdays"}));
-    mcp.call_ok("memory_add_fact", json!({"subject": "secrets", "body": "Never print tokens in logs", "kind": "constraint"}));
+    mcp.call_ok(
+        "memory_add_fact",
+        json!({"subject": "release", "body": "Releases are cut from main on Tuesdays"}),
+    );
+    mcp.call_ok(
+        "memory_add_fact",
+        json!({"subject": "release", "body": "Releases are cut from main on Thursdays"}),
+    );
+    mcp.call_ok(
+        "memory_add_fact",
+        json!({"subject": "secrets", "body": "Never print tokens in logs", "kind": "constraint"}),
+    );
 
     let prompts = mcp.request("prompts/list", json!({}))["result"]["prompts"].clone();
     assert_eq!(prompts[0]["name"], "car_context");
-    let prompt = mcp.request("prompts/get", json!({"name": "car_context", "arguments": {"query": "when do we release"}}));
-    let text = prompt["result"]["messages"][0]["content"]["text"].as_str().unwrap().to_string();
+    let prompt = mcp.request(
+        "prompts/get",
+        json!({"name": "car_context", "arguments": {"query": "when do we release"}}),
+    );
+    let text = prompt["result"]["messages"][0]["content"]["text"]
+        .as_str()
+        .unwrap()
+        .to_string();
     assert_eq!(prompt["result"]["messages"][0]["role"], "user");
     assert_eq!(
         text,
         "## Active Constraints\n- ⚠️ [fact-3] secrets: Never print tokens in logs\n\n\
          ## Current Facts\n- [fact-2] release: Releases are cut from main on Thursdays\n  - [outdated] changed from: Releases are cut from main on Tuesdays\n\n"
     );
-    let fast = mcp.request("prompts/get", json!({"name": "car_context", "arguments": {"query": "x", "mode": "fast"}}));
-    assert!(fast["result"]["messages"][0]["content"]["text"].as_str().unwrap().contains("Thursdays"));
-    let bad_mode = mcp.request("prompts/get", json!({"name": "car_context", "arguments": {"query": "x", "mode": "slow"}}));
+    let fast = mcp.request(
+        "prompts/get",
+        json!({"name": "car_context", "arguments": {"query": "x", "mode": "fast"}}),
+    );
+    assert!(fast["result"]["messages"][0]["content"]["text"]
+        .as_str()
+        .unwrap()
+        .contains("Thursdays"));
+    let bad_mode = mcp.request(
+        "prompts/get",
+        json!({"name": "car_context", "arguments": {"query": "x", "mode": "slow"}}),
+    );
     assert_eq!(bad_mode["error"]["code"], -32602);
-    let missing = mcp.request("prompts/get", json!({"name": "car_context", "arguments": {}}));
+    let missing = mcp.request(
+        "prompts/get",
+        json!({"name": "car_context", "arguments": {}}),
+    );
     assert_eq!(missing["error"]["code"], -32602);
 
     let complete = |mcp: &mut McpProcess, value: &str| {
@@ -293,9 +418,13 @@ fn memory_facts_are_resources() {
     let mut mcp = home.spawn_mcp();
     mcp.initialize();
     for i in 0..105 {
-        mcp.call_ok("memory_add_fact", json!({"subject": format!("s{i}"), "body": format!("body {i}")}));
+        mcp.call_ok(
+            "memory_add_fact",
+            json!({"subject": format!("s{i}"), "body": format!("body {i}")}),
+        );
     }
-    let templates = mcp.request("resources/templates/list", json!({}))["result"]["resourceTemplates"].clone();
+    let templates =
+        mcp.request("resources/templates/list", json!({}))["result"]["resourceTemplates"].clone();
     assert_eq!(templates[0]["uriTemplate"], "car://memory/fact/{id}");
     let page1 = mcp.request("resources/list", json!({}))["result"].clone();
     assert_eq!(page1["resources"].as_array().unwrap().len(), 100);
@@ -303,12 +432,22 @@ fn memory_facts_are_resources() {
     let page2 = mcp.request("resources/list", json!({"cursor": cursor}))["result"].clone();
     assert_eq!(page2["resources"].as_array().unwrap().len(), 5);
     assert!(page2.get("nextCursor").is_none());
-    assert_eq!(mcp.request("resources/list", json!({"cursor": "nope"}))["error"]["code"], -32602);
+    assert_eq!(
+        mcp.request("resources/list", json!({"cursor": "nope"}))["error"]["code"],
+        -32602
+    );
 
-    let read = mcp.request("resources/read", json!({"uri": "car://memory/fact/fact-7"}))["result"].clone();
+    let read =
+        mcp.request("resources/read", json!({"uri": "car://memory/fact/fact-7"}))["result"].clone();
     assert_eq!(read["contents"][0]["mimeType"], "text/plain");
-    assert!(read["contents"][0]["text"].as_str().unwrap().starts_with("s6\n\nbody 6\n"));
-    let missing = mcp.request("resources/read", json!({"uri": "car://memory/fact/fact-9999"}));
+    assert!(read["contents"][0]["text"]
+        .as_str()
+        .unwrap()
+        .starts_with("s6\n\nbody 6\n"));
+    let missing = mcp.request(
+        "resources/read",
+        json!({"uri": "car://memory/fact/fact-9999"}),
+    );
     assert_eq!(missing["error"]["code"], -32002);
     mcp.finish();
 }
@@ -320,7 +459,13 @@ fn car_mcp_subcommand_serves_the_same_server() {
     command.args(["mcp", "--stdio"]);
     let mut mcp = McpProcess::spawn(command);
     assert_eq!(mcp.initialize()["result"]["serverInfo"]["name"], "car-mcp");
-    assert_eq!(mcp.request("tools/list", json!({}))["result"]["tools"].as_array().unwrap().len(), 8);
+    assert_eq!(
+        mcp.request("tools/list", json!({}))["result"]["tools"]
+            .as_array()
+            .unwrap()
+            .len(),
+        8
+    );
     mcp.finish();
 }
 
@@ -329,16 +474,42 @@ fn project_scope_global_scope_and_tenants_never_mix() {
     let home = TestHome::new();
     let mut a = home.spawn_mcp();
     a.initialize();
-    a.call_ok("memory_add_fact", json!({"subject": "db", "body": "project A uses postgres"}));
-    a.call_ok("memory_add_fact", json!({"subject": "editor", "body": "the user prefers helix", "scope": "global"}));
-    a.call_ok("memory_add_fact", json!({"subject": "db", "body": "tenant t1 uses sqlite", "tenant_id": "t1"}));
+    a.call_ok(
+        "memory_add_fact",
+        json!({"subject": "db", "body": "project A uses postgres"}),
+    );
+    a.call_ok(
+        "memory_add_fact",
+        json!({"subject": "editor", "body": "the user prefers helix", "scope": "global"}),
+    );
+    a.call_ok(
+        "memory_add_fact",
+        json!({"subject": "db", "body": "tenant t1 uses sqlite", "tenant_id": "t1"}),
+    );
     let untenanted = a.call_ok("memory_query", json!({"query": "postgres sqlite helix"}));
-    let bodies: Vec<&str> = untenanted["results"].as_array().unwrap().iter().map(|r| r["body"].as_str().unwrap()).collect();
+    let bodies: Vec<&str> = untenanted["results"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["body"].as_str().unwrap())
+        .collect();
     assert_eq!(bodies.len(), 2);
     assert!(!bodies.contains(&"tenant t1 uses sqlite"));
-    let tenant = a.call_ok("memory_query", json!({"query": "postgres sqlite helix", "tenant_id": "t1"}));
-    let bodies: Vec<&str> = tenant["results"].as_array().unwrap().iter().map(|r| r["body"].as_str().unwrap()).collect();
-    assert_eq!(bodies, ["tenant t1 uses sqlite"], "a tenant sees only its own entries");
+    let tenant = a.call_ok(
+        "memory_query",
+        json!({"query": "postgres sqlite helix", "tenant_id": "t1"}),
+    );
+    let bodies: Vec<&str> = tenant["results"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["body"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        bodies,
+        ["tenant t1 uses sqlite"],
+        "a tenant sees only its own entries"
+    );
     a.finish();
 
     let b_dir = home.other_project("project-b");
@@ -347,7 +518,16 @@ fn project_scope_global_scope_and_tenants_never_mix() {
     let mut b = McpProcess::spawn(command);
     b.initialize();
     let seen = b.call_ok("memory_query", json!({"query": "postgres helix"}));
-    let bodies: Vec<&str> = seen["results"].as_array().unwrap().iter().map(|r| r["body"].as_str().unwrap()).collect();
-    assert_eq!(bodies, ["the user prefers helix"], "another project sees only global entries");
+    let bodies: Vec<&str> = seen["results"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["body"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        bodies,
+        ["the user prefers helix"],
+        "another project sees only global entries"
+    );
     b.finish();
 }

@@ -35,7 +35,11 @@ impl TestHome {
         let home = dir.path().join("home");
         let project = dir.path().join("project");
         std::fs::create_dir_all(project.join(".car")).unwrap();
-        TestHome { _dir: dir, home, project }
+        TestHome {
+            _dir: dir,
+            home,
+            project,
+        }
     }
 
     /// A second project directory under the same temp root.
@@ -63,9 +67,18 @@ impl TestHome {
     /// Runs `car --json ARGS`, expects success and returns `data`.
     pub fn car_json(&self, args: &[&str]) -> Value {
         let out = self.command(CAR).arg("--json").args(args).output().unwrap();
-        let doc: Value = serde_json::from_slice(&out.stdout)
-            .unwrap_or_else(|e| panic!("car {args:?}: stdout is not JSON ({e}): {}\nstderr: {}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr)));
-        assert!(out.status.success(), "car {args:?} failed: {doc}\nstderr: {}", String::from_utf8_lossy(&out.stderr));
+        let doc: Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+            panic!(
+                "car {args:?}: stdout is not JSON ({e}): {}\nstderr: {}",
+                String::from_utf8_lossy(&out.stdout),
+                String::from_utf8_lossy(&out.stderr)
+            )
+        });
+        assert!(
+            out.status.success(),
+            "car {args:?} failed: {doc}\nstderr: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
         assert_eq!(doc["success"], true, "{doc}");
         assert_eq!(doc["schema_version"], 1);
         doc["data"].clone()
@@ -73,7 +86,9 @@ impl TestHome {
 
     /// How many current untenanted entries this project sees.
     pub fn entry_count(&self) -> u64 {
-        self.car_json(&["memory", "export", "-o", "-"])["count"].as_u64().unwrap()
+        self.car_json(&["memory", "export", "-o", "-"])["count"]
+            .as_u64()
+            .unwrap()
     }
 
     pub fn spawn_mcp(&self) -> McpProcess {
@@ -118,7 +133,14 @@ impl McpProcess {
                 }
             }
         });
-        McpProcess { child, stdin, lines: rx, violations, next_id: 1, pending: Vec::new() }
+        McpProcess {
+            child,
+            stdin,
+            lines: rx,
+            violations,
+            next_id: 1,
+            pending: Vec::new(),
+        }
     }
 
     pub fn send_raw(&mut self, bytes: &[u8]) {
@@ -147,7 +169,10 @@ impl McpProcess {
             return self.pending.remove(i);
         }
         loop {
-            let message = self.lines.recv_timeout(ANSWER_TIMEOUT).unwrap_or_else(|_| panic!("no answer for id {id}"));
+            let message = self
+                .lines
+                .recv_timeout(ANSWER_TIMEOUT)
+                .unwrap_or_else(|_| panic!("no answer for id {id}"));
             if &message["id"] == id && message.get("method").is_none() {
                 return message;
             }
@@ -195,7 +220,10 @@ impl McpProcess {
     /// Panics if anything but JSON-RPC reached stdout.
     pub fn assert_clean_stdout(&self) {
         let violations = self.violations.lock().unwrap();
-        assert!(violations.is_empty(), "non-JSON-RPC bytes on stdout: {violations:?}");
+        assert!(
+            violations.is_empty(),
+            "non-JSON-RPC bytes on stdout: {violations:?}"
+        );
     }
 
     /// Closes stdin and waits for a clean exit.
@@ -225,14 +253,23 @@ impl Drop for McpProcess {
 
 /// Reads `tests/it/snapshots/NAME`, or writes it when `CAR_UPDATE_SNAPSHOTS=1`.
 pub fn assert_snapshot(name: &str, actual: &Value) {
-    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/it/snapshots").join(name);
+    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/it/snapshots")
+        .join(name);
     let pretty = serde_json::to_string_pretty(actual).unwrap() + "\n";
     if std::env::var_os("CAR_UPDATE_SNAPSHOTS").is_some() {
         std::fs::write(&path, &pretty).unwrap();
         return;
     }
-    let expected = std::fs::read_to_string(&path)
-        .unwrap_or_else(|_| panic!("missing snapshot {}; run with CAR_UPDATE_SNAPSHOTS=1", path.display()));
+    let expected = std::fs::read_to_string(&path).unwrap_or_else(|_| {
+        panic!(
+            "missing snapshot {}; run with CAR_UPDATE_SNAPSHOTS=1",
+            path.display()
+        )
+    });
     let expected: Value = serde_json::from_str(&expected).unwrap();
-    assert_eq!(&expected, actual, "snapshot {name} differs; if intended, rerun with CAR_UPDATE_SNAPSHOTS=1");
+    assert_eq!(
+        &expected, actual,
+        "snapshot {name} differs; if intended, rerun with CAR_UPDATE_SNAPSHOTS=1"
+    );
 }

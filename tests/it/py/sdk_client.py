@@ -1,6 +1,7 @@
 """Drives car-mcp with the official MCP Python SDK and prints what it saw as JSON."""
 import asyncio
 import json
+import os
 import sys
 
 from mcp import ClientSession, StdioServerParameters
@@ -8,7 +9,8 @@ from mcp.client.stdio import stdio_client
 
 
 async def main(server: str) -> None:
-    params = StdioServerParameters(command=server, args=[])
+    # The SDK passes only a minimal environment by default; CAR_HOME must reach the server.
+    params = StdioServerParameters(command=server, args=[], env=dict(os.environ), cwd=os.getcwd())
     async with stdio_client(params) as (read, write):
         async with ClientSession(read, write) as session:
             init = await session.initialize()
