@@ -61,6 +61,9 @@ async fn main() -> anyhow::Result<()> {
         .tool(reset)
         .build()?;
     let context = Context::new(Face::Mcp).grants(confirm_grants_from_env());
-    McpServer::new(runtime).context(context).serve_stdio().await?;
+    McpServer::new(runtime)
+        .context(context)
+        .serve_stdio()
+        .await?;
     Ok(())
 }

@@ -90,7 +90,15 @@ fn render_table(out: &mut String, rows: &[Value], indent: usize) {
             .collect();
         format!("{pad}{}\n", parts.join("  ").trim_end())
     };
-    out.push_str(&line(columns.iter().map(|c| c.to_uppercase()).collect::<Vec<_>>().iter().map(String::as_str).collect()));
+    out.push_str(&line(
+        columns
+            .iter()
+            .map(|c| c.to_uppercase())
+            .collect::<Vec<_>>()
+            .iter()
+            .map(String::as_str)
+            .collect(),
+    ));
     for row in &cells {
         out.push_str(&line(row.iter().map(String::as_str).collect()));
     }

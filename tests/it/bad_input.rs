@@ -20,13 +20,21 @@ fn malformed_lines_get_json_rpc_errors_and_the_server_stays_up() {
     assert_eq!(parse["error"]["code"], -32700);
 
     mcp.send_raw(b"{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"ping\"}\xff\xfe\n");
-    assert_eq!(next_error(&mut mcp)["error"]["code"], -32700, "invalid UTF-8");
+    assert_eq!(
+        next_error(&mut mcp)["error"]["code"],
+        -32700,
+        "invalid UTF-8"
+    );
 
     mcp.send_raw(b"[{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"ping\"}]\n");
     assert_eq!(next_error(&mut mcp)["error"]["code"], -32600, "batch");
 
     mcp.send_raw(b"42\n");
-    assert_eq!(next_error(&mut mcp)["error"]["code"], -32600, "not an object");
+    assert_eq!(
+        next_error(&mut mcp)["error"]["code"],
+        -32600,
+        "not an object"
+    );
 
     mcp.send(&json!({"jsonrpc": "1.0", "id": 900, "method": "ping"}));
     assert_eq!(mcp.wait(&json!(900))["error"]["code"], -32600);
@@ -34,7 +42,9 @@ fn malformed_lines_get_json_rpc_errors_and_the_server_stays_up() {
     mcp.send(&json!({"jsonrpc": "2.0", "id": 901}));
     assert_eq!(mcp.wait(&json!(901))["error"]["code"], -32600, "no method");
 
-    mcp.send(&json!({"jsonrpc": "2.0", "id": 902, "method": "tools/call", "params": {"arguments": {}}}));
+    mcp.send(
+        &json!({"jsonrpc": "2.0", "id": 902, "method": "tools/call", "params": {"arguments": {}}}),
+    );
     let no_name = mcp.wait(&json!(902));
     assert_eq!(no_name["error"]["code"], -32602);
     assert_eq!(no_name["error"]["data"]["error"], "params.name is required");
@@ -48,7 +58,10 @@ fn malformed_lines_get_json_rpc_errors_and_the_server_stays_up() {
     // Wrong argument shapes are tool errors the agent can read.
     let wrong = mcp.call("memory_add_fact", json!({"subject": ["x"], "body": 5}));
     assert_eq!(wrong["isError"], true);
-    let wrong = mcp.call("memory_add_fact", json!({"subject": "x", "body": "y", "colour": "red"}));
+    let wrong = mcp.call(
+        "memory_add_fact",
+        json!({"subject": "x", "body": "y", "colour": "red"}),
+    );
     assert_eq!(wrong["isError"], true, "unknown fields are refused");
 
     // A string over 1 MiB is refused with the bound named.
@@ -56,7 +69,10 @@ fn malformed_lines_get_json_rpc_errors_and_the_server_stays_up() {
     let too_big = mcp.call("memory_add_fact", json!({"subject": "big", "body": huge}));
     assert_eq!(too_big["isError"], true);
     let message = too_big["_meta"]["car/error"]["message"].as_str().unwrap();
-    assert!(message.contains("/body") && message.contains("1 MiB"), "{message}");
+    assert!(
+        message.contains("/body") && message.contains("1 MiB"),
+        "{message}"
+    );
 
     // Still serving.
     assert_eq!(mcp.request("ping", json!({}))["result"], json!({}));

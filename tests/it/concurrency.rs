@@ -43,18 +43,29 @@ fn kill_9_during_a_write_storm_loses_no_acknowledged_write() {
     mcp.initialize();
     let mut sent = Vec::new();
     for n in 0..600 {
-        sent.push(mcp.start("tools/call", json!({"name": "memory_add_fact",
-            "arguments": {"subject": format!("storm-{n}"), "body": format!("storm fact {n}")}})));
+        sent.push(mcp.start(
+            "tools/call",
+            json!({"name": "memory_add_fact",
+            "arguments": {"subject": format!("storm-{n}"), "body": format!("storm fact {n}")}}),
+        ));
     }
     // Collect acknowledgements for a while, then kill without warning.
     let mut acknowledged = Vec::new();
     for id in sent.iter().take(250) {
         let response = mcp.wait(&json!(id));
         assert_eq!(response["result"]["isError"], false);
-        acknowledged.push(response["result"]["structuredContent"]["subject"].as_str().unwrap().to_string());
+        acknowledged.push(
+            response["result"]["structuredContent"]["subject"]
+                .as_str()
+                .unwrap()
+                .to_string(),
+        );
     }
     let pid = mcp.id();
-    let status = std::process::Command::new("kill").args(["-9", &pid.to_string()]).status().unwrap();
+    let status = std::process::Command::new("kill")
+        .args(["-9", &pid.to_string()])
+        .status()
+        .unwrap();
     assert!(status.success());
     mcp.kill();
 
@@ -67,7 +78,10 @@ fn kill_9_during_a_write_storm_loses_no_acknowledged_write() {
         .iter()
         .map(|n: &Value| n["subject"].as_str().unwrap().to_string())
         .collect();
-    let lost: Vec<&String> = acknowledged.iter().filter(|s| !stored.contains(*s)).collect();
+    let lost: Vec<&String> = acknowledged
+        .iter()
+        .filter(|s| !stored.contains(*s))
+        .collect();
     assert!(lost.is_empty(), "acknowledged but lost: {lost:?}");
     assert!(stored.len() >= acknowledged.len());
 }
