@@ -11,8 +11,6 @@ pub mod env {
     pub const CAR_HOME: &str = "CAR_HOME";
     /// Comma-separated tool names whose confirmation the host grants (`confirm:<tool>`).
     pub const CAR_CONFIRM: &str = "CAR_CONFIRM";
-    /// Which agent host launched CAR (`claude-code`, `codex`, …); recorded with executions.
-    pub const CAR_INVOKED_BY: &str = "CAR_INVOKED_BY";
     /// Overrides the project root (otherwise discovered from the working directory).
     pub const CAR_PROJECT_DIR: &str = "CAR_PROJECT_DIR";
     /// Log filter for stderr logs (tracing `EnvFilter` syntax), e.g. `debug`.
@@ -103,14 +101,6 @@ pub fn confirm_grants_from_env() -> Vec<String> {
         .filter(|name| !name.is_empty())
         .map(|name| format!("confirm:{name}"))
         .collect()
-}
-
-/// The project directory: `CAR_PROJECT_DIR` when set, else discovered from the working directory.
-pub fn project_dir_from_env() -> std::io::Result<PathBuf> {
-    if let Some(dir) = std::env::var_os(env::CAR_PROJECT_DIR).filter(|v| !v.is_empty()) {
-        return Ok(PathBuf::from(dir));
-    }
-    Ok(project_root(&std::env::current_dir()?))
 }
 
 #[cfg(test)]

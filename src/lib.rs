@@ -20,7 +20,7 @@ mod output;
 mod runtime;
 mod store;
 
-pub use home::{confirm_grants_from_env, env, project_dir_from_env, project_root, Home, HomeError};
+pub use home::{confirm_grants_from_env, env, project_root, Home, HomeError};
 pub use mcp::McpServer;
 pub use memory::{
     AssembledContext, ContextMode, ContextRequest, EvaluationCase, InterveneRequest, Kind, Memory,

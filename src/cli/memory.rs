@@ -51,7 +51,11 @@ pub enum MemoryCommand {
     /// Save procedural evidence (memory_save_procedural): failed attempts, fixes, gotchas.
     Procedure(EntryArgs),
     /// Delete an entry by id, or clear a status slot (proactive-status:<tenant|global>).
-    Delete { id: String },
+    Delete {
+        id: String,
+        #[arg(long)]
+        tenant: Option<String>,
+    },
     /// Ask for at most one grounded reminder before the next step (memory_intervene).
     #[command(
         after_help = "Example:\n  car memory intervene --query \"deploy to prod\" --high-risk"
@@ -97,8 +101,12 @@ pub enum MemoryCommand {
         #[arg(long)]
         tenant: Option<String>,
     },
-    /// Show one entry by id (the car://memory/fact/{id} resource).
-    Show { id: String },
+    /// Show one entry by id (the car://memory/fact/{id} resource), current or superseded.
+    Show {
+        id: String,
+        #[arg(long)]
+        tenant: Option<String>,
+    },
     /// Export current entries as assistant.json notes (default: $CAR_HOME/memory/assistant.json).
     Export {
         /// Where to write; - for stdout.
@@ -236,7 +244,12 @@ fn as_tool_call(
             "memory_save_procedural",
             entry_args(args),
         ),
-        MemoryCommand::Delete { id } => ("memory.delete", "memory_delete", json!({"id": id})),
+        MemoryCommand::Delete { id, tenant } => {
+            let mut map = Map::new();
+            map.insert("id".into(), json!(id));
+            put(&mut map, "tenant_id", tenant.clone());
+            ("memory.delete", "memory_delete", Value::Object(map))
+        }
         MemoryCommand::Intervene {
             query,
             recent,
@@ -280,6 +293,68 @@ fn as_tool_call(
     }))
 }
 
+fn text(value: &Value) -> &str {
+    value.as_str().unwrap_or_default()
+}
+
+fn human_entry(data: &Value) -> String {
+    let mut out = format!(
+        "Remembered {} ({} '{}', {} scope).\n",
+        text(&data["id"]),
+        text(&data["kind"]),
+        text(&data["subject"]),
+        text(&data["scope"])
+    );
+    let list = |key: &str| -> Vec<String> {
+        data[key]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .map(|v| text(v).to_string())
+            .collect()
+    };
+    let superseded = list("superseded");
+    if !superseded.is_empty() {
+        out.push_str(&format!(
+            "Replaced {} (kept for audit, no longer current).\n",
+            superseded.join(", ")
+        ));
+    }
+    let invalidated = list("invalidated");
+    if !invalidated.is_empty() {
+        out.push_str(&format!(
+            "Flagged for recalculation: {}.\n",
+            invalidated.join(", ")
+        ));
+    }
+    out.push_str(&format!(
+        "Linked to {} related entries; {} current entries.\n",
+        data["links"], data["fact_count"]
+    ));
+    out
+}
+
+fn human_delete(data: &Value) -> String {
+    if data["deleted"] == true {
+        format!(
+            "Deleted {} ({}); {} current entries.\n",
+            text(&data["id"]),
+            text(&data["kind"]),
+            data["fact_count"]
+        )
+    } else {
+        format!("Nothing deleted: no entry '{}' here.\n", text(&data["id"]))
+    }
+}
+
+fn human_intervene(data: &Value) -> String {
+    if data["decision"] == "inject" {
+        format!("{}\n", text(&data["reminder"]))
+    } else {
+        format!("Silent: {}.\n", text(&data["reason"]))
+    }
+}
+
 fn human_query(data: &Value) -> String {
     let results = data["results"].as_array().cloned().unwrap_or_default();
     if results.is_empty() {
@@ -312,6 +387,11 @@ pub async fn run(env: &Env, command: MemoryCommand) -> ExitCode {
         let result = call_tool(&runtime, tool, args, None).await;
         return finish(env.json, name, result, |data| match tool {
             "memory_query" => human_query(data),
+            "memory_add_fact" | "memory_save_knowledge" | "memory_save_procedural" => {
+                human_entry(data)
+            }
+            "memory_delete" => human_delete(data),
+            "memory_intervene" => human_intervene(data),
             _ => render_human(data),
         });
     }
@@ -370,7 +450,9 @@ fn local(env: &Env, memory: &Memory, command: MemoryCommand) -> Result<Value, Fa
             let assembled = memory.context(&request)?;
             Ok(serde_json::to_value(assembled).unwrap_or_default())
         }
-        MemoryCommand::Show { id } => match memory.get(&id)? {
+        MemoryCommand::Show { id, tenant } => match memory
+            .get(&id, tenant.as_deref().unwrap_or(""))?
+        {
             Some(node) => Ok(json!({
                 "id": node.id, "kind": node.kind.as_str(), "subject": node.subject, "body": node.body,
                 "tags": node.tags, "confidence": node.confidence, "scope": if node.project.is_none() { "global" } else { "project" },

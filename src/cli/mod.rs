@@ -47,10 +47,10 @@ pub struct GlobalArgs {
     #[arg(long, global = true)]
     pub json: bool,
     /// CAR's data directory (absolute path). Default: ~/.car.
-    #[arg(long, global = true, env = "CAR_HOME", value_name = "DIR")]
+    #[arg(long, global = true, env = home::env::CAR_HOME, value_name = "DIR")]
     pub home: Option<PathBuf>,
     /// The project directory (default: the nearest ancestor with .car/, else the git root, else the current directory).
-    #[arg(long, global = true, env = "CAR_PROJECT_DIR", value_name = "DIR")]
+    #[arg(long, global = true, env = home::env::CAR_PROJECT_DIR, value_name = "DIR")]
     pub project: Option<PathBuf>,
 }
 

@@ -356,7 +356,7 @@ impl ServerHandler for McpServer {
         };
         let memory = self.memory()?;
         let id_owned = id.to_string();
-        let node = tokio::task::spawn_blocking(move || memory.get(&id_owned))
+        let node = tokio::task::spawn_blocking(move || memory.get(&id_owned, ""))
             .await
             .map_err(|e| McpError::internal_error(e.to_string(), None))?
             .map_err(|e| McpError::internal_error(e.to_string(), None))?

@@ -217,13 +217,13 @@ impl Memory {
         self.read(|index| write::count_entries(index, &scope))
     }
 
-    /// A node visible from this project (any tenant), current or superseded.
-    pub fn get(&self, id: &str) -> Result<Option<Node>> {
-        let project = self.project;
+    /// A node the tenant sees from this project, current or superseded.
+    pub fn get(&self, id: &str, tenant: &str) -> Result<Option<Node>> {
+        let scope = self.scope(tenant);
         self.read(|index| {
             index
                 .by_id(id)
-                .filter(|n| n.project.is_none() || n.project == project)
+                .filter(|n| scope.sees(n.project, &n.tenant))
                 .cloned()
         })
     }
@@ -247,8 +247,9 @@ impl Memory {
         })
     }
 
-    /// Deletes an entry by id, or clears a status slot (`proactive-status:<tenant|global>`).
-    pub fn delete(&self, id: &str) -> Result<Value> {
+    /// Deletes an entry the tenant sees by id, or clears a status slot
+    /// (`proactive-status:<tenant|global>`).
+    pub fn delete(&self, id: &str, tenant: &str) -> Result<Value> {
         if let Some(tenant) = id.strip_prefix("proactive-status:") {
             let tenant = if tenant == "global" { "" } else { tenant };
             let project = self.project;
@@ -261,9 +262,9 @@ impl Memory {
             return Ok(json!({"id": id, "deleted": deleted, "kind": "status",
                              "fact_count": self.entry_count(tenant)?}));
         }
-        let Some(node) = self.get(id)? else {
+        let Some(node) = self.get(id, tenant)? else {
             return Ok(json!({"id": id, "deleted": false, "kind": null,
-                             "fact_count": self.entry_count("")?}));
+                             "fact_count": self.entry_count(tenant)?}));
         };
         let mut index = self.lock();
         let deleted = self.tx(|tx| {

@@ -312,7 +312,10 @@ pub fn tools(memory: Arc<Memory>) -> Vec<Tool> {
             "Delete an entry by id, or clear a status slot (id 'proactive-status:<tenant|global>'). Deleting an id that does not exist succeeds with deleted=false. Entries the deleted one had replaced become current again.",
             json!({
                 "type": "object",
-                "properties": {"id": {"type": "string", "minLength": 1}},
+                "properties": {
+                    "id": {"type": "string", "minLength": 1},
+                    "tenant_id": {"type": "string", "description": TENANT}
+                },
                 "required": ["id"],
                 "additionalProperties": false
             }),
@@ -326,7 +329,10 @@ pub fn tools(memory: Arc<Memory>) -> Vec<Tool> {
         }))
         .effect(Effect::Destructive)
         .idempotence(Idempotence::Idempotent),
-        move |call| Ok(m.delete(&string(&call.args, "id").unwrap_or_default())?),
+        move |call| {
+            let id = string(&call.args, "id").unwrap_or_default();
+            Ok(m.delete(&id, &tenant(&call.args))?)
+        },
     ));
 
     let m = memory.clone();

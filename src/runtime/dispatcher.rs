@@ -111,8 +111,17 @@ impl Dispatcher {
         let keyed = match (&options.request_id, spec.idempotence) {
             (Some(request_id), Idempotence::NotIdempotent) => {
                 let key = executions::idem_key(name, request_id);
+                let abandoned_before =
+                    store::now_minus(spec.timeout + std::time::Duration::from_secs(60));
                 match self
-                    .claim(&execution_id, name, request_id, &key, face)
+                    .claim(
+                        &execution_id,
+                        name,
+                        request_id,
+                        &key,
+                        face,
+                        &abandoned_before,
+                    )
                     .await?
                 {
                     Claim::Fresh => true,
@@ -238,16 +247,26 @@ impl Dispatcher {
         request_id: &str,
         key: &str,
         face: &str,
+        abandoned_before: &str,
     ) -> Result<Claim, DispatchError> {
         let store = self.store.clone();
-        let (id, tool, request_id, key, face) = (
-            id.to_string(),
-            tool.to_string(),
-            request_id.to_string(),
-            key.to_string(),
-            face.to_string(),
-        );
-        blocking(move || executions::claim(&store, &id, &tool, &request_id, &key, &face)).await
+        let owned: [String; 6] =
+            [id, tool, request_id, key, face, abandoned_before].map(str::to_string);
+        blocking(move || {
+            let [id, tool, request_id, key, face, abandoned_before] = &owned;
+            executions::claim(
+                &store,
+                &executions::KeyedCall {
+                    id,
+                    tool,
+                    request_id,
+                    key,
+                    face,
+                    abandoned_before,
+                },
+            )
+        })
+        .await
     }
 
     async fn record(&self, done: &Finished<'_>, keyed: bool) -> Result<(), DispatchError> {

@@ -63,34 +63,61 @@ pub fn idem_key(tool: &str, request_id: &str) -> String {
     format!("{tool}\u{1f}{request_id}")
 }
 
-/// Inserts a `running` row that owns `key`, or returns the call that already owns it.
-pub fn claim(
-    store: &Store,
-    id: &str,
-    tool: &str,
-    request_id: &str,
-    key: &str,
-    face: &str,
-) -> store::Result<Claim> {
+/// A new call that wants to own an idempotency key.
+pub struct KeyedCall<'a> {
+    pub id: &'a str,
+    pub tool: &'a str,
+    pub request_id: &'a str,
+    pub key: &'a str,
+    pub face: &'a str,
+    /// A `running` owner that started before this is taken to be gone (its process died).
+    pub abandoned_before: &'a str,
+}
+
+/// Inserts a `running` row that owns the key, or returns the call that already owns it.
+pub fn claim(store: &Store, call: &KeyedCall<'_>) -> store::Result<Claim> {
+    let KeyedCall {
+        id,
+        tool,
+        request_id,
+        key,
+        face,
+        abandoned_before,
+    } = *call;
     store.write(|tx| {
         let existing = tx
             .query_row(
-                "SELECT id, status, result, error FROM executions WHERE idem_key = ?1",
+                "SELECT id, status, result, error, started_at FROM executions WHERE idem_key = ?1",
                 [key],
                 |r| {
-                    Ok(Recorded {
-                        execution_id: r.get(0)?,
-                        status: ExecStatus::parse(&r.get::<_, String>(1)?),
-                        result: r
-                            .get::<_, Option<String>>(2)?
-                            .and_then(|text| serde_json::from_str(&text).ok()),
-                        error: r.get(3)?,
-                    })
+                    Ok((
+                        Recorded {
+                            execution_id: r.get(0)?,
+                            status: ExecStatus::parse(&r.get::<_, String>(1)?),
+                            result: r
+                                .get::<_, Option<String>>(2)?
+                                .and_then(|text| serde_json::from_str(&text).ok()),
+                            error: r.get(3)?,
+                        },
+                        r.get::<_, String>(4)?,
+                    ))
                 },
             )
             .optional()?;
-        if let Some(found) = existing {
-            return Ok(Claim::Replay(found));
+        match existing {
+            Some((found, started_at))
+                if found.status == ExecStatus::Running
+                    && started_at.as_str() < abandoned_before =>
+            {
+                tx.execute(
+                    "UPDATE executions SET status = 'error', idem_key = NULL,
+                         error = 'abandoned: the process running it stopped before it finished'
+                     WHERE id = ?1",
+                    [&found.execution_id],
+                )?;
+            }
+            Some((found, _)) => return Ok(Claim::Replay(found)),
+            None => {}
         }
         tx.execute(
             "INSERT INTO executions(id, tool, status, request_id, idem_key, face, started_at)
@@ -169,4 +196,45 @@ pub fn recent(store: &Store, tool: Option<&str>, limit: usize) -> store::Result<
         }))
     })?;
     Ok(rows.collect::<Result<Vec<_>, _>>()?)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn keyed<'a>(id: &'a str, abandoned_before: &'a str) -> KeyedCall<'a> {
+        KeyedCall {
+            id,
+            tool: "t",
+            request_id: "r",
+            key: "t\u{1f}r",
+            face: "cli",
+            abandoned_before,
+        }
+    }
+
+    #[test]
+    fn a_running_owner_blocks_the_key_until_it_is_abandoned() {
+        let store = Store::open_in_memory().unwrap();
+        let first = claim(&store, &keyed("a", "2000-01-01T00:00:00.000Z")).unwrap();
+        assert!(matches!(first, Claim::Fresh));
+        // Still running and recent: the second caller is told so.
+        match claim(&store, &keyed("b", "2000-01-01T00:00:00.000Z")).unwrap() {
+            Claim::Replay(found) => {
+                assert_eq!(found.execution_id, "a");
+                assert_eq!(found.status, ExecStatus::Running);
+            }
+            Claim::Fresh => panic!("the key is owned"),
+        }
+        // The owner died long ago (started before the cut-off): the key is taken over.
+        let later = claim(&store, &keyed("c", "2999-01-01T00:00:00.000Z")).unwrap();
+        assert!(matches!(later, Claim::Fresh));
+        let status: String = store
+            .conn()
+            .query_row("SELECT status FROM executions WHERE id = 'a'", [], |r| {
+                r.get(0)
+            })
+            .unwrap();
+        assert_eq!(status, "error");
+    }
 }

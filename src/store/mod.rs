@@ -178,7 +178,11 @@ impl Store {
         let existing: Option<i64> = {
             use rusqlite::OptionalExtension;
             self.conn()
-                .query_row("SELECT id FROM projects WHERE root = ?1", [&root_text], |r| r.get(0))
+                .query_row(
+                    "SELECT id FROM projects WHERE root = ?1",
+                    [&root_text],
+                    |r| r.get(0),
+                )
                 .optional()?
         };
         if let Some(id) = existing {
@@ -218,6 +222,14 @@ pub fn now() -> String {
         .duration_since(std::time::UNIX_EPOCH)
         .unwrap_or_default();
     format_unix_millis(now.as_millis() as i64)
+}
+
+/// The time `ago` before now, in the same format as [`now`] (so the two compare as text).
+pub fn now_minus(ago: Duration) -> String {
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap_or_default();
+    format_unix_millis(now.saturating_sub(ago).as_millis() as i64)
 }
 
 /// Formats milliseconds since the epoch as `YYYY-MM-DDTHH:MM:SS.mmmZ`.
