@@ -30,6 +30,8 @@ pub struct Index {
     out: Vec<Vec<Link>>,
     inc: Vec<Vec<Link>>,
     live: usize,
+    /// Current nodes per (project, tenant, kind), so counts never scan the graph.
+    current: HashMap<(Option<i64>, String, Kind), usize>,
 }
 
 const NODE_COLUMNS: &str = "seq, id, project_id, tenant, kind, subject, body, tags, confidence,
@@ -204,8 +206,21 @@ impl Index {
         }
     }
 
+    fn tally(&mut self, node: &Node, delta: isize) {
+        if node.is_current() {
+            let key = (node.project, node.tenant.clone(), node.kind);
+            let count = self.current.entry(key).or_insert(0);
+            *count = count.saturating_add_signed(delta);
+        }
+    }
+
     fn upsert(&mut self, node: Node) {
+        self.tally(&node, 1);
         if let Some(&slot) = self.by_id.get(&node.id) {
+            if let Some(old) = self.slots[slot as usize].take() {
+                self.tally(&old, -1);
+                self.slots[slot as usize] = Some(old);
+            }
             let same_text = self.slots[slot as usize]
                 .as_ref()
                 .is_some_and(|old| old.terms == node.terms);
@@ -231,7 +246,9 @@ impl Index {
         };
         self.unlink(slot);
         self.unpost(slot);
-        self.slots[slot as usize] = None;
+        if let Some(old) = self.slots[slot as usize].take() {
+            self.tally(&old, -1);
+        }
         self.live -= 1;
     }
 
@@ -314,6 +331,20 @@ impl Index {
     /// Inverse document frequency of a term over live nodes: `max(0.1, ln(N / (1 + df)))`.
     pub fn idf(&self, df: usize) -> f64 {
         (self.live.max(1) as f64 / (1.0 + df as f64)).ln().max(0.1)
+    }
+
+    /// Current nodes of a kind that a scope sees (its project's plus global ones).
+    pub fn current_count(&self, scope: &super::model::Scope, kind: Kind) -> usize {
+        let count = |project: Option<i64>| {
+            self.current
+                .get(&(project, scope.tenant.clone(), kind))
+                .copied()
+                .unwrap_or(0)
+        };
+        match scope.project {
+            Some(project) => count(Some(project)) + count(None),
+            None => count(None),
+        }
     }
 
     pub fn live(&self) -> usize {

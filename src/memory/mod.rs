@@ -386,3 +386,93 @@ impl Memory {
         self.read(|index| context::assemble(index, &scope, request))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn two_processes() -> (tempfile::TempDir, Memory, Memory) {
+        let dir = tempfile::tempdir().unwrap();
+        let db = dir.path().join("car.db");
+        let root = dir.path().join("project");
+        let a = Memory::open(Arc::new(Store::open(&db).unwrap()), Some(&root), None).unwrap();
+        let b = Memory::open(Arc::new(Store::open(&db).unwrap()), Some(&root), None).unwrap();
+        (dir, a, b)
+    }
+
+    fn ids(hits: &[QueryHit]) -> Vec<&str> {
+        hits.iter().map(|h| h.id.as_str()).collect()
+    }
+
+    #[test]
+    fn another_process_sees_writes_supersessions_and_deletes() {
+        let (_dir, a, b) = two_processes();
+        assert!(b.query("release", "", 5).unwrap().is_empty());
+        a.write(NewEntry::new(
+            Kind::Pattern,
+            "release",
+            "release on tuesdays",
+        ))
+        .unwrap();
+        assert_eq!(ids(&b.query("release", "", 5).unwrap()), ["fact-1"]);
+        let w = a
+            .write(NewEntry::new(
+                Kind::Pattern,
+                "Release",
+                "release on thursdays",
+            ))
+            .unwrap();
+        assert_eq!(w.superseded, ["fact-1"]);
+        assert_eq!(ids(&b.query("release", "", 5).unwrap()), ["fact-2"]);
+        assert_eq!(b.entry_count("").unwrap(), 1);
+        a.delete("fact-2", "").unwrap();
+        // Deleting the correction makes the old fact current again, in both processes.
+        assert_eq!(ids(&b.query("release", "", 5).unwrap()), ["fact-1"]);
+        assert_eq!(b.entry_count("").unwrap(), 1);
+        assert_eq!(a.entry_count("").unwrap(), 1);
+    }
+
+    #[test]
+    fn superseding_a_premise_flags_what_depended_on_it() {
+        let memory = Memory::in_memory().unwrap();
+        memory
+            .write(NewEntry::new(Kind::Pattern, "budget", "$200,000 available"))
+            .unwrap();
+        let mut derived = NewEntry::new(
+            Kind::Pattern,
+            "decision",
+            "approved $150,000, $50,000 remaining",
+        );
+        derived.depends_on = vec!["budget".into()];
+        memory.write(derived).unwrap();
+        let mut correction = NewEntry::new(Kind::Pattern, "budget corrected", "$120,000 total");
+        correction.supersedes = vec!["budget".into()];
+        let written = memory.write(correction).unwrap();
+        assert_eq!(written.superseded, ["fact-1"]);
+        assert_eq!(written.invalidated, ["fact-2"]);
+        let context = memory
+            .context(&ContextRequest::new("remaining budget"))
+            .unwrap();
+        for line in context.text.lines() {
+            if line.contains("$200,000") || line.contains("$50,000") {
+                assert!(
+                    line.contains(OUTDATED_MARK),
+                    "stale value on a current line: {line}"
+                );
+            }
+        }
+        assert!(context
+            .text
+            .contains("- [fact-3] budget corrected: $120,000 total"));
+        assert!(context.text.contains("RECALCULATE [fact-2]"));
+    }
+
+    #[test]
+    fn a_failed_batch_writes_nothing() {
+        let memory = Memory::in_memory().unwrap();
+        let good = NewEntry::new(Kind::Pattern, "a", "b");
+        let bad = NewEntry::new(Kind::Pattern, "c", " ");
+        assert!(memory.write_entries(vec![good, bad], None).is_err());
+        assert_eq!(memory.entry_count("").unwrap(), 0);
+    }
+}

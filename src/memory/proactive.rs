@@ -177,19 +177,12 @@ fn candidate_json(c: &Candidate) -> Value {
 }
 
 fn bank(index: &Index, scope: &Scope) -> Value {
-    let mut counts = [0usize; 4];
-    for (_, n) in index.nodes() {
-        if n.is_current() && scope.sees(n.project, &n.tenant) {
-            match n.kind {
-                Kind::Knowledge => counts[0] += 1,
-                Kind::Procedural => counts[1] += 1,
-                Kind::Pattern => counts[2] += 1,
-                Kind::Constraint => counts[3] += 1,
-                Kind::Turn | Kind::Identity | Kind::Environment => {}
-            }
-        }
-    }
-    json!({"knowledge": counts[0], "procedural": counts[1], "facts": counts[2], "constraints": counts[3]})
+    json!({
+        "knowledge": index.current_count(scope, Kind::Knowledge),
+        "procedural": index.current_count(scope, Kind::Procedural),
+        "facts": index.current_count(scope, Kind::Pattern),
+        "constraints": index.current_count(scope, Kind::Constraint),
+    })
 }
 
 impl Memory {

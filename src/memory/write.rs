@@ -322,8 +322,13 @@ fn fresh_id(tx: &Transaction<'_>, entry: &NewEntry) -> Result<String> {
 
 /// Current entries (facts, knowledge, procedural) a scope sees.
 pub(super) fn count_entries(index: &Index, scope: &Scope) -> usize {
-    index
-        .nodes()
-        .filter(|(_, n)| n.kind.is_entry() && n.is_current() && scope.sees(n.project, &n.tenant))
-        .count()
+    [
+        Kind::Pattern,
+        Kind::Constraint,
+        Kind::Knowledge,
+        Kind::Procedural,
+    ]
+    .into_iter()
+    .map(|kind| index.current_count(scope, kind))
+    .sum()
 }
