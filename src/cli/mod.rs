@@ -46,6 +46,13 @@ pub struct GlobalArgs {
     /// Print the result as JSON: {"schema_version":1,"command":…,"success":…,"data"|"error":…}.
     #[arg(long, global = true)]
     pub json: bool,
+    #[command(flatten)]
+    pub location: LocationArgs,
+}
+
+/// Where CAR's data and the project are.
+#[derive(Debug, Args)]
+pub struct LocationArgs {
     /// CAR's data directory (absolute path). Default: ~/.car.
     #[arg(long, global = true, env = home::env::CAR_HOME, value_name = "DIR")]
     pub home: Option<PathBuf>,
@@ -184,9 +191,10 @@ pub(crate) fn open_runtime(env: &Env) -> Result<Runtime, Failure> {
         .map_err(|e| Failure::new("build", e.to_string()))
 }
 
-fn resolve(global: &GlobalArgs) -> Result<Env, Failure> {
-    let home = Home::resolve(global.home.as_deref()).map_err(|e| Failure::usage(e.to_string()))?;
-    let project_root = match &global.project {
+fn resolve(location: &LocationArgs, json: bool) -> Result<Env, Failure> {
+    let home =
+        Home::resolve(location.home.as_deref()).map_err(|e| Failure::usage(e.to_string()))?;
+    let project_root = match &location.project {
         Some(dir) if !dir.as_os_str().is_empty() => std::path::absolute(dir)
             .map_err(|e| Failure::usage(format!("bad --project {}: {e}", dir.display())))?,
         Some(_) | None => {
@@ -199,7 +207,7 @@ fn resolve(global: &GlobalArgs) -> Result<Env, Failure> {
     Ok(Env {
         home,
         project_root,
-        json: global.json,
+        json,
     })
 }
 
@@ -267,7 +275,7 @@ pub fn main() -> ExitCode {
 }
 
 async fn run(cli: Cli) -> ExitCode {
-    let env = match resolve(&cli.global) {
+    let env = match resolve(&cli.global.location, cli.global.json) {
         Ok(env) => env,
         Err(failure) => return finish(cli.global.json, "car", Err(failure), |_| String::new()),
     };
@@ -309,7 +317,7 @@ async fn serve_mcp(env: &Env) -> ExitCode {
 )]
 pub struct McpCli {
     #[command(flatten)]
-    pub global: GlobalArgs,
+    pub location: LocationArgs,
     #[command(flatten)]
     pub mcp: McpArgs,
 }
@@ -318,7 +326,7 @@ pub struct McpCli {
 pub fn mcp_main() -> ExitCode {
     let cli = McpCli::parse();
     init_logging();
-    let env = match resolve(&cli.global) {
+    let env = match resolve(&cli.location, false) {
         Ok(env) => env,
         Err(failure) => {
             eprintln!("car-mcp: {}", failure.message);
