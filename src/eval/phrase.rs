@@ -104,8 +104,14 @@ mod tests {
 
     #[test]
     fn alternatives_match_any_trimmed_part() {
-        assert!(found("do not renew | renegotiate", "We should renegotiate."));
-        assert!(found("do not renew|renegotiate", "Do not renew the contract"));
+        assert!(found(
+            "do not renew | renegotiate",
+            "We should renegotiate."
+        ));
+        assert!(found(
+            "do not renew|renegotiate",
+            "Do not renew the contract"
+        ));
         assert!(!found("do not renew|renegotiate", "renew it"));
     }
 
@@ -126,7 +132,10 @@ mod tests {
             replace_before_word("do not do not go", "do not", "don't"),
             "don't do not go"
         );
-        assert_eq!(replace_before_word("é do not é", "do not", "don't"), "é don't é");
+        assert_eq!(
+            replace_before_word("é do not é", "do not", "don't"),
+            "é don't é"
+        );
     }
 
     #[test]

@@ -7,8 +7,7 @@ use std::collections::HashMap;
 use serde_json::Value;
 
 use super::timeline::{Event, GroundTruth, InitialState, Timeline, Write};
-use super::Result;
-use crate::memory::{ContextMode, ContextRequest, Kind, Memory, NewEntry};
+use crate::memory::{ContextMode, ContextRequest, Kind, Memory, NewEntry, Result};
 
 /// Where a strategy's context comes from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -22,7 +21,11 @@ pub enum Strategy {
 }
 
 impl Strategy {
-    pub const ALL: [Strategy; 3] = [Strategy::Memgine, Strategy::TranscriptReplay, Strategy::NoMemory];
+    pub const ALL: [Strategy; 3] = [
+        Strategy::Memgine,
+        Strategy::TranscriptReplay,
+        Strategy::NoMemory,
+    ];
 
     pub fn as_str(self) -> &'static str {
         match self {
@@ -121,7 +124,8 @@ impl Replay {
         }
         let mut entry = NewEntry::new(Kind::Turn, speaker, text);
         entry.replace_same_subject = false;
-        self.write(vec![entry])
+        self.memory.write(entry)?;
+        Ok(())
     }
 
     /// The writes of one event (or the initial facts), in one transaction.
@@ -142,12 +146,20 @@ impl Replay {
             };
             let mut entry = NewEntry::new(kind, &write.key, &write.value);
             entry.source = write.source.as_ref().and_then(|s| s.kind.clone());
-            entry.supersedes = write.supersedes.iter().map(|r| self.engine_ref(r)).collect();
+            entry.supersedes = write
+                .supersedes
+                .iter()
+                .map(|r| self.engine_ref(r))
+                .collect();
             if write.is_environment() {
                 // The environment now: a new value of a key replaces the old one.
                 entry.supersedes.push(write.key.clone());
             }
-            entry.depends_on = write.depends_on.iter().map(|r| self.engine_ref(r)).collect();
+            entry.depends_on = write
+                .depends_on
+                .iter()
+                .map(|r| self.engine_ref(r))
+                .collect();
             entries.push(entry);
             fact_ids.push(write.id.clone());
         }
@@ -160,7 +172,12 @@ impl Replay {
         Ok(())
     }
 
-    fn query(&self, prompt: &str, ground_truth: &GroundTruth, assembly: Assembly) -> Result<QueryContexts> {
+    fn query(
+        &self,
+        prompt: &str,
+        ground_truth: &GroundTruth,
+        assembly: Assembly,
+    ) -> Result<QueryContexts> {
         let mut request = ContextRequest::new(prompt);
         request.mode = assembly.mode;
         request.budget_tokens = assembly.budget_tokens;
@@ -183,7 +200,12 @@ impl Replay {
         if entries.is_empty() {
             return Ok(Vec::new());
         }
-        Ok(self.memory.write_entries(entries, None)?.into_iter().map(|w| w.id).collect())
+        Ok(self
+            .memory
+            .write_entries(entries, None)?
+            .into_iter()
+            .map(|w| w.id)
+            .collect())
     }
 
     fn engine_ref(&self, reference: &str) -> String {
@@ -227,8 +249,13 @@ mod tests {
 
     #[test]
     fn transcript_keeps_the_newest_turns_within_the_budget() {
-        let turns: Vec<String> = ["user: aaaa", "user: bbbb", "user: cccc"].map(String::from).to_vec();
-        assert_eq!(transcript(&turns, 100), "user: aaaa\nuser: bbbb\nuser: cccc");
+        let turns: Vec<String> = ["user: aaaa", "user: bbbb", "user: cccc"]
+            .map(String::from)
+            .to_vec();
+        assert_eq!(
+            transcript(&turns, 100),
+            "user: aaaa\nuser: bbbb\nuser: cccc"
+        );
         // 10 + 1 + 10 bytes = 6 tokens; a third line would need 8.
         assert_eq!(transcript(&turns, 6), "user: bbbb\nuser: cccc");
         assert_eq!(transcript(&turns, 2), "");

@@ -76,10 +76,20 @@ impl Write {
 #[derive(Debug, Clone, Deserialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
 pub enum Event {
-    ConversationTurn { speaker: String, text: String },
-    StateWrite { writes: Vec<Write> },
-    Supersession { writes: Vec<Write> },
-    Query { prompt: String, ground_truth: GroundTruth },
+    ConversationTurn {
+        speaker: String,
+        text: String,
+    },
+    StateWrite {
+        writes: Vec<Write>,
+    },
+    Supersession {
+        writes: Vec<Write>,
+    },
+    Query {
+        prompt: String,
+        ground_truth: GroundTruth,
+    },
 }
 
 /// What a correct answer to a query mentions and must not mention.
@@ -115,13 +125,12 @@ fn parse(path: &Path, text: &str) -> Result<Vec<NumberedTimeline>> {
             continue;
         }
         let line = index + 1;
-        let timeline: Timeline =
-            serde_json::from_str(raw).map_err(|err| EvalError::Malformed {
-                path: path.to_path_buf(),
-                line,
-                column: err.column(),
-                message: without_position(&err),
-            })?;
+        let timeline: Timeline = serde_json::from_str(raw).map_err(|err| EvalError::Malformed {
+            path: path.to_path_buf(),
+            line,
+            column: err.column(),
+            message: without_position(&err),
+        })?;
         timelines.push(NumberedTimeline { line, timeline });
     }
     Ok(timelines)
@@ -148,7 +157,11 @@ mod tests {
 
     #[test]
     fn blank_lines_are_skipped_and_lines_are_numbered_from_one() {
-        let text = format!("\n{}\n\n{}\n", MINIMAL.replace('\n', ""), MINIMAL.replace('\n', ""));
+        let text = format!(
+            "\n{}\n\n{}\n",
+            MINIMAL.replace('\n', ""),
+            MINIMAL.replace('\n', "")
+        );
         let timelines = parse(Path::new("x.jsonl"), &text).unwrap();
         let lines: Vec<usize> = timelines.iter().map(|t| t.line).collect();
         assert_eq!(lines, vec![2, 4]);
@@ -160,7 +173,7 @@ mod tests {
         let err = parse(Path::new("x.jsonl"), &text).unwrap_err();
         assert_eq!(
             err.to_string(),
-            "x.jsonl: line 2, column 9: not a StateBench timeline: invalid type: integer `3`, expected a string"
+            "x.jsonl: line 2, column 8: not a StateBench timeline: invalid type: integer `3`, expected a string"
         );
     }
 

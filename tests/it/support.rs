@@ -104,16 +104,18 @@ pub struct McpProcess {
     violations: Arc<Mutex<Vec<String>>>,
     next_id: i64,
     pending: Vec<Value>,
+    stderr: tempfile::NamedTempFile,
 }
 
 impl McpProcess {
     /// Spawns with `RUST_LOG=debug`, so a log line on stdout would break the stream check.
     pub fn spawn(mut command: Command) -> McpProcess {
+        let stderr = tempfile::NamedTempFile::new().unwrap();
         command
             .env("RUST_LOG", "debug")
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
-            .stderr(Stdio::null());
+            .stderr(Stdio::from(stderr.reopen().unwrap()));
         let mut child = command.spawn().unwrap();
         let stdout = child.stdout.take().unwrap();
         let stdin = child.stdin.take();
@@ -140,6 +142,7 @@ impl McpProcess {
             violations,
             next_id: 1,
             pending: Vec::new(),
+            stderr,
         }
     }
 
@@ -172,7 +175,7 @@ impl McpProcess {
             let message = self
                 .lines
                 .recv_timeout(ANSWER_TIMEOUT)
-                .unwrap_or_else(|_| panic!("no answer for id {id}"));
+                .unwrap_or_else(|e| panic!("no answer for id {id} ({e}); server stderr tail:\n{}", self.stderr_tail()));
             if &message["id"] == id && message.get("method").is_none() {
                 return message;
             }
@@ -217,6 +220,13 @@ impl McpProcess {
         result["structuredContent"].clone()
     }
 
+    /// The last lines the server logged (RUST_LOG=debug), for failure messages.
+    pub fn stderr_tail(&self) -> String {
+        let text = std::fs::read_to_string(self.stderr.path()).unwrap_or_default();
+        let lines: Vec<&str> = text.lines().collect();
+        lines[lines.len().saturating_sub(30)..].join("\n")
+    }
+
     /// Panics if anything but JSON-RPC reached stdout.
     pub fn assert_clean_stdout(&self) {
         let violations = self.violations.lock().unwrap();
@@ -237,10 +247,6 @@ impl McpProcess {
     pub fn kill(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
-    }
-
-    pub fn id(&self) -> u32 {
-        self.child.id()
     }
 }
 
