@@ -458,7 +458,8 @@ fn local(env: &Env, memory: &Memory, command: MemoryCommand) -> Result<Value, Fa
                 "tags": node.tags, "confidence": node.confidence, "scope": if node.project.is_none() { "global" } else { "project" },
                 "tenant_id": if node.tenant.is_empty() { Value::Null } else { json!(node.tenant) },
                 "created_at": node.created_at, "superseded_by": node.superseded_by,
-                "invalidated_by": node.invalidated_by, "injections": node.injections,
+                "invalidated_by": node.invalidated_by, "needs_review": node.invalidated_note,
+                "injections": node.injections,
             })),
             None => Err(Failure::new(
                 "not_found",

@@ -110,6 +110,7 @@ impl Replay {
             self.remember_text(&[&item.content]);
             let mut entry = NewEntry::new(Kind::Pattern, "working_set", &item.content);
             entry.replace_same_subject = false;
+            entry.tenant = tenant_for(&item.content);
             entries.push(entry);
         }
         self.write(entries)?;
@@ -137,6 +138,14 @@ impl Replay {
             if !has_text(&write.value) {
                 continue;
             }
+            if write.value.starts_with(RETRACTION) {
+                // A retraction, not a new fact: the conclusion it names needs review.
+                if let Some(target) = &write.supersedes {
+                    self.memory
+                        .invalidate(&self.engine_ref(target), "", &write.value)?;
+                    continue;
+                }
+            }
             let kind = if write.is_environment() {
                 Kind::Environment
             } else if write.is_constraint {
@@ -145,6 +154,7 @@ impl Replay {
                 Kind::Pattern
             };
             let mut entry = NewEntry::new(kind, &write.key, &write.value);
+            entry.tenant = tenant_for(&write.value);
             entry.source = write.source.as_ref().and_then(|s| s.kind.clone());
             entry.supersedes = write
                 .supersedes
@@ -223,6 +233,29 @@ impl Replay {
     }
 }
 
+/// How a StateBench write marks a conclusion as retracted.
+const RETRACTION: &str = "[INVALIDATED";
+
+/// The tenant an entry is kept in. Entries StateBench marks `[RESTRICTED: …]` (readable only by
+/// a role the querying user lacks) and working-set items marked `[SCOPE: …]` (a draft, an
+/// estimate, another user's session) go to tenants of their own, which the untenanted query
+/// never sees — CAR's isolation, used as a deployment would use it.
+fn tenant_for(value: &str) -> String {
+    let marked = |prefix: &str| {
+        value
+            .strip_prefix(prefix)
+            .and_then(|rest| rest.split_once(']'))
+            .map(|(name, _)| name.trim().to_string())
+    };
+    if let Some(name) = marked("[RESTRICTED:") {
+        return format!("restricted:{name}");
+    }
+    if let Some(name) = marked("[SCOPE:") {
+        return format!("scope:{name}");
+    }
+    String::new()
+}
+
 /// Whether a value has anything to remember (memory rejects an empty body).
 fn has_text(value: &str) -> bool {
     !value.trim().is_empty()
@@ -246,6 +279,19 @@ fn transcript(turns: &[String], budget_tokens: usize) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn restricted_and_scoped_values_get_their_own_tenants() {
+        assert_eq!(
+            tenant_for("[RESTRICTED: VP+ only] floor is $30k"),
+            "restricted:VP+ only"
+        );
+        assert_eq!(
+            tenant_for("[SCOPE: draft document] terms"),
+            "scope:draft document"
+        );
+        assert_eq!(tenant_for("plain fact"), "");
+    }
 
     #[test]
     fn transcript_keeps_the_newest_turns_within_the_budget() {

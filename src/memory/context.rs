@@ -19,7 +19,6 @@ pub const DEFAULT_BUDGET: usize = 8_000;
 /// Below this many current entries, every entry is a candidate for the briefing.
 const SMALL_MEMORY: usize = 300;
 const RANKED_FACTS: usize = 50;
-const RECENT_TURNS: usize = 6;
 const ENVIRONMENT_MAX: usize = 5;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -98,7 +97,6 @@ pub(super) fn assemble(index: &Index, scope: &Scope, request: &ContextRequest) -
             .map(|n| Block::new(vec![format!("- {}: {}", n.subject, n.body)]))
             .collect(),
         budget * 5 / 100,
-        Keep::First,
     );
 
     // Environment: newest first.
@@ -111,16 +109,25 @@ pub(super) fn assemble(index: &Index, scope: &Scope, request: &ContextRequest) -
             .map(|n| Block::new(vec![format!("- {}: {}", n.subject, n.body)]))
             .collect(),
         budget * 15 / 100,
-        Keep::First,
     );
 
-    // Superseded values, to mark turns that restate them.
+    // Values that no longer hold — superseded facts, environment and identity, and conclusions
+    // that need review — to mark the turns that restate them.
     let retired: Vec<(String, String)> = index
         .nodes()
         .map(|(_, n)| n)
-        .filter(|n| n.kind.is_entry() && !n.is_current() && scope.sees(n.project, &n.tenant))
+        .filter(|n| n.kind != Kind::Turn && scope.sees(n.project, &n.tenant))
         .filter(|n| n.body.trim().len() >= 6)
-        .map(|n| (n.id.clone(), n.body.trim().to_lowercase()))
+        .filter_map(|n| {
+            let label = if !n.is_current() {
+                format!("superseded: {}", n.id)
+            } else if n.needs_review() {
+                format!("needs review: {}", n.id)
+            } else {
+                return None;
+            };
+            Some((label, n.body.trim().to_ascii_lowercase()))
+        })
         .collect();
     let conversation = conversation_blocks(index, scope, request, &retired, budget * 30 / 100);
 
@@ -159,35 +166,127 @@ pub(super) fn assemble(index: &Index, scope: &Scope, request: &ContextRequest) -
     }
 }
 
-#[derive(Clone, Copy)]
-enum Keep {
-    First,
-    Last,
-}
-
-/// Keeps whole blocks within `budget`, from the front or the back; returns lines and tokens.
-fn fit(blocks: Vec<Block>, budget: usize, keep: Keep) -> (Vec<String>, usize) {
-    let mut kept: Vec<Block> = Vec::new();
+/// Keeps whole blocks, in order, while they fit in `budget`; returns lines and tokens.
+fn fit(blocks: Vec<Block>, budget: usize) -> (Vec<String>, usize) {
+    let mut lines = Vec::new();
     let mut used = 0;
-    let ordered: Box<dyn Iterator<Item = Block>> = match keep {
-        Keep::First => Box::new(blocks.into_iter()),
-        Keep::Last => Box::new(blocks.into_iter().rev()),
-    };
-    for block in ordered {
+    for block in blocks {
         if used + block.tokens > budget {
             break;
         }
         used += block.tokens;
-        kept.push(block);
+        lines.extend(block.lines);
     }
-    if matches!(keep, Keep::Last) {
-        kept.reverse();
-    }
-    (kept.into_iter().flat_map(|b| b.lines).collect(), used)
+    (lines, used)
 }
 
-/// Recent turns verbatim, plus earlier turns that match the query; turns that restate a
-/// superseded value are marked.
+/// Phrases that open a side topic, and phrases that return from one.
+const INTERRUPTION_START: &[&str] = &[
+    "hold on",
+    "pause this",
+    "one moment",
+    "quick interruption",
+    "sorry, need to",
+    "let me handle",
+    "stepping away",
+];
+const INTERRUPTION_END: &[&str] = &[
+    "back to",
+    "resume",
+    "where were we",
+    "anyway,",
+    "returning to",
+    "back on track",
+    "incident resolved",
+];
+
+/// One item of the conversation as the briefing shows it.
+enum Item {
+    Turn(u32),
+    /// A side topic the conversation has returned from: its opening turn and how many turns it
+    /// had. Its content is folded away so it does not pass for the main thread.
+    Interruption {
+        opening: u32,
+        turns: usize,
+    },
+}
+
+/// Folds resolved interruptions; an interruption still open at the end is the current topic.
+fn conversation_items(turns: &[(u32, &Node)]) -> Vec<Item> {
+    let has = |text: &str, markers: &[&str]| {
+        let lower = text.to_lowercase();
+        markers.iter().any(|m| lower.contains(m))
+    };
+    let mut items = Vec::new();
+    let mut open: Option<(u32, Vec<u32>)> = None;
+    for &(slot, node) in turns {
+        match open.take() {
+            None if has(&node.body, INTERRUPTION_START) => open = Some((slot, Vec::new())),
+            None => items.push(Item::Turn(slot)),
+            Some((opening, inside)) if has(&node.body, INTERRUPTION_END) => {
+                items.push(Item::Interruption {
+                    opening,
+                    turns: inside.len() + 1,
+                });
+                items.push(Item::Turn(slot));
+            }
+            Some((opening, mut inside)) => {
+                inside.push(slot);
+                open = Some((opening, inside));
+            }
+        }
+    }
+    if let Some((opening, inside)) = open {
+        items.push(Item::Turn(opening));
+        items.extend(inside.into_iter().map(Item::Turn));
+    }
+    items
+}
+
+/// A turn's lines: restated superseded values are split onto their own marked lines, so the
+/// rest of the turn (often the correction itself) stays current.
+fn turn_lines(node: &Node, retired: &[(String, String)]) -> Vec<String> {
+    let lower = node.body.to_ascii_lowercase();
+    let mut spans: Vec<(usize, usize, &str)> = Vec::new();
+    for (id, body) in retired {
+        let mut from = 0;
+        while let Some(at) = lower[from..].find(body.as_str()) {
+            let start = from + at;
+            spans.push((start, start + body.len(), id.as_str()));
+            from = start + body.len();
+        }
+    }
+    if spans.is_empty() {
+        return vec![format!("- {}: {}", node.subject, node.body)];
+    }
+    spans.sort_unstable();
+    let mut lines = Vec::new();
+    let mut cursor = 0;
+    for (start, end, id) in spans {
+        if start < cursor {
+            continue;
+        }
+        let before = node.body[cursor..start].trim();
+        if lines.is_empty() {
+            lines.push(format!("- {}: {before}", node.subject));
+        } else if !before.is_empty() {
+            lines.push(format!("  {before}"));
+        }
+        lines.push(format!(
+            "  {OUTDATED_MARK} {} ({id})",
+            &node.body[start..end]
+        ));
+        cursor = end;
+    }
+    let rest = node.body[cursor..].trim();
+    if !rest.is_empty() {
+        lines.push(format!("  {rest}"));
+    }
+    lines
+}
+
+/// The conversation within its budget: everything when it fits; otherwise the turns most
+/// relevant to the query from earlier on, then the newest turns, in order.
 fn conversation_blocks(
     index: &Index,
     scope: &Scope,
@@ -202,71 +301,86 @@ fn conversation_blocks(
     if turns.is_empty() {
         return (Vec::new(), 0, 0);
     }
-    let line = |n: &Node| {
-        let lower = n.body.to_lowercase();
-        let restated: Vec<&str> = retired
-            .iter()
-            .filter(|(_, body)| lower.contains(body.as_str()))
-            .map(|(id, _)| id.as_str())
-            .collect();
-        if restated.is_empty() {
-            format!("- {}: {}", n.subject, n.body)
-        } else {
-            format!(
-                "- {}: {} {OUTDATED_MARK} restates superseded {}",
-                n.subject,
-                n.body,
-                restated.join(", ")
-            )
+    let items = conversation_items(&turns);
+    let render = |item: &Item| -> Block {
+        match item {
+            Item::Turn(slot) => Block::new(
+                index
+                    .node(*slot)
+                    .map(|n| turn_lines(n, retired))
+                    .unwrap_or_default(),
+            ),
+            Item::Interruption { opening, turns } => Block::new(vec![format!(
+                "- (side topic, since resolved: \"{}\" — {turns} turns folded)",
+                index
+                    .node(*opening)
+                    .map(|n| n.body.as_str())
+                    .unwrap_or_default()
+            )]),
         }
     };
-    let split = turns.len().saturating_sub(RECENT_TURNS);
-    let (earlier, recent) = turns.split_at(split);
-    let recent_fit = fit(
-        recent
+    let blocks: Vec<Block> = items.iter().map(render).collect();
+    let total: usize = blocks.iter().map(|b| b.tokens).sum();
+    let turn_count = |chosen: &[usize]| {
+        chosen
             .iter()
-            .map(|(_, n)| Block::new(vec![line(n)]))
-            .collect(),
-        budget,
-        Keep::Last,
-    );
-    let mut lines = Vec::new();
-    let mut used = recent_fit.1;
-    let mut count = recent_fit.0.len();
-    if request.mode == ContextMode::Full && !earlier.is_empty() {
+            .map(|&i| match items[i] {
+                Item::Turn(_) => 1,
+                Item::Interruption { turns, .. } => turns + 1,
+            })
+            .sum::<usize>()
+    };
+    if total <= budget {
+        let all: Vec<usize> = (0..items.len()).collect();
+        let mut lines = vec!["### Recent".to_string()];
+        lines.extend(blocks.into_iter().flat_map(|b| b.lines));
+        return (lines, total, turn_count(&all));
+    }
+    // Newest first within 70% of the budget (at least the last turn).
+    let mut used = 0;
+    let mut recent: Vec<usize> = Vec::new();
+    for i in (0..items.len()).rev() {
+        if used + blocks[i].tokens > budget * 7 / 10 && !recent.is_empty() {
+            break;
+        }
+        used += blocks[i].tokens;
+        recent.push(i);
+    }
+    recent.reverse();
+    let first_recent = recent.first().copied().unwrap_or(items.len());
+    // Then the earlier turns that match the query best.
+    let mut earlier: Vec<usize> = Vec::new();
+    if request.mode == ContextMode::Full {
         let filter = Filter {
             scope,
             kinds: &[Kind::Turn],
         };
         let scores = retrieve::keyword_scores(index, &request.query, &filter);
-        let first_recent = recent.first().map(|r| r.0).unwrap_or(u32::MAX);
-        let mut relevant: Vec<(u32, f64)> = scores
-            .into_iter()
-            .filter(|(slot, _)| *slot < first_recent)
+        let mut relevant: Vec<(usize, f64)> = items[..first_recent]
+            .iter()
+            .enumerate()
+            .filter_map(|(i, item)| match item {
+                Item::Turn(slot) => scores.get(slot).map(|s| (i, *s)),
+                Item::Interruption { .. } => None,
+            })
             .collect();
         relevant.sort_by(|a, b| b.1.total_cmp(&a.1).then_with(|| b.0.cmp(&a.0)));
-        let mut chosen: Vec<u32> = Vec::new();
-        for (slot, _) in relevant {
-            if let Some(node) = index.node(slot) {
-                let block = Block::new(vec![line(node)]);
-                if used + block.tokens > budget {
-                    break;
-                }
-                used += block.tokens;
-                chosen.push(slot);
+        for (i, _) in relevant {
+            if used + blocks[i].tokens <= budget {
+                used += blocks[i].tokens;
+                earlier.push(i);
             }
         }
-        chosen.sort_unstable();
-        if !chosen.is_empty() {
-            lines.push("### Earlier (relevant)".to_string());
-            count += chosen.len();
-            lines.extend(chosen.iter().filter_map(|&s| index.node(s)).map(line));
-        }
+        earlier.sort_unstable();
     }
-    if !recent_fit.0.is_empty() {
-        lines.push("### Recent".to_string());
-        lines.extend(recent_fit.0);
+    let mut lines = Vec::new();
+    if !earlier.is_empty() {
+        lines.push("### Earlier (relevant)".to_string());
+        lines.extend(earlier.iter().flat_map(|&i| blocks[i].lines.clone()));
     }
+    lines.push("### Recent".to_string());
+    lines.extend(recent.iter().flat_map(|&i| blocks[i].lines.clone()));
+    let count = turn_count(&earlier) + turn_count(&recent);
     (lines, used, count)
 }
 
@@ -320,7 +434,7 @@ fn fact_blocks(
             if node.kind == Kind::Constraint {
                 *score += 1.0;
             }
-            if node.invalidated_by.is_some() {
+            if node.needs_review() {
                 *score -= 1.0;
             }
         }
@@ -372,12 +486,15 @@ fn fact_lines(index: &Index, slot: u32, node: &Node) -> Vec<String> {
         Kind::Pattern | Kind::Turn | Kind::Identity | Kind::Environment => "",
     };
     let mut lines = Vec::new();
-    match &node.invalidated_by {
-        Some(premise) => lines.push(format!(
-            "- ⚠️ RECALCULATE [{}] {OUTDATED_MARK} {}: {} (depends on {premise}, which was superseded)",
+    match &node.invalidated_note {
+        Some(why) => lines.push(format!(
+            "- ⚠️ RECALCULATE [{}] {OUTDATED_MARK} {}: {} (needs review: {why})",
             node.id, node.subject, node.body
         )),
-        None => lines.push(format!("- {label}[{}] {}: {}", node.id, node.subject, node.body)),
+        None => lines.push(format!(
+            "- {label}[{}] {}: {}",
+            node.id, node.subject, node.body
+        )),
     }
     for link in index.outgoing(slot) {
         if link.kind == EdgeKind::Supersedes {

@@ -35,7 +35,7 @@ pub struct Index {
 }
 
 const NODE_COLUMNS: &str = "seq, id, project_id, tenant, kind, subject, body, tags, confidence,
-    source, created_at, superseded_by, invalidated_by, injections";
+    source, created_at, superseded_by, invalidated_by, injections, invalidated_note";
 
 fn read_node(row: &rusqlite::Row<'_>) -> rusqlite::Result<Node> {
     let subject: String = row.get(5)?;
@@ -58,6 +58,7 @@ fn read_node(row: &rusqlite::Row<'_>) -> rusqlite::Result<Node> {
         created_at: row.get(10)?,
         superseded_by: row.get(11)?,
         invalidated_by: row.get(12)?,
+        invalidated_note: row.get(14)?,
         injections: row.get(13)?,
         terms,
     })

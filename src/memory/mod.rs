@@ -279,7 +279,8 @@ impl Memory {
                 [id],
             )?;
             tx.execute(
-                "UPDATE memory_nodes SET invalidated_by = NULL WHERE invalidated_by = ?1",
+                "UPDATE memory_nodes SET invalidated_by = NULL, invalidated_note = NULL
+                 WHERE invalidated_by = ?1",
                 [id],
             )?;
             let deleted = tx.execute("DELETE FROM memory_nodes WHERE id = ?1", [id])? > 0;
@@ -289,6 +290,26 @@ impl Memory {
         index.refresh(&self.store.conn())?;
         let count = write::count_entries(&index, &self.scope(&node.tenant));
         Ok(json!({"id": id, "deleted": deleted, "kind": node.kind.as_str(), "fact_count": count}))
+    }
+
+    /// Marks a current entry (by id or subject) as needing review without replacing it: the
+    /// agent learned that a conclusion was based on wrong data. Returns the ids it marked.
+    pub fn invalidate(&self, target: &str, tenant: &str, reason: &str) -> Result<Vec<String>> {
+        let scope = self.scope(tenant);
+        let mut index = self.lock();
+        let marked = self.tx(|tx| {
+            let Some(id) = write::resolve(tx, &scope, target)? else {
+                return Ok(Vec::new());
+            };
+            tx.execute(
+                "UPDATE memory_nodes SET invalidated_note = ?1 WHERE id = ?2 AND superseded_by IS NULL",
+                params![reason, id],
+            )?;
+            tx.execute("INSERT INTO memory_changes(node_id) VALUES (?1)", [&id])?;
+            Ok(vec![id])
+        })?;
+        index.refresh(&self.store.conn())?;
+        Ok(marked)
     }
 
     /// Overwrites the tenant's status slot (never part of retrieval or context).

@@ -151,7 +151,10 @@ pub struct Node {
     pub source: Option<String>,
     pub created_at: String,
     pub superseded_by: Option<String>,
+    /// The entry whose arrival invalidated this one (deleting it lifts the invalidation).
     pub invalidated_by: Option<String>,
+    /// Why this entry needs review, when it does.
+    pub invalidated_note: Option<String>,
     pub injections: i64,
     /// Distinct terms of subject and body, sorted (for membership tests).
     pub terms: Vec<String>,
@@ -160,6 +163,11 @@ pub struct Node {
 impl Node {
     pub fn is_current(&self) -> bool {
         self.superseded_by.is_none()
+    }
+
+    /// Still current, but derived from something that no longer holds.
+    pub fn needs_review(&self) -> bool {
+        self.invalidated_note.is_some()
     }
 
     pub fn text(&self) -> String {

@@ -146,10 +146,7 @@ pub fn retrieve(index: &Index, query: &str, filter: &Filter<'_>, k: usize) -> Ve
     let mut ranked: Vec<Hit> = hits
         .into_values()
         .map(|mut hit| {
-            if index
-                .node(hit.slot)
-                .is_some_and(|n| n.invalidated_by.is_some())
-            {
+            if index.node(hit.slot).is_some_and(|n| n.needs_review()) {
                 hit.activation *= STALE_PENALTY;
             }
             hit

@@ -207,9 +207,13 @@ pub(super) fn insert(
             .collect::<Result<_, _>>()?;
         for dependent in dependents {
             let changed = tx.execute(
-                "UPDATE memory_nodes SET invalidated_by = ?1 WHERE id = ?2 AND invalidated_by IS NULL
-                 AND superseded_by IS NULL",
-                params![old, dependent],
+                "UPDATE memory_nodes SET invalidated_by = ?1, invalidated_note = ?2
+                 WHERE id = ?3 AND invalidated_note IS NULL AND superseded_by IS NULL",
+                params![
+                    id,
+                    format!("its premise {old} was superseded by {id}"),
+                    dependent
+                ],
             )?;
             if changed > 0 {
                 log_change(tx, &dependent)?;
@@ -264,7 +268,7 @@ fn add_edge(
 }
 
 /// Resolves an id, or else a subject, to a current node the scope sees.
-fn resolve(tx: &Transaction<'_>, scope: &Scope, target: &str) -> Result<Option<String>> {
+pub(super) fn resolve(tx: &Transaction<'_>, scope: &Scope, target: &str) -> Result<Option<String>> {
     let by_id: Option<String> = tx
         .prepare_cached(
             "SELECT id FROM memory_nodes WHERE id = ?1 AND tenant = ?2 AND (project_id IS NULL OR project_id IS ?3)",

@@ -12,6 +12,10 @@ use rusqlite::{Connection, OpenFlags};
 const MIGRATIONS: &[(&str, &str)] = &[
     ("0001_runtime", include_str!("migrations/0001_runtime.sql")),
     ("0002_memory", include_str!("migrations/0002_memory.sql")),
+    (
+        "0003_invalidation_note",
+        include_str!("migrations/0003_invalidation_note.sql"),
+    ),
 ];
 
 /// How long a writer waits for another process's transaction before giving up.

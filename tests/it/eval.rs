@@ -103,9 +103,6 @@ fn dev_split_report_has_the_documented_shape_and_memgine_recalls() {
 }
 
 #[test]
-#[ignore = "memgine presents more must_not_mention phrases as current than transcript replay \
-            (first 20 dev timelines: 14/19 queries vs 12/19): [SCOPE:]/[RESTRICTED:] entries \
-            and [INVALIDATED …] corrections are shown as current facts"]
 fn memgine_presents_fewer_stale_phrases_than_transcript_replay() {
     let doc = dev_first_20();
     let rate = |strategy: &str| {

@@ -172,10 +172,12 @@ impl McpProcess {
             return self.pending.remove(i);
         }
         loop {
-            let message = self
-                .lines
-                .recv_timeout(ANSWER_TIMEOUT)
-                .unwrap_or_else(|e| panic!("no answer for id {id} ({e}); server stderr tail:\n{}", self.stderr_tail()));
+            let message = self.lines.recv_timeout(ANSWER_TIMEOUT).unwrap_or_else(|e| {
+                panic!(
+                    "no answer for id {id} ({e}); server stderr tail:\n{}",
+                    self.stderr_tail()
+                )
+            });
             if &message["id"] == id && message.get("method").is_none() {
                 return message;
             }
