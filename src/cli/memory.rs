@@ -41,16 +41,28 @@ pub enum MemoryCommand {
         tenant: Option<String>,
     },
     /// Set the agent's status slot (memory_update_status); a new status overwrites the old.
+    #[command(
+        after_help = "Example:\n  car memory status \"migrating the payout scheduler; tests green, docs pending\""
+    )]
     Status {
         body: String,
         #[arg(long)]
         tenant: Option<String>,
     },
     /// Save proactive knowledge (memory_save_knowledge): requirements, policies, verified facts.
+    #[command(
+        after_help = "Example:\n  car memory knowledge deploys \"prod deploys need a green canary\" --tag deploy --confidence high"
+    )]
     Knowledge(EntryArgs),
     /// Save procedural evidence (memory_save_procedural): failed attempts, fixes, gotchas.
+    #[command(
+        after_help = "Example:\n  car memory procedure \"db locked in tests\" \"rerun with --test-threads=1\""
+    )]
     Procedure(EntryArgs),
     /// Delete an entry by id, or clear a status slot (proactive-status:<tenant|global>).
+    #[command(
+        after_help = "Examples:\n  car memory delete fact-12\n  car memory delete proactive-status:global"
+    )]
     Delete {
         id: String,
         #[arg(long)]
@@ -85,8 +97,14 @@ pub enum MemoryCommand {
         tenant: Option<String>,
     },
     /// Score proactive memory on labelled cases (memory_evaluate); FILE holds {"cases":[…]} or […], - for stdin.
+    #[command(
+        after_help = "Example (cases.json):\n  [{\"id\": \"c1\", \"request\": {\"query\": \"db locked\", \"trigger\": {\"tool_error\": true}}, \"relevant_fact_ids\": [\"procedural-4\"]}]\n  car memory evaluate cases.json"
+    )]
     Evaluate { file: PathBuf },
     /// Print the layered briefing for a query (the car_context prompt).
+    #[command(
+        after_help = "Examples:\n  car memory context \"fix the flaky payout test\"\n  car memory context \"release\" --window 200000   # budget for a 200k-token model"
+    )]
     Context {
         query: String,
         /// Newest first without ranking (cheaper).
@@ -108,12 +126,18 @@ pub enum MemoryCommand {
         tenant: Option<String>,
     },
     /// Export current entries as assistant.json notes (default: $CAR_HOME/memory/assistant.json).
+    #[command(
+        after_help = "Examples:\n  car memory export                 # to $CAR_HOME/memory/assistant.json\n  car memory export -o backup.json\n  car --json memory export -o -     # notes inline in the JSON envelope"
+    )]
     Export {
         /// Where to write; - for stdout.
         #[arg(long, short)]
         output: Option<PathBuf>,
     },
     /// Import assistant.json notes ({"notes":[{subject, body, kind}]}) in one transaction.
+    #[command(
+        after_help = "Kinds: fact, preference (global), procedure, constraint, knowledge. Notes are global\n(seen from every project). A bad file imports nothing.\nExample:\n  car memory import backup.json"
+    )]
     Import { file: PathBuf },
 }
 
