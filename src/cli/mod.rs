@@ -297,6 +297,14 @@ async fn serve_mcp(env: &Env) -> ExitCode {
             return ExitCode::from(failure.exit);
         }
     };
+    if let Some(memory) = runtime.memory().cloned() {
+        // Build the index beside the handshake rather than on the first query.
+        tokio::task::spawn_blocking(move || {
+            if let Err(e) = memory.warm() {
+                tracing::warn!("warming the memory index failed: {e}");
+            }
+        });
+    }
     let context = Context::new(Face::Mcp).grants(home::confirm_grants_from_env());
     match McpServer::new(runtime).context(context).serve_stdio().await {
         Ok(()) => ExitCode::SUCCESS,

@@ -355,7 +355,9 @@ fn conversation_blocks(
             scope,
             kinds: &[Kind::Turn],
         };
-        let scores = retrieve::keyword_scores(index, &request.query, &filter);
+        let scores: HashMap<u32, f64> = retrieve::keyword_scores(index, &request.query, &filter)
+            .into_iter()
+            .collect();
         let mut relevant: Vec<(usize, f64)> = items[..first_recent]
             .iter()
             .enumerate()

@@ -18,9 +18,23 @@ pub struct Link {
     pub weight: f64,
 }
 
+/// What retrieval's filter needs of a slot, packed so a check never touches the full node.
+#[derive(Debug, Clone, Copy)]
+pub struct SlotMeta {
+    pub kind: Kind,
+    pub current: bool,
+    pub project: Option<i64>,
+    /// The tenant, interned (see [`Index::tenant_id`]).
+    pub tenant: u32,
+}
+
 /// Nodes, postings and adjacency, addressed by dense slot numbers.
 #[derive(Debug, Default)]
 pub struct Index {
+    meta: Vec<Option<SlotMeta>>,
+    tenants: HashMap<String, u32>,
+    /// Each distinct term's stem, computed once.
+    stems: HashMap<String, String>,
     last_change: i64,
     loaded: bool,
     slots: Vec<Option<Node>>,
@@ -215,8 +229,29 @@ impl Index {
         }
     }
 
+    fn slot_meta(&mut self, node: &Node) -> SlotMeta {
+        let next = self.tenants.len() as u32;
+        let tenant = *self.tenants.entry(node.tenant.clone()).or_insert(next);
+        SlotMeta {
+            kind: node.kind,
+            current: node.is_current(),
+            project: node.project,
+            tenant,
+        }
+    }
+
+    fn stem_of(&mut self, term: &str) -> String {
+        if let Some(stem) = self.stems.get(term) {
+            return stem.clone();
+        }
+        let stem = text::stem(term);
+        self.stems.insert(term.to_string(), stem.clone());
+        stem
+    }
+
     fn upsert(&mut self, node: Node) {
         self.tally(&node, 1);
+        let meta = self.slot_meta(&node);
         if let Some(&slot) = self.by_id.get(&node.id) {
             if let Some(old) = self.slots[slot as usize].take() {
                 self.tally(&old, -1);
@@ -230,12 +265,14 @@ impl Index {
                 self.post(slot, &node.terms);
             }
             self.slots[slot as usize] = Some(node);
+            self.meta[slot as usize] = Some(meta);
             return;
         }
         let slot = self.slots.len() as u32;
         self.post(slot, &node.terms);
         self.by_id.insert(node.id.clone(), slot);
         self.slots.push(Some(node));
+        self.meta.push(Some(meta));
         self.out.push(Vec::new());
         self.inc.push(Vec::new());
         self.live += 1;
@@ -250,13 +287,14 @@ impl Index {
         if let Some(old) = self.slots[slot as usize].take() {
             self.tally(&old, -1);
         }
+        self.meta[slot as usize] = None;
         self.live -= 1;
     }
 
     fn post(&mut self, slot: u32, terms: &[String]) {
         for term in terms {
             self.postings.entry(term.clone()).or_default().push(slot);
-            let stem = text::stem(term);
+            let stem = self.stem_of(term);
             let list = self.stem_postings.entry(stem).or_default();
             if list.last() != Some(&slot) {
                 list.push(slot);
@@ -275,7 +313,7 @@ impl Index {
                     self.postings.remove(&term);
                 }
             }
-            let stem = text::stem(&term);
+            let stem = self.stem_of(&term);
             if let Some(list) = self.stem_postings.get_mut(&stem) {
                 list.retain(|&s| s != slot);
                 if list.is_empty() {
@@ -283,6 +321,28 @@ impl Index {
                 }
             }
         }
+    }
+
+    /// How many slots exist (live or freed); slot numbers are below this.
+    pub fn slot_count(&self) -> usize {
+        self.slots.len()
+    }
+
+    pub fn meta(&self, slot: u32) -> Option<SlotMeta> {
+        self.meta.get(slot as usize).copied().flatten()
+    }
+
+    /// The interned id of a tenant, if any node has it.
+    pub fn tenant_id(&self, tenant: &str) -> Option<u32> {
+        self.tenants.get(tenant).copied()
+    }
+
+    /// The stem of an indexed term (computed once), or computed now for any other.
+    pub fn stem(&self, term: &str) -> String {
+        self.stems
+            .get(term)
+            .cloned()
+            .unwrap_or_else(|| text::stem(term))
     }
 
     pub fn node(&self, slot: u32) -> Option<&Node> {

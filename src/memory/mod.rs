@@ -94,6 +94,12 @@ impl Memory {
         Ok(memory)
     }
 
+    /// Builds the in-memory index now (a server calls this right after start-up so the first
+    /// query does not pay for it).
+    pub fn warm(&self) -> Result<()> {
+        self.read(|_| ())
+    }
+
     /// A memory in a private in-memory database (evaluation runs, tests).
     pub fn in_memory() -> Result<Memory> {
         let store = Arc::new(Store::open_in_memory()?);
@@ -147,6 +153,9 @@ impl Memory {
         }
         let mut index = self.lock();
         let project = self.project;
+        // Catch up with other writers before taking the write lock, so little is left to
+        // replay while holding it.
+        index.refresh(&self.store.conn())?;
         let result = self.tx(|tx| {
             index.refresh(tx)?;
             let mut written = Vec::with_capacity(entries.len());

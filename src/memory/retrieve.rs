@@ -17,8 +17,6 @@ const MAX_ITERATIONS: usize = 30;
 const EPSILON: f64 = 1e-6;
 const MAX_HOPS: usize = 2;
 const MAX_SUBGRAPH: usize = 2_000;
-/// A term in more entries than this only re-scores candidates found through rarer terms.
-const COMMON_TERM_DF: usize = 4_000;
 const SUBSTRING_TERMS: usize = 16;
 /// Entries that depend on a superseded premise are ranked lower.
 const STALE_PENALTY: f64 = 0.7;
@@ -38,128 +36,172 @@ pub struct Filter<'a> {
     pub kinds: &'a [Kind],
 }
 
-impl Filter<'_> {
+/// A filter resolved against one index: the tenant interned, so a check is a few compares.
+struct Admit<'a> {
+    kinds: &'a [Kind],
+    project: Option<i64>,
+    /// None: no node has this tenant, so nothing is admitted.
+    tenant: Option<u32>,
+}
+
+impl<'a> Admit<'a> {
+    fn new(index: &Index, filter: &Filter<'a>) -> Admit<'a> {
+        Admit {
+            kinds: filter.kinds,
+            project: filter.scope.project,
+            tenant: index.tenant_id(&filter.scope.tenant),
+        }
+    }
+
     fn admits(&self, index: &Index, slot: u32) -> bool {
-        index.node(slot).is_some_and(|n| {
-            n.is_current() && self.kinds.contains(&n.kind) && self.scope.sees(n.project, &n.tenant)
-        })
+        match (index.meta(slot), self.tenant) {
+            (Some(meta), Some(tenant)) => {
+                meta.current
+                    && meta.tenant == tenant
+                    && (meta.project.is_none() || meta.project == self.project)
+                    && self.kinds.contains(&meta.kind)
+            }
+            (None, _) | (_, None) => false,
+        }
     }
 }
 
-/// The query's keyword score per admitted node.
-pub fn keyword_scores(index: &Index, query: &str, filter: &Filter<'_>) -> HashMap<u32, f64> {
+/// Once this many candidates are found, further (more common) terms only re-score them.
+const CANDIDATE_CAP: usize = 1_024;
+
+/// The query's keyword score per admitted node, as (slot, score) in no particular order.
+pub fn keyword_scores(index: &Index, query: &str, filter: &Filter<'_>) -> Vec<(u32, f64)> {
+    let admit = Admit::new(index, filter);
+    if admit.tenant.is_none() {
+        return Vec::new();
+    }
     let mut terms: Vec<(String, usize)> = text::terms(query)
         .into_iter()
         .map(|t| {
-            let df = index.postings(&t).len();
+            let df = index
+                .stem_postings(&index.stem(&t))
+                .len()
+                .max(index.postings(&t).len());
             (t, df)
         })
         .collect();
-    // Rare terms first: they find candidates; common ones only add to them.
+    // Rare terms first: they find the candidates; common ones mostly add to them.
     terms.sort_by(|a, b| a.1.cmp(&b.1).then_with(|| a.0.cmp(&b.0)));
-    let mut scores: HashMap<u32, f64> = HashMap::new();
-    for (term, df) in &terms {
-        let mut best: HashMap<u32, f64> = HashMap::new();
-        let consider = |slot: u32, score: f64, best: &mut HashMap<u32, f64>| {
-            let entry = best.entry(slot).or_insert(0.0);
-            if score > *entry {
-                *entry = score;
+
+    const UNSEEN: u8 = 0;
+    const CANDIDATE: u8 = 1;
+    const REFUSED: u8 = 2;
+    let slots = index.slot_count();
+    let mut state = vec![UNSEEN; slots];
+    let mut score = vec![0.0f64; slots];
+    // Which term last scored a slot, so a slot counts once per term (its best match).
+    let mut stamp = vec![u32::MAX; slots];
+    let mut candidates: Vec<u32> = Vec::new();
+
+    for (t, (term, _)) in terms.iter().enumerate() {
+        let t = t as u32;
+        let collecting = candidates.len() < CANDIDATE_CAP;
+        let mut visit = |slot: u32, weight: f64, candidates: &mut Vec<u32>| {
+            let i = slot as usize;
+            if stamp[i] == t {
+                return;
+            }
+            if state[i] == UNSEEN && collecting {
+                state[i] = if admit.admits(index, slot) {
+                    candidates.push(slot);
+                    CANDIDATE
+                } else {
+                    REFUSED
+                };
+            }
+            if state[i] == CANDIDATE {
+                stamp[i] = t;
+                score[i] += weight;
             }
         };
-        if *df > COMMON_TERM_DF && !scores.is_empty() {
-            let weight = 3.0 * index.idf(*df);
-            for &slot in scores.keys() {
-                if index
-                    .node(slot)
-                    .is_some_and(|n| n.terms.binary_search(term).is_ok())
-                {
-                    best.insert(slot, weight);
-                }
-            }
-        } else {
-            let weight = 3.0 * index.idf(*df);
-            for &slot in index.postings(term) {
-                consider(slot, weight, &mut best);
-            }
-            let stem = text::stem(term);
-            let stems = index.stem_postings(&stem);
-            let stem_weight = 2.0 * index.idf(stems.len());
-            for &slot in stems {
-                consider(slot, stem_weight, &mut best);
-            }
-            if best.is_empty() && term.chars().count() >= 4 {
-                for other in index.terms_containing(term, SUBSTRING_TERMS) {
-                    let postings = index.postings(other);
-                    let weight = index.idf(postings.len());
-                    for &slot in postings {
-                        consider(slot, weight, &mut best);
-                    }
-                }
-            }
+        // Exact matches first (3×): they outrank the stem match of the same term.
+        let exact = index.postings(term);
+        let exact_weight = 3.0 * index.idf(exact.len());
+        for &slot in exact {
+            visit(slot, exact_weight, &mut candidates);
         }
-        for (slot, score) in best {
-            if filter.admits(index, slot) {
-                *scores.entry(slot).or_insert(0.0) += score;
+        let stems = index.stem_postings(&index.stem(term));
+        let stem_weight = 2.0 * index.idf(stems.len());
+        for &slot in stems {
+            visit(slot, stem_weight, &mut candidates);
+        }
+        if exact.is_empty() && stems.is_empty() && term.chars().count() >= 4 {
+            for other in index.terms_containing(term, SUBSTRING_TERMS) {
+                let postings = index.postings(other);
+                let weight = index.idf(postings.len());
+                for &slot in postings {
+                    visit(slot, weight, &mut candidates);
+                }
             }
         }
     }
-    scores
+    candidates
+        .into_iter()
+        .filter(|&slot| score[slot as usize] > 0.0)
+        .map(|slot| (slot, score[slot as usize]))
+        .collect()
+}
+
+/// Orders hits by activation, then newer first: the one ranking every caller uses.
+fn by_rank(a: &(u32, f64), b: &(u32, f64)) -> std::cmp::Ordering {
+    b.1.total_cmp(&a.1).then_with(|| b.0.cmp(&a.0))
 }
 
 /// The top `k` entries for a query, most activated first.
 pub fn retrieve(index: &Index, query: &str, filter: &Filter<'_>, k: usize) -> Vec<Hit> {
-    let keyword = keyword_scores(index, query, filter);
+    let mut keyword = keyword_scores(index, query, filter);
     if keyword.is_empty() {
         return Vec::new();
     }
-    let newer_first = |a: &u32, b: &u32| b.cmp(a);
-    let mut seeds: Vec<(u32, f64)> = keyword.iter().map(|(&s, &w)| (s, w)).collect();
-    seeds.sort_by(|a, b| b.1.total_cmp(&a.1).then_with(|| newer_first(&a.0, &b.0)));
-    seeds.truncate(MAX_SEEDS);
+    let max_keyword = keyword.iter().map(|c| c.1).fold(0.0, f64::max);
+    // Seeds: the best few keyword matches.
+    let seed_count = MAX_SEEDS.min(keyword.len());
+    keyword.select_nth_unstable_by(seed_count - 1, by_rank);
+    let mut seeds: Vec<(u32, f64)> = keyword[..seed_count].to_vec();
+    seeds.sort_by(by_rank);
     let ppr = personalized_pagerank(index, &seeds, filter);
+    let max_ppr = ppr.iter().map(|p| p.1).fold(0.0, f64::max);
 
-    let max_keyword = keyword.values().cloned().fold(0.0, f64::max);
-    let max_ppr = ppr.values().cloned().fold(0.0, f64::max);
-    let mut hits: HashMap<u32, Hit> = HashMap::new();
-    for (&slot, &score) in &keyword {
-        hits.insert(
-            slot,
-            Hit {
-                slot,
-                activation: score / max_keyword,
-                keyword: score,
-            },
-        );
+    // Blend so an entry both matched and connected outranks one that is only either.
+    let mut activation: HashMap<u32, (f64, f64)> =
+        HashMap::with_capacity(keyword.len() + ppr.len());
+    for &(slot, score) in &keyword {
+        activation.insert(slot, (score / max_keyword, score));
     }
     if max_ppr > 0.0 {
-        for (&slot, &score) in &ppr {
+        for &(slot, score) in &ppr {
             let walked = score / max_ppr;
-            let hit = hits.entry(slot).or_insert(Hit {
-                slot,
-                activation: 0.0,
-                keyword: 0.0,
-            });
-            // Blend so an entry both matched and connected outranks one that is only either.
-            hit.activation = hit.activation.max(walked) * 0.8 + hit.activation.min(walked) * 0.2;
+            let entry = activation.entry(slot).or_insert((0.0, 0.0));
+            entry.0 = entry.0.max(walked) * 0.8 + entry.0.min(walked) * 0.2;
         }
     }
-    let mut ranked: Vec<Hit> = hits
-        .into_values()
-        .map(|mut hit| {
-            if index.node(hit.slot).is_some_and(|n| n.needs_review()) {
-                hit.activation *= STALE_PENALTY;
-            }
-            hit
+    let mut ranked: Vec<(u32, f64)> = activation
+        .iter()
+        .map(|(&slot, &(act, _))| {
+            let stale = index.node(slot).is_some_and(|n| n.needs_review());
+            (slot, if stale { act * STALE_PENALTY } else { act })
         })
-        .filter(|h| h.activation > 1e-9)
+        .filter(|h| h.1 > 1e-9)
         .collect();
-    ranked.sort_by(|a, b| {
-        b.activation
-            .total_cmp(&a.activation)
-            .then_with(|| newer_first(&a.slot, &b.slot))
-    });
+    if ranked.len() > k && k > 0 {
+        ranked.select_nth_unstable_by(k - 1, by_rank);
+        ranked.truncate(k);
+    }
+    ranked.sort_by(by_rank);
     ranked.truncate(k);
     ranked
+        .into_iter()
+        .map(|(slot, act)| Hit {
+            slot,
+            activation: act,
+            keyword: activation.get(&slot).map(|a| a.1).unwrap_or(0.0),
+        })
+        .collect()
 }
 
 /// PPR restricted to the admitted nodes within [`MAX_HOPS`] of the seeds.
@@ -167,7 +209,8 @@ fn personalized_pagerank(
     index: &Index,
     seeds: &[(u32, f64)],
     filter: &Filter<'_>,
-) -> HashMap<u32, f64> {
+) -> Vec<(u32, f64)> {
+    let admit = Admit::new(index, filter);
     // The reset vector: seed weights normalized, each capped, renormalized.
     let total: f64 = seeds.iter().map(|s| s.1).sum();
     let mut reset: Vec<(u32, f64)> = seeds
@@ -194,7 +237,7 @@ fn personalized_pagerank(
                 if order.len() >= MAX_SUBGRAPH {
                     break;
                 }
-                if !local.contains_key(&link.0) && filter.admits(index, link.0) {
+                if !local.contains_key(&link.0) && admit.admits(index, link.0) {
                     local.insert(link.0, order.len());
                     order.push(link.0);
                     next.push(link.0);

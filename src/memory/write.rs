@@ -171,24 +171,24 @@ pub(super) fn insert(
         }
     }
 
-    tx.execute(
+    tx.prepare_cached(
         "INSERT INTO memory_nodes(id, project_id, tenant, kind, subject, subject_key, body, tags,
              confidence, source, created_at)
          VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
-        params![
-            id,
-            scope.project,
-            scope.tenant,
-            entry.kind.as_str(),
-            entry.subject,
-            subject_key,
-            entry.body,
-            serde_json::to_string(&entry.tags).unwrap_or_else(|_| "[]".into()),
-            entry.confidence,
-            entry.source,
-            store::now()
-        ],
-    )?;
+    )?
+    .execute(params![
+        id,
+        scope.project,
+        scope.tenant,
+        entry.kind.as_str(),
+        entry.subject,
+        subject_key,
+        entry.body,
+        serde_json::to_string(&entry.tags).unwrap_or_else(|_| "[]".into()),
+        entry.confidence,
+        entry.source,
+        store::now()
+    ])?;
     log_change(tx, &id)?;
 
     let mut invalidated = Vec::new();
@@ -296,11 +296,11 @@ fn fresh_id(tx: &Transaction<'_>, entry: &NewEntry) -> Result<String> {
     let base = match &entry.id {
         Some(id) if !id.trim().is_empty() => id.trim().to_string(),
         Some(_) | None => {
-            let next: i64 = tx.query_row(
-                "SELECT ifnull((SELECT seq FROM sqlite_sequence WHERE name = 'memory_nodes'), 0) + 1",
-                [],
-                |r| r.get(0),
-            )?;
+            let next: i64 = tx
+                .prepare_cached(
+                    "SELECT ifnull((SELECT seq FROM sqlite_sequence WHERE name = 'memory_nodes'), 0) + 1",
+                )?
+                .query_row([], |r| r.get(0))?;
             format!("{}-{next}", entry.kind.id_prefix())
         }
     };

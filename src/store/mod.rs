@@ -18,8 +18,22 @@ const MIGRATIONS: &[(&str, &str)] = &[
     ),
 ];
 
-/// How long a writer waits for another process's transaction before giving up.
-const BUSY_TIMEOUT: Duration = Duration::from_secs(30);
+/// How many times a writer retries a locked database before giving up (about 30 s in all).
+const BUSY_ATTEMPTS: i32 = 30_000;
+
+/// Waits briefly and says whether to retry. SQLite's default handler backs off to 100 ms
+/// sleeps, which leaves the lock idle while writers queue; short steady waits keep it busy.
+fn busy_wait(attempt: i32) -> bool {
+    if attempt >= BUSY_ATTEMPTS {
+        return false;
+    }
+    std::thread::sleep(Duration::from_micros(if attempt < 100 {
+        200
+    } else {
+        1_000
+    }));
+    true
+}
 
 pub type Result<T, E = StoreError> = std::result::Result<T, E>;
 
@@ -76,8 +90,8 @@ impl Store {
             | OpenFlags::SQLITE_OPEN_CREATE
             | OpenFlags::SQLITE_OPEN_NO_MUTEX
             | OpenFlags::SQLITE_OPEN_URI;
-        let conn = Connection::open_with_flags(path, flags).map_err(open_err)?;
-        conn.busy_timeout(BUSY_TIMEOUT).map_err(open_err)?;
+        let mut conn = Connection::open_with_flags(path, flags).map_err(open_err)?;
+        conn.busy_handler(Some(busy_wait)).map_err(open_err)?;
         // Refuse a newer schema before anything (even the journal mode) touches the file.
         let found: i64 = conn
             .query_row("PRAGMA user_version", [], |r| r.get(0))
