@@ -35,6 +35,9 @@ pub struct Index {
     tenants: HashMap<String, u32>,
     /// Each distinct term's stem, computed once.
     stems: HashMap<String, String>,
+    /// Indexed terms with a letter in them, sorted: what substring seeds scan (numbers and ids
+    /// like `81819` would only slow the scan down and never make a useful fragment match).
+    words: std::collections::BTreeSet<String>,
     last_change: i64,
     loaded: bool,
     slots: Vec<Option<Node>>,
@@ -293,7 +296,11 @@ impl Index {
 
     fn post(&mut self, slot: u32, terms: &[String]) {
         for term in terms {
-            self.postings.entry(term.clone()).or_default().push(slot);
+            let list = self.postings.entry(term.clone()).or_default();
+            if list.is_empty() && term.chars().any(char::is_alphabetic) {
+                self.words.insert(term.clone());
+            }
+            list.push(slot);
             let stem = self.stem_of(term);
             let list = self.stem_postings.entry(stem).or_default();
             if list.last() != Some(&slot) {
@@ -311,6 +318,7 @@ impl Index {
                 list.retain(|&s| s != slot);
                 if list.is_empty() {
                     self.postings.remove(&term);
+                    self.words.remove(&term);
                 }
             }
             let stem = self.stem_of(&term);
@@ -378,15 +386,12 @@ impl Index {
 
     /// Indexed terms that contain `fragment` (for substring seeds), at most `limit`, sorted.
     pub fn terms_containing(&self, fragment: &str, limit: usize) -> Vec<&str> {
-        let mut found: Vec<&str> = self
-            .postings
-            .keys()
+        self.words
+            .iter()
             .filter(|t| t.len() > fragment.len() && t.contains(fragment))
+            .take(limit)
             .map(String::as_str)
-            .collect();
-        found.sort_unstable();
-        found.truncate(limit);
-        found
+            .collect()
     }
 
     /// Inverse document frequency of a term over live nodes: `max(0.1, ln(N / (1 + df)))`.

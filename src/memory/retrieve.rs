@@ -66,7 +66,7 @@ impl<'a> Admit<'a> {
     }
 }
 
-/// Once this many candidates are found, further (more common) terms only re-score them.
+/// Once this many candidates are found, further postings only re-score them.
 const CANDIDATE_CAP: usize = 1_024;
 
 /// The query's keyword score per admitted node, as (slot, score) in no particular order.
@@ -88,25 +88,76 @@ pub fn keyword_scores(index: &Index, query: &str, filter: &Filter<'_>) -> Vec<(u
     // Rare terms first: they find the candidates; common ones mostly add to them.
     terms.sort_by(|a, b| a.1.cmp(&b.1).then_with(|| a.0.cmp(&b.0)));
 
-    const UNSEEN: u8 = 0;
-    const CANDIDATE: u8 = 1;
-    const REFUSED: u8 = 2;
-    let slots = index.slot_count();
-    let mut state = vec![UNSEEN; slots];
-    let mut score = vec![0.0f64; slots];
-    // Which term last scored a slot, so a slot counts once per term (its best match).
-    let mut stamp = vec![u32::MAX; slots];
+    SCRATCH.with_borrow_mut(|scratch| {
+        scratch.fit(index.slot_count());
+        let scores = score_terms(index, &admit, &terms, scratch);
+        scratch.clear();
+        scores
+    })
+}
+
+const UNSEEN: u8 = 0;
+const CANDIDATE: u8 = 1;
+const REFUSED: u8 = 2;
+
+/// Per-slot working arrays, kept between queries on each thread (allocating and zeroing them
+/// per query costs more than the query at 100k entries). Only touched slots are reset.
+#[derive(Default)]
+struct Scratch {
+    state: Vec<u8>,
+    score: Vec<f64>,
+    /// Which term last scored a slot, so a slot counts once per term (its best match).
+    stamp: Vec<u32>,
+    touched: Vec<u32>,
+}
+
+impl Scratch {
+    fn fit(&mut self, slots: usize) {
+        if self.state.len() < slots {
+            self.state.resize(slots, UNSEEN);
+            self.score.resize(slots, 0.0);
+            self.stamp.resize(slots, u32::MAX);
+        }
+    }
+
+    fn clear(&mut self) {
+        for &slot in &self.touched {
+            let i = slot as usize;
+            self.state[i] = UNSEEN;
+            self.score[i] = 0.0;
+            self.stamp[i] = u32::MAX;
+        }
+        self.touched.clear();
+    }
+}
+
+thread_local! {
+    static SCRATCH: std::cell::RefCell<Scratch> = std::cell::RefCell::new(Scratch::default());
+}
+
+fn score_terms(
+    index: &Index,
+    admit: &Admit<'_>,
+    terms: &[(String, usize)],
+    scratch: &mut Scratch,
+) -> Vec<(u32, f64)> {
+    let Scratch {
+        state,
+        score,
+        stamp,
+        touched,
+    } = scratch;
     let mut candidates: Vec<u32> = Vec::new();
 
     for (t, (term, _)) in terms.iter().enumerate() {
         let t = t as u32;
-        let collecting = candidates.len() < CANDIDATE_CAP;
         let mut visit = |slot: u32, weight: f64, candidates: &mut Vec<u32>| {
             let i = slot as usize;
             if stamp[i] == t {
                 return;
             }
-            if state[i] == UNSEEN && collecting {
+            if state[i] == UNSEEN && candidates.len() < CANDIDATE_CAP {
+                touched.push(slot);
                 state[i] = if admit.admits(index, slot) {
                     candidates.push(slot);
                     CANDIDATE
@@ -122,19 +173,20 @@ pub fn keyword_scores(index: &Index, query: &str, filter: &Filter<'_>) -> Vec<(u
         // Exact matches first (3×): they outrank the stem match of the same term.
         let exact = index.postings(term);
         let exact_weight = 3.0 * index.idf(exact.len());
-        for &slot in exact {
+        // Newest first: once the cap is reached, newer entries are the ones kept.
+        for &slot in exact.iter().rev() {
             visit(slot, exact_weight, &mut candidates);
         }
         let stems = index.stem_postings(&index.stem(term));
         let stem_weight = 2.0 * index.idf(stems.len());
-        for &slot in stems {
+        for &slot in stems.iter().rev() {
             visit(slot, stem_weight, &mut candidates);
         }
         if exact.is_empty() && stems.is_empty() && term.chars().count() >= 4 {
             for other in index.terms_containing(term, SUBSTRING_TERMS) {
                 let postings = index.postings(other);
                 let weight = index.idf(postings.len());
-                for &slot in postings {
+                for &slot in postings.iter().rev() {
                     visit(slot, weight, &mut candidates);
                 }
             }
@@ -247,37 +299,44 @@ fn personalized_pagerank(
         frontier = next;
     }
 
-    // Transition weights inside the neighbourhood.
-    let edges: Vec<Vec<(usize, f64)>> = order
-        .iter()
-        .map(|&slot| {
-            let mut targets: Vec<(usize, f64)> = neighbours(index, slot)
-                .filter_map(|(other, w)| local.get(&other).map(|&j| (j, w)))
-                .collect();
-            let sum: f64 = targets.iter().map(|t| t.1).sum();
-            if sum > 0.0 {
-                for t in &mut targets {
-                    t.1 /= sum;
-                }
+    // Transition weights inside the neighbourhood, flat: node i's targets are
+    // `targets[offsets[i]..offsets[i + 1]]`.
+    let mut offsets: Vec<usize> = Vec::with_capacity(order.len() + 1);
+    let mut targets: Vec<(usize, f64)> = Vec::new();
+    offsets.push(0);
+    for &slot in &order {
+        let start = targets.len();
+        targets.extend(
+            neighbours(index, slot).filter_map(|(other, w)| local.get(&other).map(|&j| (j, w))),
+        );
+        let sum: f64 = targets[start..].iter().map(|t| t.1).sum();
+        if sum > 0.0 {
+            for t in &mut targets[start..] {
+                t.1 /= sum;
             }
-            targets
-        })
-        .collect();
+        }
+        offsets.push(targets.len());
+    }
     let mut reset_vec = vec![0.0; order.len()];
     for &(slot, w) in &reset {
         reset_vec[local[&slot]] = w;
     }
     let mut score = reset_vec.clone();
+    let mut next = vec![0.0; order.len()];
     for _ in 0..MAX_ITERATIONS {
-        let mut next: Vec<f64> = reset_vec.iter().map(|r| (1.0 - DAMPING) * r).collect();
+        for (n, r) in next.iter_mut().zip(&reset_vec) {
+            *n = (1.0 - DAMPING) * r;
+        }
         let mut dead_end_mass = 0.0;
-        for (i, targets) in edges.iter().enumerate() {
-            if targets.is_empty() {
+        for i in 0..order.len() {
+            let out = &targets[offsets[i]..offsets[i + 1]];
+            if out.is_empty() {
                 dead_end_mass += score[i];
                 continue;
             }
-            for &(j, w) in targets {
-                next[j] += DAMPING * score[i] * w;
+            let mass = DAMPING * score[i];
+            for &(j, w) in out {
+                next[j] += mass * w;
             }
         }
         // A dead end returns its mass to the seeds.
@@ -285,7 +344,7 @@ fn personalized_pagerank(
             next[local[&slot]] += DAMPING * dead_end_mass * r;
         }
         let delta: f64 = next.iter().zip(&score).map(|(a, b)| (a - b).abs()).sum();
-        score = next;
+        std::mem::swap(&mut score, &mut next);
         if delta < EPSILON {
             break;
         }
