@@ -2,7 +2,10 @@
 //! database and then replays `memory_changes` past the last sequence it saw, so a query costs
 //! one indexed lookup to stay current with every other writer, never a reload of the graph.
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::BTreeSet;
+
+// A fast non-cryptographic hash: the keys are our own terms and ids, not attacker-chosen.
+use foldhash::HashMap;
 
 use rusqlite::{Connection, OptionalExtension};
 
@@ -296,15 +299,26 @@ impl Index {
 
     fn post(&mut self, slot: u32, terms: &[String]) {
         for term in terms {
-            let list = self.postings.entry(term.clone()).or_default();
-            if list.is_empty() && term.chars().any(char::is_alphabetic) {
-                self.words.insert(term.clone());
+            // Look up before inserting: a term seen before costs no allocation.
+            match self.postings.get_mut(term.as_str()) {
+                Some(list) => list.push(slot),
+                None => {
+                    if term.chars().any(char::is_alphabetic) {
+                        self.words.insert(term.clone());
+                    }
+                    self.postings.insert(term.clone(), vec![slot]);
+                }
             }
-            list.push(slot);
-            let stem = self.stem_of(term);
-            let list = self.stem_postings.entry(stem).or_default();
-            if list.last() != Some(&slot) {
-                list.push(slot);
+            if !self.stems.contains_key(term.as_str()) {
+                self.stems.insert(term.clone(), text::stem(term));
+            }
+            let stem = &self.stems[term.as_str()];
+            match self.stem_postings.get_mut(stem.as_str()) {
+                Some(list) if list.last() == Some(&slot) => {}
+                Some(list) => list.push(slot),
+                None => {
+                    self.stem_postings.insert(stem.clone(), vec![slot]);
+                }
             }
         }
     }

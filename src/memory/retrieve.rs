@@ -3,7 +3,7 @@
 //! the query is still found through the entries that connect them. Deterministic: ties break
 //! toward the newer entry.
 
-use std::collections::HashMap;
+use foldhash::{HashMap, HashMapExt};
 
 use super::index::Index;
 use super::model::{Kind, Scope};

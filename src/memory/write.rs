@@ -98,8 +98,9 @@ pub(super) fn plan_links(index: &Index, entry: &NewEntry, scope: &Scope) -> Vec<
     if !entry.kind.is_entry() {
         return Vec::new();
     }
-    let rare_df = (index.live() / 100).max(3);
-    let mut shared: std::collections::HashMap<u32, f64> = std::collections::HashMap::new();
+    // Rare: in at most 1% of entries, and never more than 200 (linking stays cheap and specific).
+    let rare_df = (index.live() / 100).clamp(3, 200);
+    let mut shared: foldhash::HashMap<u32, f64> = foldhash::HashMap::default();
     for term in text::terms(&format!("{} {}", entry.subject, entry.body)) {
         let postings = index.postings(&term);
         if postings.is_empty() || postings.len() > rare_df {
