@@ -505,7 +505,17 @@ fn local(env: &Env, memory: &Memory, command: MemoryCommand) -> Result<Value, Fa
         }
         MemoryCommand::Import { file } => {
             let notes = Memory::read_notes(&file).map_err(|e| Failure::usage(e.to_string()))?;
-            let written = memory.import_notes(&notes)?;
+            // Progress of a long import: JSON Lines on stderr, about every 2% of the notes.
+            let step = (notes.len() / 50).max(1000);
+            let mut report = |done: usize, total: usize| {
+                if total > step && (done.is_multiple_of(step) || done == total) {
+                    eprintln!(
+                        "{}",
+                        json!({"type": "progress", "phase": "import", "done": done, "total": total})
+                    );
+                }
+            };
+            let written = memory.import_notes(&notes, &mut report)?;
             Ok(
                 json!({"path": file.display().to_string(), "imported": written.len(),
                       "ids": written.iter().map(|w| w.id.clone()).collect::<Vec<_>>()}),

@@ -212,7 +212,7 @@ impl Replay {
         }
         Ok(self
             .memory
-            .write_entries(entries, None)?
+            .write_entries(entries)?
             .into_iter()
             .map(|w| w.id)
             .collect())

@@ -64,6 +64,15 @@ pub struct Memory {
     index: Mutex<Index>,
 }
 
+/// Options of one batch write.
+#[derive(Default)]
+struct Batch<'a> {
+    /// A `meta` marker (key, file) written in the same transaction.
+    mark: Option<(&'a str, &'a Path)>,
+    /// Called with (done, total) after each entry.
+    progress: Option<&'a mut dyn FnMut(usize, usize)>,
+}
+
 /// The meta key that records that `assistant.json` was imported.
 const ASSISTANT_IMPORTED: &str = "assistant_json_imported";
 
@@ -87,7 +96,11 @@ impl Memory {
             if path.exists() && memory.store.meta(ASSISTANT_IMPORTED)?.is_none() {
                 let notes = notes::read(path)?;
                 let entries = notes.iter().map(notes::to_entry).collect();
-                memory.write_entries(entries, Some((ASSISTANT_IMPORTED, path)))?;
+                let batch = Batch {
+                    mark: Some((ASSISTANT_IMPORTED, path)),
+                    progress: None,
+                };
+                memory.write_batch(entries, batch)?;
                 tracing::info!(path = %path.display(), count = notes.len(), "imported assistant.json");
             }
         }
@@ -136,18 +149,20 @@ impl Memory {
 
     /// Writes one entry (see [`NewEntry`]).
     pub fn write(&self, entry: NewEntry) -> Result<Written> {
-        let mut written = self.write_entries(vec![entry], None)?;
+        let mut written = self.write_entries(vec![entry])?;
         written
             .pop()
             .ok_or_else(|| MemoryError::Invalid("nothing was written".into()))
     }
 
     /// Writes entries in one transaction: all of them or none.
-    pub fn write_entries(
-        &self,
-        entries: Vec<NewEntry>,
-        mark: Option<(&str, &Path)>,
-    ) -> Result<Vec<Written>> {
+    pub fn write_entries(&self, entries: Vec<NewEntry>) -> Result<Vec<Written>> {
+        self.write_batch(entries, Batch::default())
+    }
+
+    fn write_batch(&self, entries: Vec<NewEntry>, mut batch: Batch<'_>) -> Result<Vec<Written>> {
+        let mark = batch.mark;
+        let total = entries.len();
         for entry in &entries {
             entry.check()?;
         }
@@ -167,6 +182,9 @@ impl Memory {
                 let links = write::plan_links(&index, entry, &scope);
                 written.push(write::insert(tx, &scope, entry, &links)?);
                 index.refresh(tx)?;
+                if let Some(progress) = batch.progress.as_mut() {
+                    progress(written.len(), total);
+                }
             }
             if let Some((key, path)) = mark {
                 tx.execute(
@@ -387,9 +405,17 @@ impl Memory {
         })
     }
 
-    /// Imports notes (assistant.json format) in one transaction.
-    pub fn import_notes(&self, notes: &[Note]) -> Result<Vec<Written>> {
-        self.write_entries(notes.iter().map(notes::to_entry).collect(), None)
+    /// Imports notes (assistant.json format) in one transaction, reporting (done, total).
+    pub fn import_notes(
+        &self,
+        notes: &[Note],
+        progress: &mut dyn FnMut(usize, usize),
+    ) -> Result<Vec<Written>> {
+        let batch = Batch {
+            mark: None,
+            progress: Some(progress),
+        };
+        self.write_batch(notes.iter().map(notes::to_entry).collect(), batch)
     }
 
     /// Reads notes from an assistant.json file.
@@ -502,7 +528,7 @@ mod tests {
         let memory = Memory::in_memory().unwrap();
         let good = NewEntry::new(Kind::Pattern, "a", "b");
         let bad = NewEntry::new(Kind::Pattern, "c", " ");
-        assert!(memory.write_entries(vec![good, bad], None).is_err());
+        assert!(memory.write_entries(vec![good, bad]).is_err());
         assert_eq!(memory.entry_count("").unwrap(), 0);
     }
 }

@@ -268,3 +268,31 @@ fn doctor_reports_a_healthy_home() {
         ]
     );
 }
+
+#[test]
+fn a_long_import_reports_progress_on_stderr_and_keeps_stdout_clean() {
+    let home = TestHome::new();
+    let notes: Vec<Value> = (0..2500)
+        .map(|i| json!({"subject": format!("s{i}"), "body": format!("fact number {i}")}))
+        .collect();
+    let file = home.project.join("many.json");
+    std::fs::write(&file, json!({ "notes": notes }).to_string()).unwrap();
+    let out = home
+        .command(crate::support::CAR)
+        .args(["--json", "memory", "import", file.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(doc["data"]["imported"], 2500);
+    let progress: Vec<Value> = String::from_utf8_lossy(&out.stderr)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(progress.first().unwrap()["done"], 1000);
+    assert_eq!(
+        progress.last().unwrap(),
+        &json!({"type": "progress", "phase": "import", "done": 2500, "total": 2500})
+    );
+    assert_eq!(home.entry_count(), 2500);
+}
