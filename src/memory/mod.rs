@@ -172,6 +172,15 @@ impl Memory {
         // replay while holding it.
         index.refresh(&self.store.conn())?;
         let result = self.tx(|tx| {
+            if let Some((key, _)) = mark {
+                // Another process may have done this one-time write since we looked.
+                let done: Option<String> = tx
+                    .query_row("SELECT value FROM meta WHERE key = ?1", [key], |r| r.get(0))
+                    .optional()?;
+                if done.is_some() {
+                    return Ok(Vec::new());
+                }
+            }
             index.refresh(tx)?;
             let mut written = Vec::with_capacity(entries.len());
             for entry in &entries {

@@ -80,3 +80,25 @@ fn kill_9_during_a_write_storm_loses_no_acknowledged_write() {
     assert!(lost.is_empty(), "acknowledged but lost: {lost:?}");
     assert!(stored.len() >= acknowledged.len());
 }
+
+#[test]
+fn assistant_json_is_imported_once_even_when_servers_start_together() {
+    let home = TestHome::new();
+    std::fs::create_dir_all(home.home.join("memory")).unwrap();
+    let notes: Vec<Value> = (0..50)
+        .map(|i| json!({"subject": format!("k{i}"), "body": format!("knowledge {i}"), "kind": "knowledge"}))
+        .collect();
+    std::fs::write(
+        home.home.join("memory/assistant.json"),
+        json!({ "notes": notes }).to_string(),
+    )
+    .unwrap();
+    let mut servers: Vec<_> = (0..6).map(|_| home.spawn_mcp()).collect();
+    for server in &mut servers {
+        server.initialize();
+    }
+    for server in servers {
+        server.finish();
+    }
+    assert_eq!(home.entry_count(), 50);
+}
