@@ -17,6 +17,7 @@ mod home;
 mod mcp;
 mod memory;
 mod output;
+mod plan;
 mod runtime;
 mod store;
 
@@ -27,6 +28,11 @@ pub use memory::{
     MemoryError, NewEntry, Note, QueryHit, Trigger, Written, OUTDATED_MARK,
 };
 pub use output::{failure as envelope_failure, success as envelope_success};
+pub use plan::{
+    Action, ActionProposal, ActionType, Compensation, Divergence, Equivalence, FailureBehavior,
+    Issue, Operator, Optimized, PlanError, Precondition, Pruned, Reversibility, Severity,
+    Simulation, Skipped, Tier, Verification,
+};
 pub use runtime::{
     AllowAll, BuildError, CallOptions, CallOutcome, Confirmation, Context, DispatchError,
     Dispatcher, Effect, ExecStatus, Face, Idempotence, Parallelism, PolicyGate, PolicyVerdict,

@@ -6,7 +6,7 @@ use std::process::ExitCode;
 use clap::{Args, Subcommand, ValueEnum};
 use serde_json::{json, Map, Value};
 
-use super::{call_tool, finish, open_runtime, Env, Failure};
+use super::{call_tool, finish, open_runtime, read_input, Env, Failure};
 use crate::memory::{effective_budget, ContextMode, ContextRequest, Memory};
 use crate::output::render_human;
 
@@ -203,16 +203,6 @@ fn entry_args(args: &EntryArgs) -> Value {
     }
     scope_args(&mut map, &args.scope);
     Value::Object(map)
-}
-
-fn read_input(path: &PathBuf) -> Result<String, Failure> {
-    if path.as_os_str() == "-" {
-        std::io::read_to_string(std::io::stdin())
-            .map_err(|e| Failure::new("io", format!("cannot read stdin: {e}")))
-    } else {
-        std::fs::read_to_string(path)
-            .map_err(|e| Failure::usage(format!("cannot read {}: {e}", path.display())))
-    }
 }
 
 /// The tool a command calls and its arguments, or None for commands that are not tools.

@@ -4,6 +4,7 @@
 
 mod doctor;
 mod memory;
+mod plan;
 mod tools;
 
 use std::path::PathBuf;
@@ -66,6 +67,9 @@ pub enum Command {
     /// Remember, recall and manage memory (facts, knowledge, procedures, status).
     #[command(subcommand)]
     Memory(memory::MemoryCommand),
+    /// Check, simulate, compare and tidy an action proposal before running it.
+    #[command(subcommand, after_help = plan::group_help())]
+    Plan(plan::PlanCommand),
     /// List the registry's tools or call any of them.
     #[command(subcommand)]
     Tools(tools::ToolsCommand),
@@ -211,6 +215,17 @@ fn resolve(location: &LocationArgs, json: bool) -> Result<Env, Failure> {
     })
 }
 
+/// Reads a file, or stdin when the path is `-`.
+pub(crate) fn read_input(path: &std::path::Path) -> Result<String, Failure> {
+    if path.as_os_str() == "-" {
+        std::io::read_to_string(std::io::stdin())
+            .map_err(|e| Failure::new("io", format!("cannot read stdin: {e}")))
+    } else {
+        std::fs::read_to_string(path)
+            .map_err(|e| Failure::usage(format!("cannot read {}: {e}", path.display())))
+    }
+}
+
 /// Calls a tool through the dispatcher as the CLI face.
 pub(crate) async fn call_tool(
     runtime: &Runtime,
@@ -281,6 +296,7 @@ async fn run(cli: Cli) -> ExitCode {
     };
     match cli.command {
         Command::Memory(command) => memory::run(&env, command).await,
+        Command::Plan(command) => plan::run(&env, command).await,
         Command::Tools(command) => tools::run(&env, command).await,
         Command::Executions(args) => tools::executions(&env, args).await,
         Command::Doctor => doctor::run(&env),
@@ -320,7 +336,7 @@ async fn serve_mcp(env: &Env) -> ExitCode {
 #[command(
     name = "car-mcp",
     version,
-    about = "CAR's MCP server over stdio: memory tools, the car_context prompt and memory resources.",
+    about = "CAR's MCP server over stdio: memory and plan tools, the car_context prompt and memory resources.",
     after_help = "Point an MCP client at this binary, e.g. Claude Code:\n  claude mcp add car -- car-mcp\nEnvironment: CAR_HOME (data directory), CAR_CONFIRM (comma-separated tools the host confirms), RUST_LOG (stderr log level)."
 )]
 pub struct McpCli {

@@ -8,7 +8,7 @@ mod registry;
 mod spec;
 mod tool;
 
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 pub use context::{Context, Face};
 pub use dispatcher::{
@@ -74,7 +74,8 @@ impl Runtime {
     }
 }
 
-/// Assembles a [`Runtime`].
+/// Assembles a [`Runtime`]. Every runtime serves the four plan tools (`verify`, `simulate`,
+/// `equivalent`, `optimize`); with [`RuntimeBuilder::memory`] also the eight memory tools.
 #[derive(Default)]
 pub struct RuntimeBuilder {
     tools: Vec<Tool>,
@@ -120,9 +121,18 @@ impl RuntimeBuilder {
                 registry.register(tool)?;
             }
         }
+        // The plan tools check proposals against the whole registry, including tools
+        // registered after them: they read a catalog of names and compiled input schemas
+        // (no handlers, so no reference cycle) that is filled once the registry is complete.
+        let catalog = Arc::new(OnceLock::new());
+        for tool in crate::plan::tools(catalog.clone()) {
+            registry.register(tool)?;
+        }
         for tool in self.tools {
             registry.register(tool)?;
         }
+        // A fresh OnceLock: this set always succeeds.
+        let _ = catalog.set(crate::plan::ToolCatalog::from_registry(&registry));
         let policy = self.policy.unwrap_or_else(|| Arc::new(AllowAll));
         Ok(Runtime {
             dispatcher: Dispatcher::new(registry, store.clone(), policy),

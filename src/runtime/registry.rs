@@ -9,7 +9,7 @@ use super::tool::Tool;
 /// A registered tool with its compiled input validator.
 pub(crate) struct Entry {
     pub(crate) tool: Tool,
-    pub(crate) validator: jsonschema::Validator,
+    pub(crate) validator: Arc<jsonschema::Validator>,
 }
 
 /// Tools by name, in registration order.
@@ -45,7 +45,10 @@ impl Registry {
             }
         })?;
         self.by_name.insert(name, self.entries.len());
-        self.entries.push(Arc::new(Entry { tool, validator }));
+        self.entries.push(Arc::new(Entry {
+            tool,
+            validator: Arc::new(validator),
+        }));
         Ok(())
     }
 
@@ -56,6 +59,14 @@ impl Registry {
     /// Every declaration, in registration order.
     pub fn specs(&self) -> impl Iterator<Item = &ToolSpec> {
         self.entries.iter().map(|e| &e.tool.spec)
+    }
+
+    /// Each tool's name and compiled input validator, for checks that validate arguments
+    /// without calling (plan `verify`). Shares the validators; holds no handler.
+    pub(crate) fn validators(&self) -> impl Iterator<Item = (&str, &Arc<jsonschema::Validator>)> {
+        self.entries
+            .iter()
+            .map(|e| (e.tool.spec.name.as_str(), &e.validator))
     }
 
     pub fn get(&self, name: &str) -> Option<&ToolSpec> {

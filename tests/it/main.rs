@@ -7,4 +7,5 @@ mod concurrency;
 mod eval;
 mod interop;
 mod mcp;
+mod plan;
 mod support;

@@ -48,7 +48,11 @@ fn tools_list_matches_the_snapshot_in_one_page() {
             "memory_save_procedural",
             "memory_delete",
             "memory_intervene",
-            "memory_evaluate"
+            "memory_evaluate",
+            "verify",
+            "simulate",
+            "equivalent",
+            "optimize"
         ]
     );
     for tool in tools {
@@ -74,7 +78,7 @@ fn tools_list_matches_the_snapshot_in_one_page() {
 }
 
 /// Validates a structured result against the tool's declared output schema.
-fn assert_matches_output_schema(tools: &[Value], name: &str, structured: &Value) {
+pub(crate) fn assert_matches_output_schema(tools: &[Value], name: &str, structured: &Value) {
     let tool = tools.iter().find(|t| t["name"] == name).unwrap();
     let schema = &tool["outputSchema"];
     let validator = jsonschema::validator_for(schema).unwrap();
@@ -464,7 +468,7 @@ fn car_mcp_subcommand_serves_the_same_server() {
             .as_array()
             .unwrap()
             .len(),
-        8
+        12
     );
     mcp.finish();
 }

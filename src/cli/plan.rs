@@ -1,0 +1,304 @@
+//! `car plan verify|simulate|equivalent|optimize`: the plan tools over a proposal read from a
+//! file or stdin (`-`).
+
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use clap::Subcommand;
+use serde_json::{json, Map, Value};
+
+use super::{call_tool, finish, open_runtime, read_input, Env, Failure};
+
+const EXAMPLE: &str = r#"Example proposal (plan.json):
+  {"actions": [
+    {"id": "save", "type": "tool_call", "tool": "memory_add_fact",
+     "parameters": {"subject": "build", "body": "cargo test before pushing"},
+     "expected_effects": {"fact_saved": true}},
+    {"id": "check", "type": "assertion", "state_dependencies": ["fact_saved"],
+     "preconditions": [{"key": "fact_saved", "operator": "eq", "value": true}]}
+  ]}
+Actions: type tool_call | state_write (parameters.key/value) | state_read | assertion;
+dependencies (ids), preconditions (eq neq gt lt gte lte exists not_exists contains),
+expected_effects, state_dependencies (keys read; an earlier writer runs first)."#;
+
+/// The help text after `car plan --help`.
+pub(super) fn group_help() -> String {
+    format!(
+        "{EXAMPLE}\n\nExamples:\n  car plan verify plan.json          # exit 1 when the proposal is invalid\n  car plan simulate plan.json --initial-state '{{\"ready\":true}}'\n  car plan equivalent a.json b.json\n  car plan optimize - < plan.json"
+    )
+}
+
+#[derive(Debug, Subcommand)]
+pub enum PlanCommand {
+    /// Check a proposal (the verify tool): cycles, unknown or duplicate ids, unregistered tools,
+    /// parameters that break a tool's schema, unmet preconditions, unwritten reads, unordered
+    /// writes, repeated calls, size. Exits 1 when the proposal is invalid (any error issue).
+    #[command(after_help = format!("{EXAMPLE}\n\nExamples:\n  car plan verify plan.json\n  cat plan.json | car plan verify - --extra-tool shell --initial-state '{{\"ready\":true}}'\n\nExit status: 0 valid, 1 invalid (any issue with severity error), 2 usage."))]
+    Verify {
+        /// The proposal as JSON, or - for stdin.
+        file: PathBuf,
+        /// More actions than this is an error (1–1000).
+        #[arg(long, default_value_t = 30)]
+        max_actions: u32,
+        /// A tool that exists where the plan will run although this registry lacks it (repeatable).
+        #[arg(long = "extra-tool", value_name = "NAME")]
+        extra_tools: Vec<String>,
+        /// State before the first action: a JSON object, or @FILE.
+        #[arg(long, value_name = "JSON|@FILE")]
+        initial_state: Option<String>,
+    },
+    /// Apply a proposal's declared writes to a state (the simulate tool); actions whose
+    /// preconditions fail are skipped with their dependents.
+    #[command(after_help = format!("{EXAMPLE}\n\nExample:\n  car plan simulate plan.json --initial-state '{{\"ready\":true}}'"))]
+    Simulate {
+        /// The proposal as JSON, or - for stdin.
+        file: PathBuf,
+        /// State before the first action: a JSON object, or @FILE.
+        #[arg(long, value_name = "JSON|@FILE")]
+        initial_state: Option<String>,
+    },
+    /// Compare two proposals on sample states (the equivalent tool). Sampled, not proven.
+    #[command(
+        after_help = "Examples:\n  car plan equivalent a.json b.json\n  car plan equivalent a.json b.json --states states.json   # [{\"x\":1}, {\"x\":2}]\n\nWithout --states the two default states {} and {\"x\":1,\"y\":2} are used."
+    )]
+    Equivalent {
+        /// The first proposal, or - for stdin.
+        a: PathBuf,
+        /// The second proposal, or - for stdin.
+        b: PathBuf,
+        /// A JSON array of 1–256 starting states.
+        #[arg(long, value_name = "FILE")]
+        states: Option<PathBuf>,
+    },
+    /// Drop state_dependencies on keys nothing writes (the optimize tool); never reorders or
+    /// removes actions.
+    #[command(after_help = "Example:\n  car plan optimize plan.json --json | jq .data.proposal")]
+    Optimize {
+        /// The proposal as JSON, or - for stdin.
+        file: PathBuf,
+    },
+}
+
+fn read_json(path: &Path) -> Result<Value, Failure> {
+    let text = read_input(path)?;
+    serde_json::from_str(&text)
+        .map_err(|e| Failure::usage(format!("{} is not JSON: {e}", path.display())))
+}
+
+fn state_arg(text: &str) -> Result<Value, Failure> {
+    let source = match text.strip_prefix('@') {
+        Some(path) => read_input(Path::new(path))?,
+        None => text.to_string(),
+    };
+    match serde_json::from_str(&source) {
+        Ok(Value::Object(map)) => Ok(Value::Object(map)),
+        Ok(_) => Err(Failure::usage("--initial-state must be a JSON object")),
+        Err(e) => Err(Failure::usage(format!("--initial-state is not JSON: {e}"))),
+    }
+}
+
+/// The tool a plan command calls and its arguments.
+fn as_tool_call(command: &PlanCommand) -> Result<(&'static str, Value), Failure> {
+    Ok(match command {
+        PlanCommand::Verify {
+            file,
+            max_actions,
+            extra_tools,
+            initial_state,
+        } => {
+            let mut args = Map::new();
+            args.insert("proposal".into(), read_json(file)?);
+            args.insert("max_actions".into(), json!(max_actions));
+            if !extra_tools.is_empty() {
+                args.insert("extra_tools".into(), json!(extra_tools));
+            }
+            if let Some(state) = initial_state {
+                args.insert("initial_state".into(), state_arg(state)?);
+            }
+            ("verify", Value::Object(args))
+        }
+        PlanCommand::Simulate {
+            file,
+            initial_state,
+        } => {
+            let mut args = Map::new();
+            args.insert("proposal".into(), read_json(file)?);
+            if let Some(state) = initial_state {
+                args.insert("initial_state".into(), state_arg(state)?);
+            }
+            ("simulate", Value::Object(args))
+        }
+        PlanCommand::Equivalent { a, b, states } => {
+            if a.as_os_str() == "-" && b.as_os_str() == "-" {
+                return Err(Failure::usage(
+                    "only one of the two proposals can come from stdin",
+                ));
+            }
+            let mut args = Map::new();
+            args.insert("proposal_a".into(), read_json(a)?);
+            args.insert("proposal_b".into(), read_json(b)?);
+            if let Some(path) = states {
+                args.insert("test_states".into(), read_json(path)?);
+            }
+            ("equivalent", Value::Object(args))
+        }
+        PlanCommand::Optimize { file } => ("optimize", json!({"proposal": read_json(file)?})),
+    })
+}
+
+fn compact(value: &Value) -> String {
+    serde_json::to_string(value).unwrap_or_default()
+}
+
+fn render_verify(data: &Value) -> String {
+    let issues = data["issues"].as_array().cloned().unwrap_or_default();
+    let count = |severity: &str| issues.iter().filter(|i| i["severity"] == severity).count();
+    let (errors, warnings) = (count("error"), count("warning"));
+    let mut out = format!(
+        "{}: {errors} error{}, {warnings} warning{}\n",
+        if data["valid"] == true {
+            "valid"
+        } else {
+            "INVALID"
+        },
+        if errors == 1 { "" } else { "s" },
+        if warnings == 1 { "" } else { "s" },
+    );
+    for issue in &issues {
+        out.push_str(&format!(
+            "  {:<8} {:<12} {} [{}]\n",
+            issue["severity"].as_str().unwrap_or(""),
+            issue["action_id"].as_str().unwrap_or("(proposal)"),
+            issue["message"].as_str().unwrap_or(""),
+            issue["tier"].as_str().unwrap_or(""),
+        ));
+    }
+    out.push_str("execution levels:\n");
+    for (n, level) in data["execution_levels"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .enumerate()
+    {
+        let ids: Vec<&str> = level
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(Value::as_str)
+            .collect();
+        out.push_str(&format!("  {}. {}\n", n + 1, ids.join(", ")));
+    }
+    for conflict in data["conflicts"].as_array().into_iter().flatten() {
+        out.push_str(&format!(
+            "conflict: {} and {} both write '{}' unordered\n",
+            conflict[0].as_str().unwrap_or(""),
+            conflict[1].as_str().unwrap_or(""),
+            conflict[2].as_str().unwrap_or(""),
+        ));
+    }
+    out.push_str(&format!(
+        "simulated state: {}\n",
+        compact(&data["simulated_state"])
+    ));
+    out
+}
+
+fn render_simulate(data: &Value) -> String {
+    let applied: Vec<&str> = data["applied"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(Value::as_str)
+        .collect();
+    let mut out = format!(
+        "applied: {}\n",
+        if applied.is_empty() {
+            "-".to_string()
+        } else {
+            applied.join(", ")
+        }
+    );
+    for skip in data["skipped"].as_array().into_iter().flatten() {
+        out.push_str(&format!(
+            "skipped: {} ({})\n",
+            skip["action_id"].as_str().unwrap_or(""),
+            skip["reason"].as_str().unwrap_or("")
+        ));
+    }
+    out.push_str(&format!("final state: {}\n", compact(&data["final_state"])));
+    out
+}
+
+fn render_equivalent(data: &Value) -> String {
+    let tested = data["states_tested"].as_u64().unwrap_or(0);
+    let defaults = if data["used_default_states"] == true {
+        " (the defaults {} and {\"x\":1,\"y\":2})"
+    } else {
+        ""
+    };
+    if data["equivalent"] == true {
+        return format!("equivalent on {tested} sampled state(s){defaults}; sampled, not proven\n");
+    }
+    let d = &data["divergence"];
+    format!(
+        "NOT equivalent: from state {}, '{}' ends as {} under A and {} under B (state {tested} tested{defaults})\n",
+        compact(&d["state"]),
+        d["key"].as_str().unwrap_or(""),
+        compact(&d["a"]),
+        compact(&d["b"]),
+    )
+}
+
+fn render_optimize(data: &Value) -> String {
+    let mut out = String::new();
+    let pruned = data["pruned"].as_array().cloned().unwrap_or_default();
+    if pruned.is_empty() {
+        out.push_str("nothing to prune\n");
+    }
+    for p in &pruned {
+        let keys: Vec<&str> = p["removed"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(Value::as_str)
+            .collect();
+        out.push_str(&format!(
+            "pruned {}: {}\n",
+            p["action_id"].as_str().unwrap_or(""),
+            keys.join(", ")
+        ));
+    }
+    out.push_str(&serde_json::to_string_pretty(&data["proposal"]).unwrap_or_default());
+    out.push('\n');
+    out
+}
+
+pub async fn run(env: &Env, command: PlanCommand) -> ExitCode {
+    let name = match &command {
+        PlanCommand::Verify { .. } => "plan.verify",
+        PlanCommand::Simulate { .. } => "plan.simulate",
+        PlanCommand::Equivalent { .. } => "plan.equivalent",
+        PlanCommand::Optimize { .. } => "plan.optimize",
+    };
+    let (tool, args) = match as_tool_call(&command) {
+        Ok(call) => call,
+        Err(f) => return finish(env.json, name, Err(f), |_| String::new()),
+    };
+    let runtime = match open_runtime(env) {
+        Ok(r) => r,
+        Err(f) => return finish(env.json, name, Err(f), |_| String::new()),
+    };
+    let result = call_tool(&runtime, tool, args, None).await;
+    let invalid = matches!(&result, Ok(data) if data["valid"] == false);
+    let code = match &command {
+        PlanCommand::Verify { .. } => finish(env.json, name, result, render_verify),
+        PlanCommand::Simulate { .. } => finish(env.json, name, result, render_simulate),
+        PlanCommand::Equivalent { .. } => finish(env.json, name, result, render_equivalent),
+        PlanCommand::Optimize { .. } => finish(env.json, name, result, render_optimize),
+    };
+    if invalid {
+        ExitCode::from(1)
+    } else {
+        code
+    }
+}
