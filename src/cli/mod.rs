@@ -242,6 +242,13 @@ pub(crate) async fn call_tool(
     Ok(outcome.result?)
 }
 
+/// Writes to stdout; a reader that went away (`car … | head`) is not an error worth a panic.
+fn write_stdout(text: &str) {
+    use std::io::Write;
+    let mut out = std::io::stdout().lock();
+    let _ = out.write_all(text.as_bytes()).and_then(|()| out.flush());
+}
+
 /// Prints a command's result and returns its exit code.
 pub(crate) fn finish(
     env_json: bool,
@@ -252,18 +259,18 @@ pub(crate) fn finish(
     match result {
         Ok(data) => {
             if env_json {
-                println!("{}", output::success(command, data));
+                write_stdout(&format!("{}\n", output::success(command, data)));
             } else {
-                print!("{}", human(&data));
+                write_stdout(&human(&data));
             }
             ExitCode::SUCCESS
         }
         Err(failure) => {
             if env_json {
-                println!(
-                    "{}",
+                write_stdout(&format!(
+                    "{}\n",
                     output::failure(command, failure.code, &failure.message)
-                );
+                ));
             } else {
                 eprintln!("error: {}", failure.message);
             }

@@ -21,6 +21,29 @@ const MIGRATIONS: &[(&str, &str)] = &[
 /// How many times a writer retries a locked database before giving up (about 30 s in all).
 const BUSY_ATTEMPTS: i32 = 30_000;
 
+/// Whether an error is SQLite saying another connection holds the lock.
+fn is_busy(err: &rusqlite::Error) -> bool {
+    matches!(
+        err.sqlite_error_code(),
+        Some(rusqlite::ErrorCode::DatabaseBusy | rusqlite::ErrorCode::DatabaseLocked)
+    )
+}
+
+/// Runs `work` again while SQLite reports the database busy without having waited itself
+/// (opening, switching the journal mode), for up to about 30 s.
+fn retry_busy<T>(mut work: impl FnMut() -> rusqlite::Result<T>) -> rusqlite::Result<T> {
+    let mut attempt = 0;
+    loop {
+        match work() {
+            Err(err) if is_busy(&err) && attempt < BUSY_ATTEMPTS / 10 => {
+                attempt += 1;
+                std::thread::sleep(Duration::from_millis(10));
+            }
+            other => return other,
+        }
+    }
+}
+
 /// Waits briefly and says whether to retry. SQLite's default handler backs off to 100 ms
 /// sleeps, which leaves the lock idle while writers queue; short steady waits keep it busy.
 fn busy_wait(attempt: i32) -> bool {
@@ -93,8 +116,7 @@ impl Store {
         let mut conn = Connection::open_with_flags(path, flags).map_err(open_err)?;
         conn.busy_handler(Some(busy_wait)).map_err(open_err)?;
         // Refuse a newer schema before anything (even the journal mode) touches the file.
-        let found: i64 = conn
-            .query_row("PRAGMA user_version", [], |r| r.get(0))
+        let found: i64 = retry_busy(|| conn.query_row("PRAGMA user_version", [], |r| r.get(0)))
             .map_err(open_err)?;
         if found > MIGRATIONS.len() as i64 {
             return Err(StoreError::NewerSchema {
@@ -105,9 +127,17 @@ impl Store {
         }
         // WAL lets readers run beside one writer; NORMAL sync in WAL survives a killed process
         // (a commit is in the WAL before it is acknowledged); only power loss can drop the
-        // newest transactions.
-        conn.pragma_update(None, "journal_mode", "WAL")
+        // newest transactions. Only the first opener switches the mode; the switch needs the
+        // file to itself, and SQLite answers "locked" to the others without waiting, so they
+        // retry.
+        let mode: String = retry_busy(|| conn.query_row("PRAGMA journal_mode", [], |r| r.get(0)))
             .map_err(open_err)?;
+        if !mode.eq_ignore_ascii_case("wal") {
+            retry_busy(|| {
+                conn.query_row("PRAGMA journal_mode = WAL", [], |r| r.get::<_, String>(0))
+            })
+            .map_err(open_err)?;
+        }
         conn.pragma_update(None, "synchronous", "NORMAL")
             .map_err(open_err)?;
         conn.pragma_update(None, "foreign_keys", "ON")
@@ -116,7 +146,12 @@ impl Store {
             conn: Mutex::new(conn),
             path: Some(path.to_path_buf()),
         };
-        store.migrate()?;
+        retry_busy(|| match store.migrate() {
+            Err(StoreError::Sqlite(e)) => Err(e),
+            Err(StoreError::Migration { source, .. }) if is_busy(&source) => Err(source),
+            other => Ok(other),
+        })
+        .map_err(open_err)??;
         Ok(store)
     }
 
