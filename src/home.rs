@@ -67,6 +67,11 @@ impl Home {
         self.root.join("car.db")
     }
 
+    /// User-wide policy rules (`*.toml`), read before the project's `.car/policies`.
+    pub fn policies_dir(&self) -> PathBuf {
+        self.root.join("policies")
+    }
+
     /// The compatibility notes file, imported once and exportable.
     pub fn assistant_json(&self) -> PathBuf {
         self.root.join("memory").join("assistant.json")

@@ -18,6 +18,7 @@ mod mcp;
 mod memory;
 mod output;
 mod plan;
+mod policy;
 mod runtime;
 mod store;
 
@@ -32,6 +33,10 @@ pub use plan::{
     Action, ActionProposal, ActionType, Compensation, Divergence, Equivalence, FailureBehavior,
     Issue, Operator, Optimized, PlanError, Precondition, Pruned, Reversibility, Severity,
     Simulation, Skipped, Tier, Verification,
+};
+pub use policy::{
+    Admission, Basis, Decision, Evaluation, Finding, LoadFailure, PolicyEngine,
+    Severity as FindingSeverity, Source as FindingSource,
 };
 pub use runtime::{
     AllowAll, BuildError, CallOptions, CallOutcome, Confirmation, Context, DispatchError,

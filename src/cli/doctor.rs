@@ -90,6 +90,8 @@ pub fn run(env: &Env) -> ExitCode {
             "none (nothing to import)".to_string()
         },
     ));
+    let (policies_ok, policies) = super::policy::doctor_check(env);
+    checks.push(check("policies", policies_ok, policies));
     checks.push(check(
         "project",
         true,

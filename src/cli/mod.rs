@@ -5,6 +5,7 @@
 mod doctor;
 mod memory;
 mod plan;
+mod policy;
 mod tools;
 
 use std::path::PathBuf;
@@ -18,6 +19,7 @@ use crate::home::{self, Home};
 use crate::mcp::McpServer;
 use crate::memory::Memory;
 use crate::output;
+use crate::policy::PolicyEngine;
 use crate::runtime::{CallOptions, Context, DispatchError, Face, Runtime, ToolError};
 use crate::store::Store;
 
@@ -27,6 +29,7 @@ Examples:
   car memory query \"how do we build?\"
   car memory context \"fix the payout scheduler\"
   car tools list
+  car policy check Bash --params '{\"command\":\"nc -l 9\"}'
   car mcp                      # serve MCP over stdio (same as car-mcp)
 
 Data lives in CAR_HOME (default ~/.car): car.db holds memory and the execution log.";
@@ -70,6 +73,11 @@ pub enum Command {
     /// Check, simulate, compare and tidy an action proposal before running it.
     #[command(subcommand, after_help = plan::group_help())]
     Plan(plan::PlanCommand),
+    /// Check calls against the policy rules, list them and lint rule files.
+    #[command(subcommand)]
+    Policy(policy::PolicyCommand),
+    /// Claude Code PreToolUse hook: reads the hook payload on stdin, prints a deny decision or nothing, always exits 0.
+    PolicyCheckHook,
     /// List the registry's tools or call any of them.
     #[command(subcommand)]
     Tools(tools::ToolsCommand),
@@ -181,7 +189,8 @@ pub fn init_logging() {
         .try_init();
 }
 
-/// Opens the store and memory of a project and builds the runtime over them.
+/// Opens the store and memory of a project and builds the runtime over them, behind the
+/// policy engine of `<CAR_HOME>/policies` and `<project>/.car/policies` (loaded once).
 pub(crate) fn open_runtime(env: &Env) -> Result<Runtime, Failure> {
     let store = Arc::new(Store::open(&env.home.db_path())?);
     let memory = Memory::open(
@@ -189,8 +198,13 @@ pub(crate) fn open_runtime(env: &Env) -> Result<Runtime, Failure> {
         Some(&env.project_root),
         Some(&env.home.assistant_json()),
     )?;
+    let policy = PolicyEngine::load(&env.home.policies_dir(), &env.project_root);
+    if let Some(failure) = &policy.rules().failure {
+        tracing::warn!("policy rules did not load, every call will be denied: {failure}");
+    }
     Runtime::builder()
         .memory(Arc::new(memory))
+        .policy_engine(Arc::new(policy))
         .build()
         .map_err(|e| Failure::new("build", e.to_string()))
 }
@@ -283,6 +297,10 @@ pub(crate) fn finish(
 pub fn main() -> ExitCode {
     let cli = Cli::parse();
     init_logging();
+    if let Command::PolicyCheckHook = cli.command {
+        // Run on every tool call of Claude Code: no async runtime, no database.
+        return policy::hook(&cli.global.location);
+    }
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -304,6 +322,8 @@ async fn run(cli: Cli) -> ExitCode {
     match cli.command {
         Command::Memory(command) => memory::run(&env, command).await,
         Command::Plan(command) => plan::run(&env, command).await,
+        Command::Policy(command) => policy::run(&env, command).await,
+        Command::PolicyCheckHook => policy::hook(&cli.global.location),
         Command::Tools(command) => tools::run(&env, command).await,
         Command::Executions(args) => tools::executions(&env, args).await,
         Command::Doctor => doctor::run(&env),

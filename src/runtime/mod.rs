@@ -75,12 +75,14 @@ impl Runtime {
 }
 
 /// Assembles a [`Runtime`]. Every runtime serves the four plan tools (`verify`, `simulate`,
-/// `equivalent`, `optimize`); with [`RuntimeBuilder::memory`] also the eight memory tools.
+/// `equivalent`, `optimize`); with [`RuntimeBuilder::memory`] also the eight memory tools; with
+/// [`RuntimeBuilder::policy_engine`] also `policy_check`.
 #[derive(Default)]
 pub struct RuntimeBuilder {
     tools: Vec<Tool>,
     store: Option<Arc<Store>>,
     policy: Option<Arc<dyn PolicyGate>>,
+    policy_engine: Option<Arc<crate::policy::PolicyEngine>>,
     memory: Option<Arc<Memory>>,
 }
 
@@ -97,9 +99,18 @@ impl RuntimeBuilder {
         self
     }
 
-    /// The policy gate every call passes (default: [`AllowAll`]).
+    /// The policy gate every call passes (default: [`AllowAll`]). A custom gate serves no
+    /// `policy_check`; see [`RuntimeBuilder::policy_engine`].
     pub fn policy(mut self, policy: Arc<dyn PolicyGate>) -> Self {
         self.policy = Some(policy);
+        self.policy_engine = None;
+        self
+    }
+
+    /// Uses this policy engine as the gate and serves `policy_check`, which evaluates it.
+    pub fn policy_engine(mut self, engine: Arc<crate::policy::PolicyEngine>) -> Self {
+        self.policy = Some(engine.clone());
+        self.policy_engine = Some(engine);
         self
     }
 
@@ -127,6 +138,9 @@ impl RuntimeBuilder {
         let catalog = Arc::new(OnceLock::new());
         for tool in crate::plan::tools(catalog.clone()) {
             registry.register(tool)?;
+        }
+        if let Some(engine) = &self.policy_engine {
+            registry.register(crate::policy::tool(engine.clone()))?;
         }
         for tool in self.tools {
             registry.register(tool)?;

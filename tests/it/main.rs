@@ -8,4 +8,5 @@ mod eval;
 mod interop;
 mod mcp;
 mod plan;
+mod policy;
 mod support;

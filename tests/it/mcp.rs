@@ -52,7 +52,8 @@ fn tools_list_matches_the_snapshot_in_one_page() {
             "verify",
             "simulate",
             "equivalent",
-            "optimize"
+            "optimize",
+            "policy_check"
         ]
     );
     for tool in tools {
@@ -468,7 +469,7 @@ fn car_mcp_subcommand_serves_the_same_server() {
             .as_array()
             .unwrap()
             .len(),
-        12
+        13
     );
     mcp.finish();
 }

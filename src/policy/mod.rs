@@ -1,0 +1,93 @@
+//! Policies: rule files (`<CAR_HOME>/policies/*.toml`, then `<project>/.car/policies/*.toml`,
+//! never a parent's), the engine that evaluates a call against them and the egress guard, the
+//! dispatcher's gate built on that engine, the `policy_check` tool, and the adapter that lets
+//! Claude Code's PreToolUse hook ask the same engine (`car policy-check-hook`).
+//!
+//! Every rule can only narrow: a call is allowed unless some finding denies it. Findings are
+//! all collected, never short-circuited, and a reason never echoes the value that matched.
+//! Rate limits are sliding windows kept per process (per `car-mcp` session, per `car` command;
+//! the hook starts a new process per call, so a rate limit there never trips).
+
+mod egress;
+mod engine;
+pub(crate) mod hook;
+pub(crate) mod rules;
+mod tools;
+
+use serde::Serialize;
+
+pub use engine::{Admission, PolicyEngine};
+pub use rules::LoadFailure;
+pub(crate) use tools::tool;
+
+/// The outcome of one evaluation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Decision {
+    Allow,
+    Deny,
+}
+
+/// Why the decision is what it is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Basis {
+    /// At least one finding denies (a rule or the egress guard).
+    DeniedByRule,
+    /// Rules are loaded and the call cleared them.
+    PassedRules,
+    /// No rule is loaded: an allow with nothing behind it (the egress guard still ran).
+    NoRulesConfigured,
+    /// A rule file did not load: every call is denied.
+    PolicyLoadFailed,
+}
+
+/// Who produced a finding.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub enum Source {
+    #[serde(rename = "policy_rules")]
+    PolicyRules,
+    #[serde(rename = "inspector:egress")]
+    Egress,
+}
+
+/// Whether a finding blocks the call or only warns.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Severity {
+    Deny,
+    Warn,
+}
+
+/// One rule's or inspector's verdict on a call.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Finding {
+    pub source: Source,
+    /// The rule's name, e.g. `deny_tool:deploy`, `egress:raw_socket`.
+    pub rule: String,
+    pub severity: Severity,
+    pub reason: String,
+}
+
+/// The `policy_check` result: the decision, its basis and every finding.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Evaluation {
+    pub decision: Decision,
+    pub basis: Basis,
+    pub tool: String,
+    pub findings: Vec<Finding>,
+    pub rules_loaded: usize,
+    pub policy_sources: Vec<rules::Source>,
+}
+
+impl Evaluation {
+    /// The denying findings as one line: `rule (reason); …`.
+    pub fn deny_reason(&self) -> String {
+        self.findings
+            .iter()
+            .filter(|f| f.severity == Severity::Deny)
+            .map(|f| format!("{} ({})", f.rule, f.reason))
+            .collect::<Vec<_>>()
+            .join("; ")
+    }
+}

@@ -1,0 +1,483 @@
+//! Rule files: the TOML format, where the files are read from, and loading them into a
+//! [`RuleSet`]. Loading never half-succeeds: a file that does not parse, or a regex that does not
+//! compile, makes the whole set a [`LoadFailure`] naming the file and line, and the engine then
+//! denies every call.
+
+use std::path::{Path, PathBuf};
+
+use serde::Deserialize;
+use serde_json::Value;
+
+/// One rule file as written. Unknown keys are refused so a typo cannot silently disable a rule.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RuleFile {
+    #[serde(default)]
+    deny_tool: Vec<String>,
+    #[serde(default)]
+    deny_keyword: Vec<String>,
+    #[serde(default)]
+    deny_connector: Vec<String>,
+    #[serde(default)]
+    deny_tool_param: Vec<DenyToolParamRow>,
+    #[serde(default)]
+    allow_tool_param: Vec<AllowToolParamRow>,
+    #[serde(default)]
+    deny_tool_param_matching: Vec<MatchingRow>,
+    #[serde(default)]
+    rate_limit_tool: Vec<RateLimitRow>,
+    #[serde(default)]
+    require_state: Vec<RequireStateRow>,
+    #[serde(default)]
+    egress: Option<EgressRow>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct DenyToolParamRow {
+    tool: String,
+    param: String,
+    equals: Option<toml::Value>,
+    contains: Option<String>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct AllowToolParamRow {
+    tool: String,
+    param: String,
+    allow: Vec<String>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct MatchingRow {
+    tool: String,
+    param: String,
+    matches: toml::Spanned<String>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RateLimitRow {
+    tool: String,
+    max_calls: u32,
+    interval_secs: u64,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RequireStateRow {
+    key: String,
+    value: toml::Value,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct EgressRow {
+    #[serde(default)]
+    allow_hosts: Vec<String>,
+    #[serde(default)]
+    strict: bool,
+}
+
+/// What a rule checks. Every variant narrows: a rule can deny a call, never allow one.
+#[derive(Debug, Clone)]
+pub enum RuleKind {
+    /// Denies the tool by exact name.
+    DenyTool { tool: String },
+    /// Denies any call one of whose string-coerced parameter values contains the keyword
+    /// (case-sensitive).
+    DenyKeyword { keyword: String },
+    /// Denies every tool of a connector: `mcp_<slug>_*` (CAR) and `mcp__<slug>__*` (Claude Code).
+    DenyConnector { slug: String },
+    /// Denies when the param is present and matches `equals` (exact JSON) and/or `contains`
+    /// (substring of the stringified value); neither set means "present".
+    DenyToolParam {
+        tool: String,
+        param: String,
+        equals: Option<Value>,
+        contains: Option<String>,
+    },
+    /// The only allowlist: the param must be present and exactly one of `allow`.
+    AllowToolParam {
+        tool: String,
+        param: String,
+        allow: Vec<String>,
+    },
+    /// Denies when the stringified param matches the (unanchored) regex.
+    DenyToolParamMatching {
+        tool: String,
+        param: String,
+        regex: regex::Regex,
+    },
+    /// At most `max_calls` admitted calls of the tool in any `interval_secs` window.
+    RateLimitTool {
+        tool: String,
+        max_calls: u32,
+        interval_secs: u64,
+    },
+    /// Denies unless the call's state has `key` equal to `value`.
+    RequireState { key: String, value: Value },
+}
+
+/// A rule and the file it came from.
+#[derive(Debug, Clone)]
+pub struct Rule {
+    pub kind: RuleKind,
+    pub file: PathBuf,
+}
+
+impl Rule {
+    /// The rule's name in findings, e.g. `deny_tool:deploy` (never a matched value).
+    pub fn name(&self) -> String {
+        match &self.kind {
+            RuleKind::DenyTool { tool } => format!("deny_tool:{tool}"),
+            RuleKind::DenyKeyword { keyword } => format!("deny_keyword:{keyword}"),
+            RuleKind::DenyConnector { slug } => format!("deny_connector:{slug}"),
+            RuleKind::DenyToolParam { tool, param, .. } => {
+                format!("deny_tool_param:{tool}.{param}")
+            }
+            RuleKind::AllowToolParam { tool, param, .. } => {
+                format!("allow_tool_param:{tool}.{param}")
+            }
+            RuleKind::DenyToolParamMatching { tool, param, .. } => {
+                format!("deny_tool_param_matching:{tool}.{param}")
+            }
+            RuleKind::RateLimitTool { tool, .. } => format!("rate_limit_tool:{tool}"),
+            RuleKind::RequireState { key, .. } => format!("require_state:{key}"),
+        }
+    }
+}
+
+/// The egress guard's configuration, merged from every file's `[egress]` table.
+#[derive(Debug, Clone, Default)]
+pub struct EgressConfig {
+    /// Hosts added to the default allowlist (a host matches itself and its subdomains).
+    pub allow_hosts: Vec<String>,
+    /// Warnings become denials when any file sets `strict = true`.
+    pub strict: bool,
+}
+
+/// One directory rules are read from, as reported in `policy_sources`.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct Source {
+    pub path: PathBuf,
+    pub exists: bool,
+    pub rules: usize,
+}
+
+/// A file that could not be loaded, with the 1-based line when one is known.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{}{}: {message}", file.display(), line.map(|l| format!(":{l}")).unwrap_or_default())]
+pub struct LoadFailure {
+    pub file: PathBuf,
+    pub line: Option<usize>,
+    pub message: String,
+}
+
+/// Every rule of every source, merged in order, or the first failure.
+#[derive(Debug, Clone)]
+pub struct RuleSet {
+    pub rules: Vec<Rule>,
+    pub egress: EgressConfig,
+    pub sources: Vec<Source>,
+    pub failure: Option<LoadFailure>,
+}
+
+/// The directories rules are read from, in order: `<CAR_HOME>/policies`, then
+/// `<project>/.car/policies` (never a parent's).
+pub fn rule_dirs(home_policies: &Path, project: &Path) -> Vec<PathBuf> {
+    vec![
+        home_policies.to_path_buf(),
+        project.join(".car").join("policies"),
+    ]
+}
+
+/// Loads every `*.toml` of each directory, sorted by file name, merged in directory order.
+pub fn load(dirs: &[PathBuf]) -> RuleSet {
+    let mut set = RuleSet {
+        rules: Vec::new(),
+        egress: EgressConfig::default(),
+        sources: Vec::new(),
+        failure: None,
+    };
+    for dir in dirs {
+        let files = match toml_files(dir) {
+            Ok(files) => files,
+            Err(failure) => {
+                set.sources.push(Source {
+                    path: dir.clone(),
+                    exists: dir.exists(),
+                    rules: 0,
+                });
+                set.failure.get_or_insert(failure);
+                continue;
+            }
+        };
+        let before = set.rules.len();
+        for file in &files {
+            let parsed = std::fs::read_to_string(file)
+                .map_err(|e| LoadFailure {
+                    file: file.clone(),
+                    line: None,
+                    message: format!("cannot read: {e}"),
+                })
+                .and_then(|text| parse(file, &text));
+            match parsed {
+                Ok((rules, egress)) => {
+                    set.rules.extend(rules);
+                    if let Some(egress) = egress {
+                        set.egress.allow_hosts.extend(egress.allow_hosts);
+                        set.egress.strict |= egress.strict;
+                    }
+                }
+                Err(failure) => {
+                    set.failure.get_or_insert(failure);
+                }
+            }
+        }
+        set.sources.push(Source {
+            path: dir.clone(),
+            exists: dir.is_dir(),
+            rules: set.rules.len() - before,
+        });
+    }
+    set
+}
+
+/// The `*.toml` files of a directory, sorted by name; a missing directory has none.
+pub fn toml_files(dir: &Path) -> Result<Vec<PathBuf>, LoadFailure> {
+    let entries = match std::fs::read_dir(dir) {
+        Ok(entries) => entries,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(e) => {
+            return Err(LoadFailure {
+                file: dir.to_path_buf(),
+                line: None,
+                message: format!("cannot list the directory: {e}"),
+            })
+        }
+    };
+    let mut files: Vec<PathBuf> = entries
+        .filter_map(|entry| entry.ok().map(|e| e.path()))
+        .filter(|path| path.extension().is_some_and(|ext| ext == "toml") && path.is_file())
+        .collect();
+    files.sort();
+    Ok(files)
+}
+
+fn line_of(text: &str, offset: usize) -> usize {
+    text.as_bytes()[..offset.min(text.len())]
+        .iter()
+        .filter(|b| **b == b'\n')
+        .count()
+        + 1
+}
+
+fn to_json(value: toml::Value) -> Value {
+    match value {
+        toml::Value::String(s) => Value::String(s),
+        toml::Value::Integer(i) => Value::from(i),
+        toml::Value::Float(f) => serde_json::Number::from_f64(f).map_or(Value::Null, Value::Number),
+        toml::Value::Boolean(b) => Value::Bool(b),
+        toml::Value::Datetime(d) => Value::String(d.to_string()),
+        toml::Value::Array(items) => Value::Array(items.into_iter().map(to_json).collect()),
+        toml::Value::Table(table) => {
+            Value::Object(table.into_iter().map(|(k, v)| (k, to_json(v))).collect())
+        }
+    }
+}
+
+/// Parses one file's text into rules (and its `[egress]` table), compiling every regex.
+pub fn parse(file: &Path, text: &str) -> Result<(Vec<Rule>, Option<EgressConfig>), LoadFailure> {
+    let fail = |line: Option<usize>, message: String| LoadFailure {
+        file: file.to_path_buf(),
+        line,
+        message,
+    };
+    let parsed: RuleFile = toml::from_str(text).map_err(|e| {
+        fail(
+            e.span().map(|span| line_of(text, span.start)),
+            e.message().trim().to_string(),
+        )
+    })?;
+    let mut kinds = Vec::new();
+    kinds.extend(
+        parsed
+            .deny_tool
+            .into_iter()
+            .map(|tool| RuleKind::DenyTool { tool }),
+    );
+    kinds.extend(
+        parsed
+            .deny_keyword
+            .into_iter()
+            .map(|keyword| RuleKind::DenyKeyword { keyword }),
+    );
+    kinds.extend(
+        parsed
+            .deny_connector
+            .into_iter()
+            .map(|slug| RuleKind::DenyConnector { slug }),
+    );
+    kinds.extend(
+        parsed
+            .deny_tool_param
+            .into_iter()
+            .map(|row| RuleKind::DenyToolParam {
+                tool: row.tool,
+                param: row.param,
+                equals: row.equals.map(to_json),
+                contains: row.contains,
+            }),
+    );
+    kinds.extend(
+        parsed
+            .allow_tool_param
+            .into_iter()
+            .map(|row| RuleKind::AllowToolParam {
+                tool: row.tool,
+                param: row.param,
+                allow: row.allow,
+            }),
+    );
+    for row in parsed.deny_tool_param_matching {
+        let line = line_of(text, row.matches.span().start);
+        let regex = regex::Regex::new(row.matches.get_ref()).map_err(|e| {
+            fail(
+                Some(line),
+                format!(
+                    "the regex of deny_tool_param_matching {}.{} does not compile: {}",
+                    row.tool,
+                    row.param,
+                    e.to_string().lines().last().unwrap_or("invalid regex")
+                ),
+            )
+        })?;
+        kinds.push(RuleKind::DenyToolParamMatching {
+            tool: row.tool,
+            param: row.param,
+            regex,
+        });
+    }
+    kinds.extend(
+        parsed
+            .rate_limit_tool
+            .into_iter()
+            .map(|row| RuleKind::RateLimitTool {
+                tool: row.tool,
+                max_calls: row.max_calls,
+                interval_secs: row.interval_secs,
+            }),
+    );
+    kinds.extend(
+        parsed
+            .require_state
+            .into_iter()
+            .map(|row| RuleKind::RequireState {
+                key: row.key,
+                value: to_json(row.value),
+            }),
+    );
+    let rules = kinds
+        .into_iter()
+        .map(|kind| Rule {
+            kind,
+            file: file.to_path_buf(),
+        })
+        .collect();
+    let egress = parsed.egress.map(|row| EgressConfig {
+        allow_hosts: row.allow_hosts,
+        strict: row.strict,
+    });
+    Ok((rules, egress))
+}
+
+/// Parent directories of the project whose `.car/policies` exist but do not apply (rules are
+/// never walked up). CAR_HOME's own `policies` is not one of them.
+pub fn ignored_parent_dirs(project: &Path, home_policies: &Path) -> Vec<PathBuf> {
+    project
+        .ancestors()
+        .skip(1)
+        .map(|dir| dir.join(".car").join("policies"))
+        .filter(|dir| dir.is_dir() && dir != home_policies)
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_malformed_file_names_the_file_and_line() {
+        let err = parse(
+            Path::new("x.toml"),
+            "deny_tool = [\"a\"]\n\ndeny_keyword = [1\n",
+        )
+        .unwrap_err();
+        assert_eq!(err.file, Path::new("x.toml"));
+        assert_eq!(err.line, Some(3), "{err}");
+    }
+
+    #[test]
+    fn an_uncompilable_regex_names_the_file_and_line() {
+        let text = "deny_tool = []\n[[deny_tool_param_matching]]\ntool = \"t\"\nparam = \"p\"\nmatches = \"(unclosed\"\n";
+        let err = parse(Path::new("r.toml"), text).unwrap_err();
+        assert_eq!(err.line, Some(5), "{err}");
+        assert!(err.message.contains("does not compile"), "{err}");
+    }
+
+    #[test]
+    fn an_unknown_key_is_refused() {
+        let err = parse(Path::new("k.toml"), "deny_tools = [\"a\"]\n").unwrap_err();
+        assert_eq!(err.line, Some(1));
+    }
+
+    #[test]
+    fn files_merge_in_name_order_home_first() {
+        let tmp = tempfile::tempdir().unwrap();
+        let home = tmp.path().join("home");
+        let project = tmp.path().join("project");
+        std::fs::create_dir_all(&home).unwrap();
+        std::fs::create_dir_all(project.join(".car/policies")).unwrap();
+        std::fs::write(home.join("b.toml"), "deny_tool = [\"home_b\"]").unwrap();
+        std::fs::write(home.join("a.toml"), "deny_tool = [\"home_a\"]").unwrap();
+        std::fs::write(home.join("notes.txt"), "deny_tool = [\"ignored\"]").unwrap();
+        std::fs::write(
+            project.join(".car/policies/a.toml"),
+            "deny_tool = [\"project_a\"]",
+        )
+        .unwrap();
+        let set = load(&rule_dirs(&home, &project));
+        let names: Vec<String> = set.rules.iter().map(Rule::name).collect();
+        assert_eq!(
+            names,
+            [
+                "deny_tool:home_a",
+                "deny_tool:home_b",
+                "deny_tool:project_a"
+            ]
+        );
+        assert_eq!(set.sources[0].rules, 2);
+        assert_eq!(set.sources[1].rules, 1);
+        assert!(set.failure.is_none());
+    }
+
+    #[test]
+    fn parent_rules_are_reported_not_applied() {
+        let tmp = tempfile::tempdir().unwrap();
+        let parent = tmp.path();
+        let project = parent.join("sub");
+        std::fs::create_dir_all(parent.join(".car/policies")).unwrap();
+        std::fs::write(parent.join(".car/policies/p.toml"), "deny_tool = [\"x\"]").unwrap();
+        std::fs::create_dir_all(&project).unwrap();
+        let home = tmp.path().join("home");
+        let set = load(&rule_dirs(&home, &project));
+        assert!(set.rules.is_empty());
+        assert_eq!(
+            ignored_parent_dirs(&project, &home),
+            [parent.join(".car/policies")]
+        );
+    }
+}
