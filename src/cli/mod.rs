@@ -363,7 +363,7 @@ async fn serve_mcp(env: &Env) -> ExitCode {
 #[command(
     name = "car-mcp",
     version,
-    about = "CAR's MCP server over stdio: memory and plan tools, the car_context prompt and memory resources.",
+    about = "CAR's MCP server over stdio: memory, plan and policy_check tools behind the policy gate, the car_context prompt and memory resources.",
     after_help = "Point an MCP client at this binary, e.g. Claude Code:\n  claude mcp add car -- car-mcp\nEnvironment: CAR_HOME (data directory), CAR_CONFIRM (comma-separated tools the host confirms), RUST_LOG (stderr log level)."
 )]
 pub struct McpCli {

@@ -15,11 +15,12 @@ fn write_rules(project: &Path, name: &str, text: &str) {
     std::fs::write(dir.join(name), text).unwrap();
 }
 
-/// Runs the hook with `payload` on stdin.
+/// Runs the hook with `payload` on stdin, logging at debug (logs must stay off stdout).
 fn hook(home: &TestHome, payload: &[u8]) -> Output {
     let mut child = home
         .command(CAR)
         .arg("policy-check-hook")
+        .env("RUST_LOG", "debug")
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -271,4 +272,29 @@ fn the_hook_fails_open_on_garbage_and_closed_on_a_broken_policy_file() {
         .as_str()
         .unwrap();
     assert!(reason.contains("broken.toml:1"), "{reason}");
+}
+
+#[test]
+fn policy_check_answers_non_ascii_names_and_megabyte_params() {
+    let home = TestHome::new();
+    write_rules(&home.project, "k.toml", "deny_keyword = [\"DROP TABLE\"]\n");
+    let mut mcp = home.spawn_mcp();
+    mcp.initialize();
+    let name = "outil_é→工具";
+    let big = format!("{}DROP TABLE users", "é".repeat(500 * 1024));
+    let checked = mcp.call_ok("policy_check", json!({"tool": name, "params": {"q": big}}));
+    assert_eq!(checked["tool"], name);
+    assert_eq!(
+        checked["findings"],
+        json!([{"source": "policy_rules", "rule": "deny_keyword:DROP TABLE", "severity": "deny",
+                "reason": "a parameter contains a denied keyword"}])
+    );
+    let too_big = mcp.call(
+        "policy_check",
+        json!({"tool": name, "params": {"q": "x".repeat(1024 * 1024 + 1)}}),
+    );
+    assert_eq!(too_big["_meta"]["car/error"]["code"], "invalid_arguments");
+    let empty = mcp.call("policy_check", json!({"tool": ""}));
+    assert_eq!(empty["_meta"]["car/error"]["code"], "invalid_arguments");
+    mcp.finish();
 }
