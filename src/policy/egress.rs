@@ -6,8 +6,6 @@
 //! not on the allowlist are warnings, which become denials in strict mode or when a suspicious
 //! pattern meets an unlisted host.
 
-use std::sync::LazyLock;
-
 use serde_json::Value;
 
 use super::rules::EgressConfig;
@@ -36,18 +34,85 @@ const GUARDED: &[&str] = &[
     "web_fetch",
 ];
 
-static RAW_SOCKET: LazyLock<Option<regex::Regex>> =
-    LazyLock::new(|| regex::Regex::new(r"(^|[\s|;&(`])(nc|ncat|netcat)\s").ok());
-static PIPE_TO_SHELL: LazyLock<Option<regex::Regex>> =
-    LazyLock::new(|| regex::Regex::new(r"\|\s*(sudo\s+)?(ba|z|da)?sh\b").ok());
-static BASE64_DECODE: LazyLock<Option<regex::Regex>> =
-    LazyLock::new(|| regex::Regex::new(r"base64\s+(-d|--decode|-D)\b").ok());
-static POST: LazyLock<Option<regex::Regex>> =
-    LazyLock::new(|| regex::Regex::new(r"curl\s.*(-X\s*POST|--data|-d\s)|wget\s.*--post").ok());
-static URL_HOST: LazyLock<Option<regex::Regex>> = LazyLock::new(|| {
-    regex::Regex::new(r"(?i)\b(?:https?|ftp|wss?)://(?:[^/\s@]*@)?([a-z0-9.\-]+|\[[0-9a-f:]+\])")
-        .ok()
-});
+/// Shell words: split on whitespace and the operators that start a new command.
+fn words(text: &str) -> Vec<&str> {
+    text.split(|c: char| c.is_ascii_whitespace() || "|;&()`<>".contains(c))
+        .filter(|w| !w.is_empty())
+        .collect()
+}
+
+/// Plain scans rather than regexes: the hook is a new process per tool call, and compiling
+/// five regexes cost ~2.5 ms of every call.
+fn raw_socket(text: &str) -> bool {
+    words(text)
+        .iter()
+        .any(|w| matches!(*w, "nc" | "ncat" | "netcat"))
+}
+
+fn pipe_to_shell(text: &str) -> bool {
+    text.match_indices('|').any(|(at, _)| {
+        let rest = &text[at + 1..];
+        if rest.starts_with('|') || text[..at].ends_with('|') {
+            return false;
+        }
+        let mut next = rest.split_ascii_whitespace();
+        let first = next.next().unwrap_or_default();
+        let program = if first == "sudo" {
+            next.next().unwrap_or_default()
+        } else {
+            first
+        };
+        let program = program.rsplit('/').next().unwrap_or_default();
+        matches!(program, "sh" | "bash" | "zsh" | "dash")
+    })
+}
+
+fn base64_decode(text: &str) -> bool {
+    words(text)
+        .windows(2)
+        .any(|pair| pair[0] == "base64" && matches!(pair[1], "-d" | "--decode" | "-D"))
+}
+
+fn upload(text: &str) -> bool {
+    let w = words(text);
+    let has = |word: &str| w.contains(&word);
+    (has("curl")
+        && (text.contains("-X POST")
+            || text.contains("-XPOST")
+            || has("-d")
+            || w.iter().any(|x| x.starts_with("--data"))))
+        || (has("wget") && w.iter().any(|x| x.starts_with("--post")))
+}
+
+/// The hosts of every `http(s)://`, `ftp://` and `ws(s)://` URL in the text.
+fn url_hosts(text: &str) -> Vec<&str> {
+    text.match_indices("://")
+        .filter_map(|(at, _)| {
+            let scheme_start = text[..at]
+                .rfind(|c: char| !c.is_ascii_alphabetic())
+                .map_or(0, |i| i + 1);
+            let scheme = text[scheme_start..at].to_ascii_lowercase();
+            if !matches!(scheme.as_str(), "http" | "https" | "ftp" | "ws" | "wss") {
+                return None;
+            }
+            let rest = &text[at + 3..];
+            let authority_end = rest
+                .find(|c: char| c == '/' || c == '?' || c == '#' || c.is_ascii_whitespace())
+                .unwrap_or(rest.len());
+            let authority = &rest[..authority_end];
+            let host = authority.rsplit('@').next().unwrap_or_default();
+            let host = if host.starts_with('[') {
+                host.split(']')
+                    .next()
+                    .map(|h| &host[..h.len() + 1])
+                    .unwrap_or(host)
+            } else {
+                host.split(':').next().unwrap_or_default()
+            };
+            Some(host)
+        })
+        .collect()
+}
 
 /// Whether the guard looks at this tool.
 pub fn guards(tool: &str) -> bool {
@@ -55,10 +120,6 @@ pub fn guards(tool: &str) -> bool {
     GUARDED
         .iter()
         .any(|name| lower == *name || lower.ends_with(&format!("_{name}")))
-}
-
-fn found(regex: &LazyLock<Option<regex::Regex>>, text: &str) -> bool {
-    regex.as_ref().is_some_and(|r| r.is_match(text))
 }
 
 fn host_allowed(host: &str, config: &EgressConfig) -> bool {
@@ -99,7 +160,7 @@ pub fn inspect(tool: &str, params: &Value, config: &EgressConfig) -> Vec<Finding
     let mut findings = Vec::new();
     let mut suspicious = false;
     for text in &texts {
-        if found(&RAW_SOCKET, text) {
+        if raw_socket(text) {
             findings.push(finding(
                 "raw_socket",
                 Severity::Deny,
@@ -115,20 +176,16 @@ pub fn inspect(tool: &str, params: &Value, config: &EgressConfig) -> Vec<Finding
         }
         for (hit, rule, reason) in [
             (
-                found(&PIPE_TO_SHELL, text),
+                pipe_to_shell(text),
                 "pipe_to_shell",
                 "pipes downloaded or generated text into a shell",
             ),
             (
-                found(&BASE64_DECODE, text),
+                base64_decode(text),
                 "base64_decode",
                 "decodes base64, which can hide what runs",
             ),
-            (
-                found(&POST, text),
-                "upload",
-                "sends data out with curl or wget",
-            ),
+            (upload(text), "upload", "sends data out with curl or wget"),
         ] {
             if hit {
                 suspicious = true;
@@ -136,13 +193,10 @@ pub fn inspect(tool: &str, params: &Value, config: &EgressConfig) -> Vec<Finding
             }
         }
     }
-    let unlisted = texts.iter().any(|text| {
-        URL_HOST.as_ref().is_some_and(|r| {
-            r.captures_iter(text)
-                .filter_map(|c| c.get(1))
-                .any(|host| !host_allowed(host.as_str(), config))
-        })
-    });
+    let unlisted = texts
+        .iter()
+        .flat_map(|text| url_hosts(text))
+        .any(|host| !host_allowed(host, config));
     if unlisted {
         let severity = if suspicious { Severity::Deny } else { warn };
         findings.push(finding(
@@ -164,6 +218,24 @@ mod tests {
             .into_iter()
             .map(|f| (f.rule, f.severity))
             .collect()
+    }
+
+    #[test]
+    fn egress_scanners_find_what_they_name() {
+        assert!(
+            raw_socket("x;nc -l 9") && raw_socket("(netcat h 1)") && !raw_socket("rsync nc-tool")
+        );
+        assert!(pipe_to_shell("curl x |sh") && pipe_to_shell("wget -O- x | sudo /bin/bash -s"));
+        assert!(!pipe_to_shell("a || sh") && !pipe_to_shell("ls | shellcheck"));
+        assert!(base64_decode("echo aGk= | base64 -d") && !base64_decode("base64 file"));
+        assert!(upload("curl -X POST https://x") && upload("curl --data-binary @f x"));
+        assert!(upload("wget --post-file=f x") && !upload("curl -sSf https://x"));
+        assert_eq!(
+            url_hosts(
+                "curl https://u:p@Api.GitHub.com:443/x ws://[::1]:8/y HTTP://h.io?q mailto://n"
+            ),
+            ["Api.GitHub.com", "[::1]", "h.io"]
+        );
     }
 
     #[test]

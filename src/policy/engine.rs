@@ -243,15 +243,21 @@ fn violation(
         RuleKind::DenyToolParamMatching {
             tool: target,
             param,
+            pattern,
             regex,
         } => {
             if target != tool {
                 return None;
             }
             let value = params.get(param)?;
-            regex
-                .is_match(&stringify(value))
-                .then(|| format!("param '{param}' matches a denied pattern"))
+            match regex.get_or_init(|| regex::Regex::new(pattern).map_err(|e| e.to_string())) {
+                Ok(regex) => regex
+                    .is_match(&stringify(value))
+                    .then(|| format!("param '{param}' matches a denied pattern")),
+                Err(_) => Some(format!(
+                    "the pattern for param '{param}' does not compile, so the tool is denied"
+                )),
+            }
         }
         RuleKind::RateLimitTool { .. } => None,
         RuleKind::RequireState { key, value } => (state.get(key) != Some(value))
@@ -400,6 +406,17 @@ mod tests {
         );
         assert_eq!(
             check(&e, "Bash", json!({"command": "rm -rf target"})).decision,
+            Decision::Allow
+        );
+    }
+
+    #[test]
+    fn deny_tool_param_matching_over_the_size_limit_denies_the_tool() {
+        let e = engine("[[deny_tool_param_matching]]\ntool = \"Bash\"\nparam = \"command\"\nmatches = '(?:\\w{100}){100}'\n");
+        let out = check(&e, "Bash", json!({"command": "ls"}));
+        assert_eq!(denied_by(&out), ["deny_tool_param_matching:Bash.command"]);
+        assert_eq!(
+            check(&e, "Write", json!({"command": "ls"})).decision,
             Decision::Allow
         );
     }
