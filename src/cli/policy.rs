@@ -26,7 +26,7 @@ pub enum PolicyCommand {
     },
     /// Show where rules are read from and every loaded rule.
     List,
-    /// Parse the rule files (default: the ones that apply here) and compile their regexes; exit 1 on any error.
+    /// Parse the rule files (default: the ones that apply here) and check their regexes; exit 1 on any error.
     Lint {
         /// Rule files to check instead of the ones that apply here.
         files: Vec<PathBuf>,
