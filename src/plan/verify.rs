@@ -58,7 +58,7 @@ pub struct Verification {
 /// The input schemas of every registered tool, compiled once by the registry.
 #[derive(Clone, Default)]
 pub struct ToolCatalog {
-    validators: HashMap<String, Arc<jsonschema::Validator>>,
+    validators: HashMap<String, Arc<crate::runtime::LazyValidator>>,
 }
 
 impl ToolCatalog {
@@ -191,17 +191,7 @@ pub fn verify(
         match catalog.validators.get(tool) {
             Some(validator) => {
                 let params = Value::Object(action.parameters.clone());
-                let problems: Vec<String> = validator
-                    .iter_errors(&params)
-                    .map(|e| {
-                        let at = e.instance_path().to_string();
-                        if at.is_empty() {
-                            e.to_string()
-                        } else {
-                            format!("{at}: {e}")
-                        }
-                    })
-                    .collect();
+                let problems = validator.problems(&params);
                 if !problems.is_empty() {
                     found.error(
                         &action.id,

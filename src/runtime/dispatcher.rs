@@ -193,18 +193,7 @@ impl Dispatcher {
             args
         };
         check_string_sizes(&args, "")?;
-        let problems: Vec<String> = entry
-            .validator
-            .iter_errors(&args)
-            .map(|e| {
-                let at = e.instance_path().to_string();
-                if at.is_empty() {
-                    e.to_string()
-                } else {
-                    format!("{at}: {e}")
-                }
-            })
-            .collect();
+        let problems = entry.validator.problems(&args);
         if !problems.is_empty() {
             return Err(ToolError::InvalidArguments(problems.join("; ")));
         }

@@ -16,6 +16,7 @@ pub use dispatcher::{
     MAX_STRING_BYTES,
 };
 pub use executions::ExecStatus;
+pub(crate) use registry::LazyValidator;
 pub use registry::{Registry, RegistryError};
 pub use spec::{Confirmation, Effect, Idempotence, Parallelism, ToolSpec};
 pub use tool::{Tool, ToolCall, ToolError};
@@ -153,5 +154,29 @@ impl RuntimeBuilder {
             store,
             memory: self.memory,
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_built_in_tool_schema_compiles() {
+        let dir = tempfile::tempdir().unwrap();
+        let engine = crate::policy::PolicyEngine::load(&dir.path().join("home"), dir.path());
+        let runtime = Runtime::builder()
+            .memory(Arc::new(Memory::in_memory().unwrap()))
+            .policy_engine(Arc::new(engine))
+            .build()
+            .unwrap();
+        let names: Vec<&str> = runtime.registry().validators().map(|(n, _)| n).collect();
+        assert_eq!(names.len(), 13, "{names:?}");
+        for (name, validator) in runtime.registry().validators() {
+            assert!(
+                validator.compiles(),
+                "{name}'s input schema does not compile"
+            );
+        }
     }
 }

@@ -1,15 +1,65 @@
-//! The one registry of tools that every face serves, with each input schema compiled once.
+//! The one registry of tools that every face serves, with each input schema compiled once, on
+//! its tool's first call (compiling them all at start-up cost a few milliseconds per process).
 
 use std::collections::HashMap;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
+
+use serde_json::Value;
 
 use super::spec::ToolSpec;
 use super::tool::Tool;
 
-/// A registered tool with its compiled input validator.
+/// An input schema, compiled when first needed.
+pub(crate) struct LazyValidator {
+    schema: Value,
+    compiled: OnceLock<Result<jsonschema::Validator, String>>,
+}
+
+impl LazyValidator {
+    fn new(schema: Value) -> LazyValidator {
+        LazyValidator {
+            schema,
+            compiled: OnceLock::new(),
+        }
+    }
+
+    fn compiled(&self) -> &Result<jsonschema::Validator, String> {
+        self.compiled
+            .get_or_init(|| jsonschema::validator_for(&self.schema).map_err(|e| e.to_string()))
+    }
+
+    /// Whether the schema compiles (CAR's own tools are checked by a test).
+    #[cfg(test)]
+    pub(crate) fn compiles(&self) -> bool {
+        self.compiled().is_ok()
+    }
+
+    /// Every way `value` breaks the schema, each prefixed with where (`/field: …`); a schema
+    /// that does not compile is itself the one problem.
+    pub(crate) fn problems(&self, value: &Value) -> Vec<String> {
+        match self.compiled() {
+            Ok(validator) => validator
+                .iter_errors(value)
+                .map(|e| {
+                    let at = e.instance_path().to_string();
+                    if at.is_empty() {
+                        e.to_string()
+                    } else {
+                        format!("{at}: {e}")
+                    }
+                })
+                .collect(),
+            Err(message) => vec![format!(
+                "the tool's input schema does not compile: {message}"
+            )],
+        }
+    }
+}
+
+/// A registered tool with its input validator.
 pub(crate) struct Entry {
     pub(crate) tool: Tool,
-    pub(crate) validator: Arc<jsonschema::Validator>,
+    pub(crate) validator: Arc<LazyValidator>,
 }
 
 /// Tools by name, in registration order.
@@ -23,8 +73,6 @@ pub struct Registry {
 pub enum RegistryError {
     #[error("tool '{0}' is registered twice")]
     Duplicate(String),
-    #[error("tool '{name}' has an invalid input schema: {message}")]
-    BadSchema { name: String, message: String },
     #[error("tool '{0}' must have an object input schema (\"type\": \"object\")")]
     NotObject(String),
 }
@@ -38,17 +86,9 @@ impl Registry {
         if tool.spec.input_schema.get("type").and_then(|t| t.as_str()) != Some("object") {
             return Err(RegistryError::NotObject(name));
         }
-        let validator = jsonschema::validator_for(&tool.spec.input_schema).map_err(|e| {
-            RegistryError::BadSchema {
-                name: name.clone(),
-                message: e.to_string(),
-            }
-        })?;
+        let validator = Arc::new(LazyValidator::new(tool.spec.input_schema.clone()));
         self.by_name.insert(name, self.entries.len());
-        self.entries.push(Arc::new(Entry {
-            tool,
-            validator: Arc::new(validator),
-        }));
+        self.entries.push(Arc::new(Entry { tool, validator }));
         Ok(())
     }
 
@@ -63,7 +103,7 @@ impl Registry {
 
     /// Each tool's name and compiled input validator, for checks that validate arguments
     /// without calling (plan `verify`). Shares the validators; holds no handler.
-    pub(crate) fn validators(&self) -> impl Iterator<Item = (&str, &Arc<jsonschema::Validator>)> {
+    pub(crate) fn validators(&self) -> impl Iterator<Item = (&str, &Arc<LazyValidator>)> {
         self.entries
             .iter()
             .map(|e| (e.tool.spec.name.as_str(), &e.validator))
