@@ -7,7 +7,10 @@ use serde_json::{json, Value};
 use super::proactive::{EvaluationCase, InterveneRequest};
 use super::write::NewEntry;
 use super::{Kind, Memory, MemoryError};
-use crate::runtime::{Effect, Idempotence, Tool, ToolCall, ToolError, ToolSpec};
+use crate::runtime::{
+    arg_string as string, arg_strings as strings, Effect, Idempotence, Tool, ToolCall, ToolError,
+    ToolSpec,
+};
 
 impl From<MemoryError> for ToolError {
     fn from(err: MemoryError) -> Self {
@@ -16,23 +19,6 @@ impl From<MemoryError> for ToolError {
             MemoryError::Store(_) | MemoryError::File { .. } => ToolError::Failed(err.to_string()),
         }
     }
-}
-
-fn string(args: &Value, key: &str) -> Option<String> {
-    args.get(key).and_then(Value::as_str).map(str::to_string)
-}
-
-fn strings(args: &Value, key: &str) -> Vec<String> {
-    args.get(key)
-        .and_then(Value::as_array)
-        .map(|items| {
-            items
-                .iter()
-                .filter_map(Value::as_str)
-                .map(str::to_string)
-                .collect()
-        })
-        .unwrap_or_default()
 }
 
 fn tenant(args: &Value) -> String {

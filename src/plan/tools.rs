@@ -141,17 +141,7 @@ pub(crate) fn tools(catalog: Arc<OnceLock<ToolCatalog>>) -> Vec<Tool> {
                     .get("max_actions")
                     .and_then(Value::as_u64)
                     .map_or(DEFAULT_MAX_ACTIONS, |n| n as usize),
-                extra_tools: args
-                    .get("extra_tools")
-                    .and_then(Value::as_array)
-                    .map(|items| {
-                        items
-                            .iter()
-                            .filter_map(Value::as_str)
-                            .map(str::to_string)
-                            .collect()
-                    })
-                    .unwrap_or_default(),
+                extra_tools: crate::runtime::arg_strings(args, "extra_tools"),
                 initial_state: state_arg(args, "initial_state"),
             };
             let catalog = catalog.get().ok_or(PlanError::CatalogNotReady)?;

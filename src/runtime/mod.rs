@@ -19,6 +19,7 @@ pub use executions::ExecStatus;
 pub(crate) use registry::LazyValidator;
 pub use registry::{Registry, RegistryError};
 pub use spec::{Confirmation, Effect, Idempotence, Parallelism, ToolSpec};
+pub(crate) use tool::{arg_string, arg_strings};
 pub use tool::{Tool, ToolCall, ToolError};
 
 use crate::memory::Memory;

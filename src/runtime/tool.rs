@@ -112,3 +112,22 @@ impl Tool {
         &self.spec
     }
 }
+
+/// A string argument, if present.
+pub(crate) fn arg_string(args: &Value, key: &str) -> Option<String> {
+    args.get(key).and_then(Value::as_str).map(str::to_string)
+}
+
+/// A list-of-strings argument (non-strings skipped); empty when absent.
+pub(crate) fn arg_strings(args: &Value, key: &str) -> Vec<String> {
+    args.get(key)
+        .and_then(Value::as_array)
+        .map(|items| {
+            items
+                .iter()
+                .filter_map(Value::as_str)
+                .map(str::to_string)
+                .collect()
+        })
+        .unwrap_or_default()
+}
