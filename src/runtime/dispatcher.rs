@@ -110,20 +110,17 @@ impl Dispatcher {
         // The idempotency claim comes first so a replay costs nothing else.
         let keyed = match (&options.request_id, spec.idempotence) {
             (Some(request_id), Idempotence::NotIdempotent) => {
-                let key = executions::idem_key(name, request_id);
-                let abandoned_before =
-                    store::now_minus(spec.timeout + std::time::Duration::from_secs(60));
-                match self
-                    .claim(
-                        &execution_id,
-                        name,
-                        request_id,
-                        &key,
-                        face,
-                        &abandoned_before,
-                    )
-                    .await?
-                {
+                let call = executions::KeyedCall {
+                    id: execution_id.clone(),
+                    tool: name.to_string(),
+                    request_id: request_id.clone(),
+                    key: executions::idem_key(name, request_id),
+                    face: face.to_string(),
+                    abandoned_before: store::now_minus(
+                        spec.timeout + std::time::Duration::from_secs(60),
+                    ),
+                };
+                match self.claim(call).await? {
                     Claim::Fresh => true,
                     Claim::Replay(recorded) => {
                         let result = match (recorded.status, recorded.result) {
@@ -159,17 +156,21 @@ impl Dispatcher {
         };
         let error_text = result.as_ref().err().map(ToString::to_string);
         let done = Finished {
-            id: &execution_id,
-            tool: name,
-            request_id: options.request_id.as_deref(),
-            face,
-            started_at: &started_at,
+            id: execution_id.clone(),
+            tool: name.to_string(),
+            request_id: options.request_id.clone(),
+            face: face.to_string(),
+            started_at,
             status,
             duration_ms: started.elapsed().as_millis() as u64,
-            error: error_text.as_deref(),
-            result: if keyed { result.as_ref().ok() } else { None },
+            error: error_text,
+            result: if keyed {
+                result.as_ref().ok().cloned()
+            } else {
+                None
+            },
         };
-        self.record(&done, keyed).await?;
+        self.record(done, keyed).await?;
         Ok(CallOutcome {
             execution_id,
             status,
@@ -229,68 +230,19 @@ impl Dispatcher {
         }
     }
 
-    async fn claim(
-        &self,
-        id: &str,
-        tool: &str,
-        request_id: &str,
-        key: &str,
-        face: &str,
-        abandoned_before: &str,
-    ) -> Result<Claim, DispatchError> {
+    async fn claim(&self, call: executions::KeyedCall) -> Result<Claim, DispatchError> {
         let store = self.store.clone();
-        let owned: [String; 6] =
-            [id, tool, request_id, key, face, abandoned_before].map(str::to_string);
-        blocking(move || {
-            let [id, tool, request_id, key, face, abandoned_before] = &owned;
-            executions::claim(
-                &store,
-                &executions::KeyedCall {
-                    id,
-                    tool,
-                    request_id,
-                    key,
-                    face,
-                    abandoned_before,
-                },
-            )
-        })
-        .await
+        blocking(move || executions::claim(&store, &call)).await
     }
 
-    async fn record(&self, done: &Finished<'_>, keyed: bool) -> Result<(), DispatchError> {
+    async fn record(&self, done: Finished, keyed: bool) -> Result<(), DispatchError> {
         // A keyed call that did not complete gives its key back so the client can retry.
         let release = keyed && matches!(done.status, ExecStatus::Cancelled | ExecStatus::Timeout);
         let store = self.store.clone();
-        let id = done.id.to_string();
-        let owned = (
-            done.tool.to_string(),
-            done.request_id.map(str::to_string),
-            done.face.to_string(),
-            done.started_at.to_string(),
-            done.status,
-            done.duration_ms,
-            done.error.map(str::to_string),
-            done.result.cloned(),
-        );
         blocking(move || {
-            let (tool, request_id, face, started_at, status, duration_ms, error, result) = owned;
-            executions::finish(
-                &store,
-                &Finished {
-                    id: &id,
-                    tool: &tool,
-                    request_id: request_id.as_deref(),
-                    face: &face,
-                    started_at: &started_at,
-                    status,
-                    duration_ms,
-                    error: error.as_deref(),
-                    result: result.as_ref(),
-                },
-            )?;
+            executions::finish(&store, &done)?;
             if release {
-                executions::release(&store, &id)?;
+                executions::release(&store, &done.id)?;
             }
             Ok(())
         })

@@ -64,18 +64,18 @@ pub fn idem_key(tool: &str, request_id: &str) -> String {
 }
 
 /// A new call that wants to own an idempotency key.
-pub struct KeyedCall<'a> {
-    pub id: &'a str,
-    pub tool: &'a str,
-    pub request_id: &'a str,
-    pub key: &'a str,
-    pub face: &'a str,
+pub struct KeyedCall {
+    pub id: String,
+    pub tool: String,
+    pub request_id: String,
+    pub key: String,
+    pub face: String,
     /// A `running` owner that started before this is taken to be gone (its process died).
-    pub abandoned_before: &'a str,
+    pub abandoned_before: String,
 }
 
 /// Inserts a `running` row that owns the key, or returns the call that already owns it.
-pub fn claim(store: &Store, call: &KeyedCall<'_>) -> store::Result<Claim> {
+pub fn claim(store: &Store, call: &KeyedCall) -> store::Result<Claim> {
     let KeyedCall {
         id,
         tool,
@@ -83,7 +83,7 @@ pub fn claim(store: &Store, call: &KeyedCall<'_>) -> store::Result<Claim> {
         key,
         face,
         abandoned_before,
-    } = *call;
+    } = call;
     store.write(|tx| {
         let existing = tx
             .query_row(
@@ -107,7 +107,7 @@ pub fn claim(store: &Store, call: &KeyedCall<'_>) -> store::Result<Claim> {
         match existing {
             Some((found, started_at))
                 if found.status == ExecStatus::Running
-                    && started_at.as_str() < abandoned_before =>
+                    && started_at.as_str() < abandoned_before.as_str() =>
             {
                 tx.execute(
                     "UPDATE executions SET status = 'error', idem_key = NULL,
@@ -137,22 +137,22 @@ pub fn release(store: &Store, id: &str) -> store::Result<()> {
 }
 
 /// The outcome of one finished call, to record.
-pub struct Finished<'a> {
-    pub id: &'a str,
-    pub tool: &'a str,
-    pub request_id: Option<&'a str>,
-    pub face: &'a str,
-    pub started_at: &'a str,
+pub struct Finished {
+    pub id: String,
+    pub tool: String,
+    pub request_id: Option<String>,
+    pub face: String,
+    pub started_at: String,
     pub status: ExecStatus,
     pub duration_ms: u64,
-    pub error: Option<&'a str>,
+    pub error: Option<String>,
     /// Kept only for keyed calls, to replay.
-    pub result: Option<&'a Value>,
+    pub result: Option<Value>,
 }
 
 /// Records a finished call: updates the keyed row, or inserts the row of an unkeyed call.
-pub fn finish(store: &Store, done: &Finished<'_>) -> store::Result<()> {
-    let result_text = done.result.map(Value::to_string);
+pub fn finish(store: &Store, done: &Finished) -> store::Result<()> {
+    let result_text = done.result.as_ref().map(Value::to_string);
     store.write(|tx| {
         tx.execute(
             "INSERT INTO executions(id, tool, status, request_id, face, started_at, duration_ms, error, result)
@@ -202,14 +202,14 @@ pub fn recent(store: &Store, tool: Option<&str>, limit: usize) -> store::Result<
 mod tests {
     use super::*;
 
-    fn keyed<'a>(id: &'a str, abandoned_before: &'a str) -> KeyedCall<'a> {
+    fn keyed(id: &str, abandoned_before: &str) -> KeyedCall {
         KeyedCall {
-            id,
-            tool: "t",
-            request_id: "r",
-            key: "t\u{1f}r",
-            face: "cli",
-            abandoned_before,
+            id: id.into(),
+            tool: "t".into(),
+            request_id: "r".into(),
+            key: "t\u{1f}r".into(),
+            face: "cli".into(),
+            abandoned_before: abandoned_before.into(),
         }
     }
 
