@@ -20,6 +20,7 @@ mod output;
 mod plan;
 mod policy;
 mod runtime;
+mod skills;
 mod store;
 
 pub use home::{confirm_grants_from_env, env, project_root, Home, HomeError};
@@ -42,5 +43,10 @@ pub use runtime::{
     AllowAll, BuildError, CallOptions, CallOutcome, Confirmation, Context, DispatchError,
     Dispatcher, Effect, ExecStatus, Face, Idempotence, Parallelism, PolicyGate, PolicyVerdict,
     Registry, Runtime, RuntimeBuilder, Tool, ToolCall, ToolError, ToolSpec, MAX_STRING_BYTES,
+};
+pub use skills::{
+    Change as SkillChange, FindQuery as SkillQuery, Ingested as SkillIngested, Match as SkillMatch,
+    NewSkill, Outcome as SkillOutcome, Ranked as RankedSkill, Skill, SkillError, SkillFile, Skills,
+    Stats as SkillStats,
 };
 pub use store::{Store, StoreError};

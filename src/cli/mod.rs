@@ -6,6 +6,7 @@ mod doctor;
 mod memory;
 mod plan;
 mod policy;
+mod skill;
 mod tools;
 
 use std::path::PathBuf;
@@ -73,6 +74,9 @@ pub enum Command {
     /// Check, simulate, compare and tidy an action proposal before running it.
     #[command(subcommand, after_help = plan::group_help())]
     Plan(plan::PlanCommand),
+    /// Save, find and judge reusable skills; share them as .car/skills/*.json.
+    #[command(subcommand)]
+    Skill(skill::SkillCommand),
     /// Check calls against the policy rules, list them and lint rule files.
     #[command(subcommand)]
     Policy(policy::PolicyCommand),
@@ -202,7 +206,9 @@ pub(crate) fn open_runtime(env: &Env) -> Result<Runtime, Failure> {
     if let Some(failure) = &policy.rules().failure {
         tracing::warn!("policy rules did not load, every call will be denied: {failure}");
     }
+    let skills = crate::skills::Skills::new(memory.store().clone());
     Runtime::builder()
+        .skills(Arc::new(skills))
         .memory(Arc::new(memory))
         .policy_engine(Arc::new(policy))
         .build()
@@ -322,6 +328,7 @@ async fn run(cli: Cli) -> ExitCode {
     match cli.command {
         Command::Memory(command) => memory::run(&env, command).await,
         Command::Plan(command) => plan::run(&env, command).await,
+        Command::Skill(command) => skill::run(&env, command).await,
         Command::Policy(command) => policy::run(&env, command).await,
         Command::PolicyCheckHook => policy::hook(&cli.global.location),
         Command::Tools(command) => tools::run(&env, command).await,
@@ -363,7 +370,7 @@ async fn serve_mcp(env: &Env) -> ExitCode {
 #[command(
     name = "car-mcp",
     version,
-    about = "CAR's MCP server over stdio: memory, plan and policy_check tools behind the policy gate, the car_context prompt and memory resources.",
+    about = "CAR's MCP server over stdio: memory, skill, plan and policy_check tools behind the policy gate, the car_context prompt and memory resources.",
     after_help = "Point an MCP client at this binary, e.g. Claude Code:\n  claude mcp add car -- car-mcp\nEnvironment: CAR_HOME (data directory), CAR_CONFIRM (comma-separated tools the host confirms), RUST_LOG (stderr log level)."
 )]
 pub struct McpCli {

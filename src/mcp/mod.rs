@@ -1,5 +1,6 @@
 //! The MCP face: an rmcp `ServerHandler` over the runtime's registry — tools with their hints,
-//! the `car_context` prompt, and `car://memory/fact/{id}` resources — served over stdio.
+//! the `car_context` prompt, and `car://memory/fact/{id}` and `car://memory/skill/{name}` resources
+//! — served over stdio.
 #![deny(clippy::print_stdout, clippy::print_stderr)]
 
 mod stdio;
@@ -29,6 +30,7 @@ const PROTOCOL_VERSIONS: &[ProtocolVersion] = &[
     ProtocolVersion::V_2025_11_25,
 ];
 const FACT_URI: &str = "car://memory/fact/";
+const SKILL_URI: &str = "car://memory/skill/";
 const RESOURCES_PER_PAGE: usize = 100;
 
 /// Why serving stopped.
@@ -92,6 +94,55 @@ impl McpServer {
             .cloned()
             .ok_or_else(|| McpError::invalid_params("this server has no memory", None))
     }
+
+    /// `car://memory/skill/{name}`: the active skill as JSON.
+    async fn read_skill(&self, uri: &str, name: &str) -> Result<ReadResourceResponse, McpError> {
+        let skills =
+            self.runtime.skills().cloned().ok_or_else(|| {
+                McpError::resource_not_found("this server has no skill store", None)
+            })?;
+        // A name in a URI may be percent-encoded (spaces, slashes).
+        let name = percent_decode(name);
+        let wanted = name.clone();
+        let skill = tokio::task::spawn_blocking(move || skills.get(&wanted))
+            .await
+            .map_err(|e| McpError::internal_error(e.to_string(), None))?
+            .map_err(|e| McpError::internal_error(e.to_string(), None))?
+            .ok_or_else(|| {
+                McpError::resource_not_found(format!("no active skill '{name}'"), None)
+            })?;
+        let text = serde_json::to_string_pretty(&crate::skills::tools::skill_json(&skill))
+            .map_err(|e| McpError::internal_error(e.to_string(), None))?;
+        let result: ReadResourceResult = from_json(json!({"contents": [{
+            "uri": uri, "mimeType": "application/json", "text": text
+        }]}))?;
+        Ok(ReadResourceResponse::Complete(result))
+    }
+}
+
+/// Decodes `%XX` escapes (invalid ones stay as they are).
+fn percent_decode(text: &str) -> String {
+    let bytes = text.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        let hex = |b: u8| (b as char).to_digit(16);
+        match (
+            bytes[i],
+            bytes.get(i + 1).copied().and_then(hex),
+            bytes.get(i + 2).copied().and_then(hex),
+        ) {
+            (b'%', Some(hi), Some(lo)) => {
+                out.push((hi * 16 + lo) as u8);
+                i += 3;
+            }
+            (b, _, _) => {
+                out.push(b);
+                i += 1;
+            }
+        }
+    }
+    String::from_utf8_lossy(&out).into_owned()
 }
 
 fn from_json<T: serde::de::DeserializeOwned>(value: Value) -> Result<T, McpError> {
@@ -333,13 +384,23 @@ impl ServerHandler for McpServer {
         _request: Option<PaginatedRequestParams>,
         _context: RequestContext<RoleServer>,
     ) -> Result<ListResourceTemplatesResult, McpError> {
-        from_json(json!({"resourceTemplates": [{
+        let mut templates = vec![json!({
             "uriTemplate": format!("{FACT_URI}{{id}}"),
             "name": "memory-fact",
             "title": "A remembered entry",
             "description": "One memory entry by id (as returned by memory_query).",
             "mimeType": "text/plain"
-        }]}))
+        })];
+        if self.runtime.skills().is_some() {
+            templates.push(json!({
+                "uriTemplate": format!("{SKILL_URI}{{name}}"),
+                "name": "skill",
+                "title": "A saved skill",
+                "description": "One active skill by name (as returned by skill_find or skill_list), with its code and record.",
+                "mimeType": "application/json"
+            }));
+        }
+        from_json(json!({ "resourceTemplates": templates }))
     }
 
     async fn read_resource(
@@ -348,9 +409,12 @@ impl ServerHandler for McpServer {
         _context: RequestContext<RoleServer>,
     ) -> Result<ReadResourceResponse, McpError> {
         let uri = request.uri.clone();
+        if let Some(name) = uri.strip_prefix(SKILL_URI) {
+            return self.read_skill(&uri, name).await;
+        }
         let Some(id) = uri.strip_prefix(FACT_URI).filter(|id| !id.is_empty()) else {
             return Err(McpError::resource_not_found(
-                format!("no resource at {uri}; memory entries are at {FACT_URI}{{id}}"),
+                format!("no resource at {uri}; memory entries are at {FACT_URI}{{id}}, skills at {SKILL_URI}{{name}}"),
                 None,
             ));
         };

@@ -9,7 +9,7 @@ mod model;
 mod notes;
 mod proactive;
 mod retrieve;
-mod text;
+pub(crate) mod text;
 mod tools;
 mod write;
 

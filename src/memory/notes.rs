@@ -70,14 +70,9 @@ pub fn write(path: &Path, notes: &[Note]) -> Result<()> {
         path: path.display().to_string(),
         message: e.to_string(),
     };
-    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-        std::fs::create_dir_all(dir).map_err(err)?;
-    }
     let text = serde_json::to_string_pretty(&FileOut { version: 1, notes })
         .map_err(|e| err(std::io::Error::other(e)))?;
-    let tmp = path.with_extension("json.tmp");
-    std::fs::write(&tmp, text + "\n").map_err(err)?;
-    std::fs::rename(&tmp, path).map_err(err)
+    crate::home::write_atomic(path, (text + "\n").as_bytes()).map_err(err)
 }
 
 /// The CAR kind and scope of a note kind (assistant vocabulary or CAR's own).

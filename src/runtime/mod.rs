@@ -40,6 +40,7 @@ pub struct Runtime {
     dispatcher: Dispatcher,
     store: Arc<Store>,
     memory: Option<Arc<Memory>>,
+    skills: Option<Arc<crate::skills::Skills>>,
 }
 
 impl Runtime {
@@ -64,6 +65,11 @@ impl Runtime {
         self.memory.as_ref()
     }
 
+    /// The skill store, when the runtime serves the skill tools.
+    pub fn skills(&self) -> Option<&Arc<crate::skills::Skills>> {
+        self.skills.as_ref()
+    }
+
     /// Dispatches one call (see [`Dispatcher::call`]).
     pub async fn call(
         &self,
@@ -78,7 +84,8 @@ impl Runtime {
 
 /// Assembles a [`Runtime`]. Every runtime serves the four plan tools (`verify`, `simulate`,
 /// `equivalent`, `optimize`); with [`RuntimeBuilder::memory`] also the eight memory tools; with
-/// [`RuntimeBuilder::policy_engine`] also `policy_check`.
+/// [`RuntimeBuilder::policy_engine`] also `policy_check`; with [`RuntimeBuilder::skills`] also
+/// the four skill tools.
 #[derive(Default)]
 pub struct RuntimeBuilder {
     tools: Vec<Tool>,
@@ -86,6 +93,7 @@ pub struct RuntimeBuilder {
     policy: Option<Arc<dyn PolicyGate>>,
     policy_engine: Option<Arc<crate::policy::PolicyEngine>>,
     memory: Option<Arc<Memory>>,
+    skills: Option<Arc<crate::skills::Skills>>,
 }
 
 impl RuntimeBuilder {
@@ -122,6 +130,12 @@ impl RuntimeBuilder {
         self
     }
 
+    /// Serves the four skill tools from this store.
+    pub fn skills(mut self, skills: Arc<crate::skills::Skills>) -> Self {
+        self.skills = Some(skills);
+        self
+    }
+
     pub fn build(self) -> Result<Runtime, BuildError> {
         let store = match (self.store, &self.memory) {
             (Some(store), _) => store,
@@ -131,6 +145,11 @@ impl RuntimeBuilder {
         let mut registry = Registry::default();
         if let Some(memory) = &self.memory {
             for tool in crate::memory::tools(memory.clone()) {
+                registry.register(tool)?;
+            }
+        }
+        if let Some(skills) = &self.skills {
+            for tool in crate::skills::tools(skills.clone()) {
                 registry.register(tool)?;
             }
         }
@@ -154,6 +173,7 @@ impl RuntimeBuilder {
             dispatcher: Dispatcher::new(registry, store.clone(), policy),
             store,
             memory: self.memory,
+            skills: self.skills,
         })
     }
 }
@@ -169,10 +189,13 @@ mod tests {
         let runtime = Runtime::builder()
             .memory(Arc::new(Memory::in_memory().unwrap()))
             .policy_engine(Arc::new(engine))
+            .skills(Arc::new(crate::skills::Skills::new(Arc::new(
+                Store::open_in_memory().unwrap(),
+            ))))
             .build()
             .unwrap();
         let names: Vec<&str> = runtime.registry().validators().map(|(n, _)| n).collect();
-        assert_eq!(names.len(), 13, "{names:?}");
+        assert_eq!(names.len(), 17, "{names:?}");
         for (name, validator) in runtime.registry().validators() {
             assert!(
                 validator.compiles(),

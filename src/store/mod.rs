@@ -16,6 +16,7 @@ const MIGRATIONS: &[(&str, &str)] = &[
         "0003_invalidation_note",
         include_str!("migrations/0003_invalidation_note.sql"),
     ),
+    ("0004_skills", include_str!("migrations/0004_skills.sql")),
 ];
 
 /// How many times a writer retries a locked database before giving up (about 30 s in all).

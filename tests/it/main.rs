@@ -9,4 +9,5 @@ mod interop;
 mod mcp;
 mod plan;
 mod policy;
+mod skills;
 mod support;

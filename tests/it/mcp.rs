@@ -49,6 +49,10 @@ fn tools_list_matches_the_snapshot_in_one_page() {
             "memory_delete",
             "memory_intervene",
             "memory_evaluate",
+            "skill_ingest",
+            "skill_list",
+            "skill_find",
+            "skill_report",
             "verify",
             "simulate",
             "equivalent",
@@ -469,7 +473,7 @@ fn car_mcp_subcommand_serves_the_same_server() {
             .as_array()
             .unwrap()
             .len(),
-        13
+        17
     );
     mcp.finish();
 }
