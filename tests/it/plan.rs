@@ -283,6 +283,34 @@ fn bad_proposals_get_clear_answers() {
         ]
     );
 
+    // A longer cycle and a non-ASCII tool name.
+    let file = write(
+        &home,
+        "cycle3.json",
+        &json!({"actions": [
+            {"id": "a", "type": "tool_call", "tool": "outil_é→工具", "dependencies": ["c"]},
+            {"id": "b", "type": "assertion", "dependencies": ["a"]},
+            {"id": "c", "type": "assertion", "dependencies": ["b"]}]}),
+    );
+    let out = home.car(&["--json", "plan", "verify", &file]);
+    assert_eq!(out.status.code(), Some(1));
+    let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let messages: Vec<&str> = doc["data"]["issues"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|i| i["message"].as_str().unwrap())
+        .collect();
+    assert!(
+        messages.iter().any(|m| m.starts_with("dependency cycle: ")
+            && ["a", "b", "c"].iter().all(|id| m.contains(id))),
+        "{messages:?}"
+    );
+    assert!(
+        messages.contains(&"tool 'outil_é→工具' is not registered"),
+        "{messages:?}"
+    );
+
     // 1,000 actions: accepted up to max_actions 1000, reported above the default.
     let actions: Vec<Value> = (0..1000)
         .map(|i| json!({"id": format!("a{i}"), "type": "state_write", "parameters": {"key": format!("k{}", i % 7), "value": i}}))
