@@ -19,6 +19,7 @@ mod memory;
 mod output;
 mod plan;
 mod policy;
+mod project;
 mod runtime;
 mod skills;
 mod store;
@@ -39,6 +40,7 @@ pub use policy::{
     Admission, Basis, Decision, Evaluation, Finding, LoadFailure, PolicyEngine,
     Severity as FindingSeverity, Source as FindingSource,
 };
+pub use project::{Project, ProjectError};
 pub use runtime::{
     AllowAll, BuildError, CallOptions, CallOutcome, Confirmation, Context, DispatchError,
     Dispatcher, Effect, ExecStatus, Face, Idempotence, Parallelism, PolicyGate, PolicyVerdict,

@@ -215,6 +215,27 @@ pub(crate) fn open_runtime(env: &Env) -> Result<Runtime, Failure> {
         .map_err(|e| Failure::new("build", e.to_string()))
 }
 
+/// The project this command works on, in the store under CAR_HOME.
+#[allow(dead_code)] // the project commands (tasks, graph, …) land next
+pub(crate) fn open_project(env: &Env) -> Result<crate::project::Project, Failure> {
+    let store = Arc::new(Store::open(&env.home.db_path())?);
+    Ok(crate::project::Project::open(store, &env.project_root)?)
+}
+
+impl From<crate::project::ProjectError> for Failure {
+    fn from(err: crate::project::ProjectError) -> Self {
+        let exit = if matches!(err, crate::project::ProjectError::Invalid(_)) {
+            2
+        } else {
+            1
+        };
+        Failure {
+            exit,
+            ..Failure::new(err.code(), err.to_string())
+        }
+    }
+}
+
 fn resolve(location: &LocationArgs, json: bool) -> Result<Env, Failure> {
     let home =
         Home::resolve(location.home.as_deref()).map_err(|e| Failure::usage(e.to_string()))?;
@@ -269,6 +290,64 @@ fn write_stdout(text: &str) {
     let _ = out.write_all(text.as_bytes()).and_then(|()| out.flush());
 }
 
+/// What a command printed: its stdout, its stderr and its exit status. Commands that MCP tools
+/// run in-process build one of these, so the tool returns exactly what `car … --json` prints.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Printed {
+    pub stdout: String,
+    pub stderr: String,
+    pub exit: u8,
+}
+
+impl Printed {
+    /// Writes it out and returns the exit code.
+    pub fn emit(self) -> ExitCode {
+        write_stdout(&self.stdout);
+        if !self.stderr.is_empty() {
+            eprint!("{}", self.stderr);
+        }
+        ExitCode::from(self.exit)
+    }
+}
+
+/// Renders a command's result: the JSON envelope or the human text, and the exit status.
+pub(crate) fn render(
+    env_json: bool,
+    command: &str,
+    result: Result<Value, Failure>,
+    human: impl FnOnce(&Value) -> String,
+) -> Printed {
+    match result {
+        Ok(data) => Printed {
+            stdout: if env_json {
+                format!("{}\n", output::success(command, data))
+            } else {
+                human(&data)
+            },
+            stderr: String::new(),
+            exit: 0,
+        },
+        Err(failure) => {
+            let (stdout, stderr) = if env_json {
+                (
+                    format!(
+                        "{}\n",
+                        output::failure(command, failure.code, &failure.message)
+                    ),
+                    String::new(),
+                )
+            } else {
+                (String::new(), format!("error: {}\n", failure.message))
+            };
+            Printed {
+                stdout,
+                stderr,
+                exit: failure.exit,
+            }
+        }
+    }
+}
+
 /// Prints a command's result and returns its exit code.
 pub(crate) fn finish(
     env_json: bool,
@@ -276,27 +355,7 @@ pub(crate) fn finish(
     result: Result<Value, Failure>,
     human: impl FnOnce(&Value) -> String,
 ) -> ExitCode {
-    match result {
-        Ok(data) => {
-            if env_json {
-                write_stdout(&format!("{}\n", output::success(command, data)));
-            } else {
-                write_stdout(&human(&data));
-            }
-            ExitCode::SUCCESS
-        }
-        Err(failure) => {
-            if env_json {
-                write_stdout(&format!(
-                    "{}\n",
-                    output::failure(command, failure.code, &failure.message)
-                ));
-            } else {
-                eprintln!("error: {}", failure.message);
-            }
-            ExitCode::from(failure.exit)
-        }
-    }
+    render(env_json, command, result, human).emit()
 }
 
 /// Runs the `car` command line.

@@ -17,6 +17,7 @@ const MIGRATIONS: &[(&str, &str)] = &[
         include_str!("migrations/0003_invalidation_note.sql"),
     ),
     ("0004_skills", include_str!("migrations/0004_skills.sql")),
+    ("0005_project", include_str!("migrations/0005_project.sql")),
 ];
 
 /// How many times a writer retries a locked database before giving up (about 30 s in all).

@@ -1,0 +1,66 @@
+//! A project's lifecycle state in `car.db`: tasks and their dependencies, progress notes and
+//! blockers, decisions (ADRs), the context graph, checkpoints and per-project settings. Every
+//! row carries the project's id; every change is one transaction (see `store`), so concurrent
+//! agents never lose an update and a claim race has exactly one winner.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use crate::store::{Store, StoreError};
+
+#[derive(Debug, thiserror::Error)]
+pub enum ProjectError {
+    /// Bad input: nothing was written.
+    #[error("{0}")]
+    Invalid(String),
+    #[error("{0}")]
+    NotFound(String),
+    /// The change conflicts with the current state (a claimed task, a dependency cycle).
+    #[error("{0}")]
+    Conflict(String),
+    #[error("{path}: {message}")]
+    Io { path: String, message: String },
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
+impl From<rusqlite::Error> for ProjectError {
+    fn from(err: rusqlite::Error) -> Self {
+        ProjectError::Store(StoreError::Sqlite(err))
+    }
+}
+
+impl ProjectError {
+    /// The envelope's error code.
+    pub fn code(&self) -> &'static str {
+        match self {
+            ProjectError::Invalid(_) => "invalid_arguments",
+            ProjectError::NotFound(_) => "not_found",
+            ProjectError::Conflict(_) => "conflict",
+            ProjectError::Io { .. } => "io",
+            ProjectError::Store(_) => "store",
+        }
+    }
+}
+
+pub type Result<T, E = ProjectError> = std::result::Result<T, E>;
+
+/// One project: its root, its id in the store, and the store.
+#[derive(Clone)]
+pub struct Project {
+    pub store: Arc<Store>,
+    pub id: i64,
+    pub root: PathBuf,
+}
+
+impl Project {
+    /// The project rooted at `root` (registered on first use).
+    pub fn open(store: Arc<Store>, root: &Path) -> Result<Project> {
+        let id = store.project_id(root)?;
+        Ok(Project {
+            store,
+            id,
+            root: root.to_path_buf(),
+        })
+    }
+}
