@@ -13,6 +13,10 @@ pub mod env {
     pub const CAR_CONFIRM: &str = "CAR_CONFIRM";
     /// Overrides the project root (otherwise discovered from the working directory).
     pub const CAR_PROJECT_DIR: &str = "CAR_PROJECT_DIR";
+    /// Who is acting on tasks (claims, events) when `--agent` is not given; else `USER`.
+    pub const CAR_AGENT_ID: &str = "CAR_AGENT_ID";
+    /// The login name, the last fallback for the agent id.
+    pub const USER: &str = "USER";
     /// Log filter for stderr logs (tracing `EnvFilter` syntax), e.g. `debug`.
     pub const RUST_LOG: &str = "RUST_LOG";
 }
@@ -95,6 +99,17 @@ pub fn project_root(cwd: &Path) -> PathBuf {
     car_dir
         .or_else(|| ancestor_with(".git"))
         .unwrap_or_else(|| cwd.to_path_buf())
+}
+
+/// The agent id to act as: `explicit`, else `CAR_AGENT_ID`, else `USER`, else `agent`.
+pub fn agent_id(explicit: Option<&str>) -> String {
+    explicit
+        .map(str::to_string)
+        .or_else(|| std::env::var(env::CAR_AGENT_ID).ok())
+        .or_else(|| std::env::var(env::USER).ok())
+        .map(|a| a.trim().to_string())
+        .filter(|a| !a.is_empty())
+        .unwrap_or_else(|| "agent".into())
 }
 
 /// Reads the confirmation grants a host passes in `CAR_CONFIRM` (`a,b` → `confirm:a`, `confirm:b`).

@@ -121,3 +121,33 @@ fn truncate(text: &str, max: usize) -> String {
     let cut: String = flat.chars().take(max - 1).collect();
     format!("{cut}…")
 }
+
+/// A plain-text table: a header row, then one row each, columns padded to their widest cell
+/// (counted in characters); the last column is not padded.
+pub fn table(headers: &[&str], rows: &[Vec<String>]) -> String {
+    let mut widths: Vec<usize> = headers.iter().map(|h| h.chars().count()).collect();
+    for row in rows {
+        for (i, cell) in row.iter().enumerate() {
+            if let Some(w) = widths.get_mut(i) {
+                *w = (*w).max(cell.chars().count());
+            }
+        }
+    }
+    let line = |cells: Vec<&str>| -> String {
+        let last = cells.len().saturating_sub(1);
+        let mut out = String::new();
+        for (i, cell) in cells.into_iter().enumerate() {
+            out.push_str(cell);
+            if i < last {
+                let pad = widths[i] - cell.chars().count() + 2;
+                out.push_str(&" ".repeat(pad));
+            }
+        }
+        out.trim_end().to_string() + "\n"
+    };
+    let mut out = line(headers.to_vec());
+    for row in rows {
+        out.push_str(&line(row.iter().map(String::as_str).collect()));
+    }
+    out
+}

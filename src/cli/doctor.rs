@@ -1,10 +1,8 @@
 //! `car doctor`: checks the home, the database and the project, and says what to fix.
 
-use std::process::ExitCode;
-
 use serde_json::{json, Value};
 
-use super::{finish, Env};
+use super::{render, Env, Printed};
 use crate::memory::Memory;
 use crate::store::Store;
 
@@ -12,7 +10,8 @@ fn check(name: &str, ok: bool, detail: impl Into<String>) -> Value {
     json!({"check": name, "ok": ok, "detail": detail.into()})
 }
 
-pub fn run(env: &Env) -> ExitCode {
+/// Runs the checks; with `fix`, repairs what the project checks can.
+pub(crate) fn execute(env: &Env, fix: bool) -> Printed {
     let mut checks = Vec::new();
     let home = env.home.root();
     let home_ok = std::fs::create_dir_all(home).is_ok() && tempfile_probe(home);
@@ -97,6 +96,7 @@ pub fn run(env: &Env) -> ExitCode {
         true,
         format!("{}", env.project_root.display()),
     ));
+    checks.extend(super::session::doctor_checks(env, fix));
     let healthy = checks.iter().all(|c| c["ok"] == true);
     let data = json!({"healthy": healthy, "home": home.display().to_string(), "version": env!("CARGO_PKG_VERSION"), "checks": checks});
     let result = if healthy {
@@ -107,7 +107,7 @@ pub fn run(env: &Env) -> ExitCode {
             format!("some checks failed: {}", data["checks"]),
         ))
     };
-    finish(env.json, "doctor", result, |data| {
+    render(env.json, "doctor", result, |data| {
         let mut out = String::new();
         for c in data["checks"].as_array().into_iter().flatten() {
             out.push_str(&format!(

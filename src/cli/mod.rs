@@ -3,10 +3,14 @@
 //! command's `--json` output is the tool's structured result in the envelope.
 
 mod doctor;
+mod inproc;
+mod journal;
 mod memory;
 mod plan;
 mod policy;
+mod session;
 mod skill;
+mod task;
 mod tools;
 
 use std::path::PathBuf;
@@ -74,6 +78,23 @@ pub enum Command {
     /// Check, simulate, compare and tidy an action proposal before running it.
     #[command(subcommand, after_help = plan::group_help())]
     Plan(plan::PlanCommand),
+    /// Track the project's tasks: create, claim, complete, block, dependencies.
+    #[command(subcommand)]
+    Task(task::TaskCommand),
+    /// Progress notes and blockers on tasks or on the project.
+    #[command(subcommand)]
+    Progress(journal::ProgressCommand),
+    /// Architecture decision records: record, list and search, resolve.
+    #[command(subcommand)]
+    Decision(journal::DecisionCommand),
+    /// Where the project stands: task counts, ready work, blockers, decisions, last checkpoint.
+    Status,
+    /// The briefing an agent reads at session start (ready work, blockers, decisions, relevant memory).
+    Context(session::ContextArgs),
+    /// Save a named snapshot of where the project stands, with a note.
+    Checkpoint(session::CheckpointArgs),
+    /// A checkpoint's briefing and what changed since (default: the latest checkpoint).
+    Resume(session::ResumeArgs),
     /// Save, find and judge reusable skills; share them as .car/skills/*.json.
     #[command(subcommand)]
     Skill(skill::SkillCommand),
@@ -87,8 +108,12 @@ pub enum Command {
     Tools(tools::ToolsCommand),
     /// Show the execution log: every tool call, its status and duration.
     Executions(tools::ExecutionsArgs),
-    /// Check CAR's home, database and project and say what to fix.
-    Doctor,
+    /// Check CAR's home, database, policies and project data and say what to fix.
+    Doctor {
+        /// Repair what can be repaired (dependency counts, the decision search index).
+        #[arg(long)]
+        fix: bool,
+    },
     /// Serve the MCP protocol over stdio (what car-mcp does).
     Mcp(McpArgs),
 }
@@ -106,6 +131,8 @@ pub(crate) struct Env {
     pub home: Home,
     pub project_root: PathBuf,
     pub json: bool,
+    /// An open store to use instead of opening `home`'s (the MCP server's own).
+    pub store: Option<Arc<Store>>,
 }
 
 /// A failed command: a code for the envelope, a message, and the exit status.
@@ -144,7 +171,8 @@ impl From<ToolError> for Failure {
             | ToolError::InProgress(_)
             | ToolError::Cancelled
             | ToolError::Timeout(_)
-            | ToolError::Failed(_) => 1,
+            | ToolError::Failed(_)
+            | ToolError::CommandFailed(_) => 1,
         };
         Failure {
             code: err.code(),
@@ -207,18 +235,25 @@ pub(crate) fn open_runtime(env: &Env) -> Result<Runtime, Failure> {
         tracing::warn!("policy rules did not load, every call will be denied: {failure}");
     }
     let skills = crate::skills::Skills::new(memory.store().clone());
-    Runtime::builder()
+    let memory = Arc::new(memory);
+    let mut builder = Runtime::builder()
         .skills(Arc::new(skills))
-        .memory(Arc::new(memory))
+        .memory(memory.clone());
+    for tool in inproc::tools(&env.home, &env.project_root, memory) {
+        builder = builder.tool(tool);
+    }
+    builder
         .policy_engine(Arc::new(policy))
         .build()
         .map_err(|e| Failure::new("build", e.to_string()))
 }
 
 /// The project this command works on, in the store under CAR_HOME.
-#[allow(dead_code)] // the project commands (tasks, graph, …) land next
 pub(crate) fn open_project(env: &Env) -> Result<crate::project::Project, Failure> {
-    let store = Arc::new(Store::open(&env.home.db_path())?);
+    let store = match &env.store {
+        Some(store) => store.clone(),
+        None => Arc::new(Store::open(&env.home.db_path())?),
+    };
     Ok(crate::project::Project::open(store, &env.project_root)?)
 }
 
@@ -253,6 +288,7 @@ fn resolve(location: &LocationArgs, json: bool) -> Result<Env, Failure> {
         home,
         project_root,
         json,
+        store: None,
     })
 }
 
@@ -392,7 +428,14 @@ async fn run(cli: Cli) -> ExitCode {
         Command::PolicyCheckHook => policy::hook(&cli.global.location),
         Command::Tools(command) => tools::run(&env, command).await,
         Command::Executions(args) => tools::executions(&env, args).await,
-        Command::Doctor => doctor::run(&env),
+        Command::Doctor { fix } => doctor::execute(&env, fix).emit(),
+        Command::Task(command) => task::execute(&env, command).emit(),
+        Command::Progress(command) => journal::execute_progress(&env, command).emit(),
+        Command::Decision(command) => journal::execute_decision(&env, command).emit(),
+        Command::Status => session::execute_status(&env).emit(),
+        Command::Context(args) => session::execute_context(&env, &args, None).emit(),
+        Command::Checkpoint(args) => session::execute_checkpoint(&env, &args).emit(),
+        Command::Resume(args) => session::execute_resume(&env, &args).emit(),
         Command::Mcp(_) => serve_mcp(&env).await,
     }
 }

@@ -20,7 +20,7 @@ use rmcp::{ErrorData as McpError, ServerHandler, ServiceExt};
 use serde_json::{json, Value};
 
 use crate::memory::{ContextMode, ContextRequest, Memory};
-use crate::runtime::{CallOptions, CallOutcome, Context, DispatchError, Face, Runtime};
+use crate::runtime::{CallOptions, CallOutcome, Context, DispatchError, Face, Runtime, ToolError};
 
 /// The protocol revisions CAR serves (newest preferred). 2025-03-26 is left out on purpose: it
 /// requires JSON-RPC batches, which CAR refuses; a client asking for it is offered 2025-11-25.
@@ -160,6 +160,15 @@ fn tool_result(outcome: CallOutcome) -> Value {
         meta["car/replayed"] = json!(true);
     }
     match outcome.result {
+        // A tool that answers with a string (the commands run in-process) returns it as the
+        // text as is, with no structured content.
+        Ok(Value::String(text)) => json!({
+            "content": [{"type": "text", "text": text}], "isError": false, "_meta": meta,
+        }),
+        Err(ToolError::CommandFailed(text)) => {
+            meta["car/error"] = json!({"code": "command_failed", "message": text});
+            json!({"content": [{"type": "text", "text": text}], "isError": true, "_meta": meta})
+        }
         Ok(value) => {
             let text = value.to_string();
             let mut result = json!({"content": [{"type": "text", "text": text}], "isError": false});

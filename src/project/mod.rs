@@ -3,6 +3,11 @@
 //! row carries the project's id; every change is one transaction (see `store`), so concurrent
 //! agents never lose an update and a claim race has exactly one winner.
 
+pub mod decisions;
+pub mod lifecycle;
+pub mod progress;
+pub mod tasks;
+
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 

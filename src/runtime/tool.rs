@@ -42,6 +42,10 @@ pub enum ToolError {
     Timeout(u64),
     #[error("{0}")]
     Failed(String),
+    /// A command run in-process failed; the text is what it printed (stdout, then
+    /// `--- STDERR ---` and stderr), returned to the client as is.
+    #[error("{0}")]
+    CommandFailed(String),
 }
 
 impl ToolError {
@@ -56,6 +60,7 @@ impl ToolError {
             ToolError::Cancelled => "cancelled",
             ToolError::Timeout(_) => "timeout",
             ToolError::Failed(_) => "failed",
+            ToolError::CommandFailed(_) => "command_failed",
         }
     }
 }

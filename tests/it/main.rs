@@ -9,5 +9,6 @@ mod interop;
 mod mcp;
 mod plan;
 mod policy;
+mod project;
 mod skills;
 mod support;

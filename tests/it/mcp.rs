@@ -57,7 +57,11 @@ fn tools_list_matches_the_snapshot_in_one_page() {
             "simulate",
             "equivalent",
             "optimize",
-            "policy_check"
+            "policy_check",
+            "context_manager",
+            "task_manager",
+            "progress_tracker",
+            "decision_logger"
         ]
     );
     for tool in tools {
@@ -473,7 +477,7 @@ fn car_mcp_subcommand_serves_the_same_server() {
             .as_array()
             .unwrap()
             .len(),
-        17
+        21
     );
     mcp.finish();
 }

@@ -1,0 +1,319 @@
+//! Decisions: architecture decision records (`ADR-0001`) with context, decision and
+//! consequences; a status (`proposed`, `accepted`, `rejected`, `deprecated`, `superseded`); a
+//! decision that supersedes another marks it `superseded`. Searched with SQLite FTS5 (Porter
+//! stemming, BM25 ranking) over title, context, decision and consequences.
+
+use rusqlite::{params, OptionalExtension, Row};
+use serde::Serialize;
+
+use super::{Project, ProjectError, Result};
+use crate::store::now;
+
+pub const STATUSES: &[&str] = &[
+    "proposed",
+    "accepted",
+    "rejected",
+    "deprecated",
+    "superseded",
+];
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Decision {
+    #[serde(rename = "displayId")]
+    pub display_id: String,
+    pub title: String,
+    pub status: String,
+    pub context: String,
+    pub decision: String,
+    pub consequences: String,
+    pub supersedes: Option<String>,
+    #[serde(rename = "supersededBy")]
+    pub superseded_by: Option<String>,
+    pub resolution: Option<String>,
+    #[serde(rename = "createdAt")]
+    pub created_at: String,
+    #[serde(rename = "updatedAt")]
+    pub updated_at: String,
+}
+
+/// What `record` needs.
+#[derive(Debug, Clone, Default)]
+pub struct NewDecision {
+    pub title: String,
+    pub context: String,
+    pub decision: String,
+    pub consequences: String,
+    /// Default `accepted`.
+    pub status: Option<String>,
+    pub supersedes: Option<String>,
+}
+
+fn display(number: i64) -> String {
+    format!("ADR-{number:04}")
+}
+
+fn number_of(reference: &str) -> Result<i64> {
+    let text = reference.trim();
+    let digits = text
+        .rsplit_once('-')
+        .map_or(text, |(_, n)| n)
+        .trim_start_matches('#');
+    digits
+        .parse::<i64>()
+        .ok()
+        .filter(|n| *n > 0)
+        .ok_or_else(|| {
+            ProjectError::Invalid(format!(
+                "{reference:?} is not a decision id (expected e.g. ADR-0001 or 1)"
+            ))
+        })
+}
+
+fn decision_id(conn: &rusqlite::Connection, project: i64, reference: &str) -> Result<i64> {
+    let number = number_of(reference)?;
+    conn.query_row(
+        "SELECT id FROM decisions WHERE project_id = ?1 AND number = ?2",
+        params![project, number],
+        |r| r.get(0),
+    )
+    .optional()?
+    .ok_or_else(|| {
+        ProjectError::NotFound(format!(
+            "no decision {reference} in this project; `car decision list --status all` shows them"
+        ))
+    })
+}
+
+const COLUMNS: &str = "d.id, d.number, d.title, d.status, d.context, d.decision, d.consequences, \
+     s.number AS supersedes_number, \
+     (SELECT n.number FROM decisions n WHERE n.supersedes = d.id ORDER BY n.id DESC LIMIT 1) AS superseded_by_number, \
+     d.resolution, d.created_at, d.updated_at";
+
+fn from_row(row: &Row<'_>) -> rusqlite::Result<Decision> {
+    Ok(Decision {
+        display_id: display(row.get("number")?),
+        title: row.get("title")?,
+        status: row.get("status")?,
+        context: row.get("context")?,
+        decision: row.get("decision")?,
+        consequences: row.get("consequences")?,
+        supersedes: row.get::<_, Option<i64>>("supersedes_number")?.map(display),
+        superseded_by: row
+            .get::<_, Option<i64>>("superseded_by_number")?
+            .map(display),
+        resolution: row.get("resolution")?,
+        created_at: row.get("created_at")?,
+        updated_at: row.get("updated_at")?,
+    })
+}
+
+fn check_status(status: &str) -> Result<()> {
+    if STATUSES.contains(&status) {
+        Ok(())
+    } else {
+        Err(ProjectError::Invalid(format!(
+            "unknown decision status {status:?}; use {}",
+            STATUSES.join(", ")
+        )))
+    }
+}
+
+/// An FTS5 query from free text: each word quoted (so `-`, `:`, `*` and quotes are plain
+/// text), all words required.
+fn fts_query(text: &str) -> Option<String> {
+    let words: Vec<String> = text
+        .split(|c: char| !c.is_alphanumeric() && c != '_')
+        .filter(|w| !w.is_empty())
+        .map(|w| format!("\"{w}\""))
+        .collect();
+    (!words.is_empty()).then(|| words.join(" "))
+}
+
+impl Project {
+    fn decision_by_id(&self, conn: &rusqlite::Connection, id: i64) -> Result<Decision> {
+        Ok(conn.query_row(
+            &format!(
+                "SELECT {COLUMNS} FROM decisions d LEFT JOIN decisions s ON s.id = d.supersedes
+                 WHERE d.id = ?1"
+            ),
+            [id],
+            from_row,
+        )?)
+    }
+
+    /// Records a decision; `supersedes` marks the named one superseded.
+    pub fn record_decision(&self, new: NewDecision) -> Result<Decision> {
+        let title = new.title.trim().to_string();
+        let decision = new.decision.trim().to_string();
+        if title.is_empty() || decision.is_empty() {
+            return Err(ProjectError::Invalid(
+                "a decision needs a title and the decision itself (--decision)".into(),
+            ));
+        }
+        let status = new.status.unwrap_or_else(|| "accepted".into());
+        check_status(&status)?;
+        let project = self.id;
+        let id = self.store.write(|tx| -> Result<i64> {
+            let supersedes = match &new.supersedes {
+                Some(r) => Some(decision_id(tx, project, r)?),
+                None => None,
+            };
+            let number: i64 = tx.query_row(
+                "SELECT COALESCE(MAX(number), 0) + 1 FROM decisions WHERE project_id = ?1",
+                [project],
+                |r| r.get(0),
+            )?;
+            let at = now();
+            tx.execute(
+                "INSERT INTO decisions (project_id, number, title, context, decision, consequences,
+                                        status, supersedes, created_at, updated_at)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?9)",
+                params![
+                    project,
+                    number,
+                    title,
+                    new.context.trim(),
+                    decision,
+                    new.consequences.trim(),
+                    status,
+                    supersedes,
+                    at
+                ],
+            )?;
+            if let Some(old) = supersedes {
+                tx.execute(
+                    "UPDATE decisions SET status = 'superseded', resolution = ?2, updated_at = ?3 WHERE id = ?1",
+                    params![old, format!("superseded by {}", display(number)), at],
+                )?;
+            }
+            Ok(tx.last_insert_rowid())
+        })?;
+        self.decision_by_id(&self.store.conn(), id)
+    }
+
+    /// Decisions, newest first; with `search`, the best FTS matches first.
+    pub fn list_decisions(
+        &self,
+        status: Option<&str>,
+        search: Option<&str>,
+        limit: usize,
+    ) -> Result<Vec<Decision>> {
+        if let Some(s) = status.filter(|s| *s != "all") {
+            check_status(s)?;
+        }
+        let status = status.filter(|s| *s != "all");
+        let limit = if limit == 0 { -1 } else { limit as i64 };
+        let conn = self.store.conn();
+        let rows = match search.map(fts_query) {
+            Some(None) => {
+                return Err(ProjectError::Invalid(
+                    "--search needs at least one word".into(),
+                ))
+            }
+            Some(Some(query)) => {
+                let mut stmt = conn.prepare_cached(&format!(
+                    "SELECT {COLUMNS} FROM decisions_fts f
+                     JOIN decisions d ON d.id = f.rowid
+                     LEFT JOIN decisions s ON s.id = d.supersedes
+                     WHERE decisions_fts MATCH ?1 AND d.project_id = ?2 AND (?3 IS NULL OR d.status = ?3)
+                     ORDER BY bm25(decisions_fts), d.number DESC LIMIT ?4"
+                ))?;
+                let rows = stmt.query_map(params![query, self.id, status, limit], from_row)?;
+                rows.collect::<rusqlite::Result<Vec<_>>>()?
+            }
+            None => {
+                let mut stmt = conn.prepare_cached(&format!(
+                    "SELECT {COLUMNS} FROM decisions d LEFT JOIN decisions s ON s.id = d.supersedes
+                     WHERE d.project_id = ?1 AND (?2 IS NULL OR d.status = ?2)
+                     ORDER BY d.number DESC LIMIT ?3"
+                ))?;
+                let rows = stmt.query_map(params![self.id, status, limit], from_row)?;
+                rows.collect::<rusqlite::Result<Vec<_>>>()?
+            }
+        };
+        Ok(rows)
+    }
+
+    /// Settles a decision: `accepted`, `rejected` or `deprecated`, with an optional note.
+    pub fn resolve_decision(
+        &self,
+        reference: &str,
+        status: &str,
+        note: Option<&str>,
+    ) -> Result<Decision> {
+        check_status(status)?;
+        if status == "proposed" || status == "superseded" {
+            return Err(ProjectError::Invalid(format!(
+                "resolve to accepted, rejected or deprecated; {status} is set by {}",
+                if status == "proposed" {
+                    "`decision record --status proposed`"
+                } else {
+                    "`decision record --supersedes`"
+                }
+            )));
+        }
+        let project = self.id;
+        let id = self.store.write(|tx| -> Result<i64> {
+            let id = decision_id(tx, project, reference)?;
+            tx.execute(
+                "UPDATE decisions SET status = ?2, resolution = COALESCE(?3, resolution), updated_at = ?4
+                 WHERE id = ?1",
+                params![id, status, note.map(str::trim).filter(|n| !n.is_empty()), now()],
+            )?;
+            Ok(id)
+        })?;
+        self.decision_by_id(&self.store.conn(), id)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use super::*;
+    use crate::store::Store;
+
+    #[test]
+    fn record_supersede_search_and_resolve() {
+        let p = Project::open(
+            Arc::new(Store::open_in_memory().unwrap()),
+            std::path::Path::new("/p"),
+        )
+        .unwrap();
+        let first = p
+            .record_decision(NewDecision {
+                title: "Use SQLite for storage".into(),
+                context: "one file, many processes".into(),
+                decision: "SQLite in WAL mode".into(),
+                ..NewDecision::default()
+            })
+            .unwrap();
+        assert_eq!(
+            (first.display_id.as_str(), first.status.as_str()),
+            ("ADR-0001", "accepted")
+        );
+        let second = p
+            .record_decision(NewDecision {
+                title: "Shard the database".into(),
+                decision: "one SQLite file per project".into(),
+                supersedes: Some("ADR-1".into()),
+                ..NewDecision::default()
+            })
+            .unwrap();
+        assert_eq!(second.supersedes.as_deref(), Some("ADR-0001"));
+        let all = p.list_decisions(None, None, 0).unwrap();
+        assert_eq!(all[1].status, "superseded");
+        assert_eq!(all[1].superseded_by.as_deref(), Some("ADR-0002"));
+        // Porter stemming: "processes" matches "process"; syntax characters are plain text.
+        let found = p.list_decisions(None, Some("process"), 0).unwrap();
+        assert_eq!(found.len(), 1);
+        assert!(p.list_decisions(None, Some("\"OR -x:*"), 0).is_ok());
+        assert!(p.list_decisions(None, Some("  "), 0).is_err());
+        let resolved = p
+            .resolve_decision("2", "deprecated", Some("moved to Postgres"))
+            .unwrap();
+        assert_eq!(resolved.resolution.as_deref(), Some("moved to Postgres"));
+        assert!(p.resolve_decision("2", "superseded", None).is_err());
+        assert!(p.resolve_decision("9", "accepted", None).is_err());
+    }
+}

@@ -1,0 +1,507 @@
+//! The session lifecycle: `status` (where the project stands), `context` (the briefing an agent
+//! reads at session start), `checkpoint` (a named snapshot with a note), `resume` (a
+//! checkpoint's briefing and what changed since) and the project checks behind `doctor`.
+
+use std::collections::BTreeMap;
+
+use rusqlite::{params, OptionalExtension};
+use serde::{Deserialize, Serialize};
+use serde_json::{json, Value};
+
+use super::decisions::Decision;
+use super::progress::{Progress, ProgressFilter};
+use super::tasks::{Filter, Task};
+use super::{Project, ProjectError, Result};
+use crate::memory::Memory;
+use crate::store::now;
+
+/// How many ready tasks, blockers and decisions a briefing lists.
+const BRIEF_ITEMS: usize = 10;
+const BRIEF_DECISIONS: usize = 5;
+const BRIEF_FACTS: usize = 8;
+
+/// Where the project stands.
+#[derive(Debug, Clone, Serialize)]
+pub struct Status {
+    pub project: ProjectInfo,
+    pub tasks: BTreeMap<String, i64>,
+    pub ready: Vec<Task>,
+    #[serde(rename = "inProgress")]
+    pub in_progress: Vec<Task>,
+    pub blocked: Vec<Task>,
+    pub blockers: Vec<Progress>,
+    pub decisions: Vec<Decision>,
+    #[serde(rename = "lastCheckpoint")]
+    pub last_checkpoint: Option<CheckpointInfo>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct ProjectInfo {
+    pub name: String,
+    pub root: String,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct CheckpointInfo {
+    pub name: String,
+    pub note: String,
+    #[serde(rename = "createdAt")]
+    pub created_at: String,
+}
+
+/// What a checkpoint stores: enough to say later what changed.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+struct Snapshot {
+    /// Task number → stored status.
+    tasks: BTreeMap<i64, String>,
+    decisions: i64,
+    progress: i64,
+    briefing: String,
+}
+
+/// One memory fact in a briefing.
+#[derive(Debug, Clone, Serialize)]
+pub struct Fact {
+    pub id: String,
+    pub subject: String,
+    pub body: String,
+}
+
+impl Project {
+    fn info(&self) -> Result<ProjectInfo> {
+        let name: String = self.store.conn().query_row(
+            "SELECT name FROM projects WHERE id = ?1",
+            [self.id],
+            |r| r.get(0),
+        )?;
+        Ok(ProjectInfo {
+            name,
+            root: self.root.display().to_string(),
+        })
+    }
+
+    fn counts(&self) -> Result<BTreeMap<String, i64>> {
+        let conn = self.store.conn();
+        let mut counts: BTreeMap<String, i64> =
+            ["open", "ready", "claimed", "blocked", "done", "cancelled"]
+                .iter()
+                .map(|s| (s.to_string(), 0))
+                .collect();
+        let mut stmt = conn.prepare_cached(
+            "SELECT CASE WHEN status = 'open' AND open_deps = 0 THEN 'ready' ELSE status END, COUNT(*)
+             FROM tasks WHERE project_id = ?1 GROUP BY 1",
+        )?;
+        let rows = stmt.query_map([self.id], |r| {
+            Ok((r.get::<_, String>(0)?, r.get::<_, i64>(1)?))
+        })?;
+        let mut total = 0;
+        for row in rows {
+            let (status, n) = row?;
+            total += n;
+            counts.insert(status, n);
+        }
+        counts.insert("total".into(), total);
+        Ok(counts)
+    }
+
+    fn last_checkpoint(&self) -> Result<Option<CheckpointInfo>> {
+        Ok(self
+            .store
+            .conn()
+            .query_row(
+                "SELECT name, note, created_at FROM checkpoints WHERE project_id = ?1 ORDER BY id DESC LIMIT 1",
+                [self.id],
+                |r| {
+                    Ok(CheckpointInfo {
+                        name: r.get(0)?,
+                        note: r.get(1)?,
+                        created_at: r.get(2)?,
+                    })
+                },
+            )
+            .optional()?)
+    }
+
+    fn with_status(&self, status: &str, limit: usize) -> Result<Vec<Task>> {
+        self.list_tasks(&Filter {
+            status: Some(status.into()),
+            limit,
+            ..Filter::default()
+        })
+    }
+
+    /// Counts, ready tasks, work in progress, blockers, recent decisions, last checkpoint.
+    pub fn status(&self) -> Result<Status> {
+        Ok(Status {
+            project: self.info()?,
+            tasks: self.counts()?,
+            ready: self.with_status("ready", BRIEF_ITEMS)?,
+            in_progress: self.with_status("claimed", BRIEF_ITEMS)?,
+            blocked: self.with_status("blocked", BRIEF_ITEMS)?,
+            blockers: self.list_progress(&ProgressFilter {
+                kind: Some("blocker".into()),
+                limit: BRIEF_ITEMS,
+                ..ProgressFilter::default()
+            })?,
+            decisions: self.list_decisions(None, None, BRIEF_DECISIONS)?,
+            last_checkpoint: self.last_checkpoint()?,
+        })
+    }
+
+    /// The session-start briefing: status plus the memory facts most relevant to the work at
+    /// hand (`query`, else the titles of the tasks in progress and ready).
+    pub fn context(&self, memory: Option<&Memory>, query: Option<&str>) -> Result<Value> {
+        let status = self.status()?;
+        let topic = match query.map(str::trim).filter(|q| !q.is_empty()) {
+            Some(q) => q.to_string(),
+            None => status
+                .in_progress
+                .iter()
+                .chain(status.ready.iter())
+                .map(|t| t.title.as_str())
+                .collect::<Vec<_>>()
+                .join(" "),
+        };
+        let facts: Vec<Fact> = match memory {
+            Some(memory) if !topic.is_empty() => memory
+                .query(&topic, "", BRIEF_FACTS)
+                .map_err(|e| ProjectError::Invalid(e.to_string()))?
+                .into_iter()
+                .map(|hit| Fact {
+                    id: hit.id,
+                    subject: hit.subject,
+                    body: hit.body,
+                })
+                .collect(),
+            _ => Vec::new(),
+        };
+        let briefing = briefing(&status, &facts);
+        Ok(json!({"briefing": briefing, "status": status, "facts": facts}))
+    }
+
+    /// Saves a named snapshot (default name: `cp-<timestamp>`); a taken name is refused.
+    pub fn checkpoint(&self, name: Option<&str>, note: &str) -> Result<CheckpointInfo> {
+        let at = now();
+        let chosen = match name.map(str::trim) {
+            Some("") => {
+                return Err(ProjectError::Invalid(
+                    "a checkpoint name cannot be empty".into(),
+                ))
+            }
+            Some(n) => n.to_string(),
+            // cp-20261130-114222 from 2026-11-30T11:42:22.737Z
+            None => {
+                let digits: String = at.chars().take(19).filter(char::is_ascii_digit).collect();
+                format!("cp-{}-{}", &digits[..8], &digits[8..])
+            }
+        };
+        let default_name = name.is_none();
+        let mut name = chosen;
+        let status = self.status()?;
+        let snapshot = self.snapshot(briefing(&status, &[]))?;
+        let project = self.id;
+        self.store.write(|tx| -> Result<()> {
+            let taken: bool = tx.query_row(
+                "SELECT EXISTS (SELECT 1 FROM checkpoints WHERE project_id = ?1 AND name = ?2)",
+                params![project, name],
+                |r| r.get(0),
+            )?;
+            if taken && default_name {
+                // Two unnamed checkpoints in one second: cp-…-2, cp-…-3.
+                let base = name.clone();
+                let mut n = 2;
+                while tx.query_row(
+                    "SELECT EXISTS (SELECT 1 FROM checkpoints WHERE project_id = ?1 AND name = ?2)",
+                    params![project, format!("{base}-{n}")],
+                    |r| r.get::<_, bool>(0),
+                )? {
+                    n += 1;
+                }
+                name = format!("{base}-{n}");
+            } else if taken {
+                return Err(ProjectError::Conflict(format!(
+                    "a checkpoint named {name:?} exists; pick another name"
+                )));
+            }
+            tx.execute(
+                "INSERT INTO checkpoints (project_id, name, note, state, created_at) VALUES (?1, ?2, ?3, ?4, ?5)",
+                params![project, name, note.trim(), serde_json::to_string(&snapshot).unwrap_or_default(), at],
+            )?;
+            Ok(())
+        })?;
+        Ok(CheckpointInfo {
+            name,
+            note: note.trim().to_string(),
+            created_at: at,
+        })
+    }
+
+    fn snapshot(&self, briefing: String) -> Result<Snapshot> {
+        let conn = self.store.conn();
+        let mut stmt = conn.prepare("SELECT number, status FROM tasks WHERE project_id = ?1")?;
+        let tasks = stmt
+            .query_map([self.id], |r| Ok((r.get(0)?, r.get(1)?)))?
+            .collect::<rusqlite::Result<_>>()?;
+        let max = |sql: &str| -> Result<i64> { Ok(conn.query_row(sql, [self.id], |r| r.get(0))?) };
+        Ok(Snapshot {
+            tasks,
+            decisions: max("SELECT COALESCE(MAX(number), 0) FROM decisions WHERE project_id = ?1")?,
+            progress: max("SELECT COALESCE(MAX(id), 0) FROM progress WHERE project_id = ?1")?,
+            briefing,
+        })
+    }
+
+    /// A checkpoint (the latest when `name` is `None`): its note and briefing, and what changed
+    /// since — tasks created, tasks whose status moved, decisions recorded, progress added.
+    pub fn resume(&self, name: Option<&str>) -> Result<Value> {
+        let row: Option<(String, String, String, String)> = self
+            .store
+            .conn()
+            .query_row(
+                "SELECT name, note, state, created_at FROM checkpoints
+                 WHERE project_id = ?1 AND (?2 IS NULL OR name = ?2) ORDER BY id DESC LIMIT 1",
+                params![self.id, name],
+                |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)),
+            )
+            .optional()?;
+        let Some((name, note, state, created_at)) = row else {
+            return Err(ProjectError::NotFound(match name {
+                Some(n) => format!("no checkpoint named {n:?}; `car status` shows the last one"),
+                None => "no checkpoint yet; `car checkpoint NAME --note …` saves one".into(),
+            }));
+        };
+        let before: Snapshot = serde_json::from_str(&state).map_err(|e| {
+            ProjectError::Invalid(format!("checkpoint {name:?} is unreadable: {e}"))
+        })?;
+        let now_state = self.snapshot(String::new())?;
+        let prefix = super::tasks::prefix(&self.store.conn(), self.id)?;
+        let id = |n: &i64| format!("{prefix}-{n:04}");
+        let created: Vec<String> = now_state
+            .tasks
+            .keys()
+            .filter(|n| !before.tasks.contains_key(n))
+            .map(id)
+            .collect();
+        let moved: Vec<Value> = now_state
+            .tasks
+            .iter()
+            .filter_map(|(n, status)| {
+                let was = before.tasks.get(n)?;
+                (was != status).then(|| json!({"displayId": id(n), "from": was, "to": status}))
+            })
+            .collect();
+        let removed: Vec<String> = before
+            .tasks
+            .keys()
+            .filter(|n| !now_state.tasks.contains_key(n))
+            .map(id)
+            .collect();
+        let decisions = self
+            .list_decisions(None, None, 0)?
+            .into_iter()
+            .filter(|d| d.created_at > created_at)
+            .collect::<Vec<_>>();
+        let progress = self
+            .list_progress(&ProgressFilter {
+                status: Some("all".into()),
+                ..ProgressFilter::default()
+            })?
+            .into_iter()
+            .filter(|p| p.id > before.progress)
+            .collect::<Vec<_>>();
+        Ok(json!({
+            "checkpoint": {"name": name, "note": note, "createdAt": created_at},
+            "briefing": before.briefing,
+            "changes": {
+                "tasksCreated": created,
+                "tasksMoved": moved,
+                "tasksRemoved": removed,
+                "decisions": decisions,
+                "progress": progress,
+            },
+            "now": self.status()?,
+        }))
+    }
+
+    /// Project consistency checks: `(name, ok, detail)`; with `fix`, repairs what it can
+    /// (recounts `open_deps`, rebuilds the decision search index).
+    pub fn check(&self, fix: bool) -> Result<Vec<(String, bool, String)>> {
+        let mut checks = Vec::new();
+        let conn = self.store.conn();
+        let drift: i64 = conn.query_row(
+            "SELECT COUNT(*) FROM tasks t WHERE t.project_id = ?1 AND t.open_deps !=
+               (SELECT COUNT(*) FROM task_deps d JOIN tasks x ON x.id = d.depends_on
+                WHERE d.task_id = t.id AND x.status NOT IN ('done', 'cancelled'))",
+            [self.id],
+            |r| r.get(0),
+        )?;
+        let stale: i64 = conn.query_row(
+            "SELECT COUNT(*) FROM tasks WHERE project_id = ?1 AND status = 'claimed' AND claimed_at < ?2",
+            params![self.id, crate::store::now_minus(std::time::Duration::from_secs(7 * 86_400))],
+            |r| r.get(0),
+        )?;
+        drop(conn);
+        if drift > 0 && fix {
+            self.store.write(|tx| -> Result<()> {
+                tx.execute(
+                    "UPDATE tasks SET open_deps = (SELECT COUNT(*) FROM task_deps d JOIN tasks x ON x.id = d.depends_on
+                       WHERE d.task_id = tasks.id AND x.status NOT IN ('done', 'cancelled'))
+                     WHERE project_id = ?1",
+                    [self.id],
+                )?;
+                tx.execute("INSERT INTO decisions_fts(decisions_fts) VALUES ('rebuild')", [])?;
+                Ok(())
+            })?;
+            checks.push((
+                "task dependencies".into(),
+                true,
+                format!("fixed: recounted {drift} task(s)"),
+            ));
+        } else {
+            checks.push((
+                "task dependencies".into(),
+                drift == 0,
+                if drift == 0 {
+                    "every ready/waiting count matches its dependencies".into()
+                } else {
+                    format!("{drift} task(s) have a wrong count of open dependencies; run `car doctor --fix`")
+                },
+            ));
+        }
+        checks.push((
+            "claims".into(),
+            true,
+            if stale == 0 {
+                "no claim older than 7 days".into()
+            } else {
+                format!("{stale} claim(s) older than 7 days; release with `car task update ID --status open`")
+            },
+        ));
+        Ok(checks)
+    }
+}
+
+fn task_line(task: &Task) -> String {
+    let mut line = format!("- {} [{}] {}", task.display_id, task.priority, task.title);
+    if let Some(by) = &task.claimed_by {
+        line.push_str(&format!(" (claimed by {by})"));
+    }
+    if let Some(reason) = &task.blocked_reason {
+        line.push_str(&format!(" — blocked: {reason}"));
+    }
+    line
+}
+
+/// The briefing as Markdown.
+fn briefing(status: &Status, facts: &[Fact]) -> String {
+    let mut out = format!("# {} — briefing\n", status.project.name);
+    let t = &status.tasks;
+    out.push_str(&format!(
+        "Tasks: {} ready, {} in progress, {} blocked, {} open, {} done.\n",
+        t["ready"], t["claimed"], t["blocked"], t["open"], t["done"]
+    ));
+    let mut section = |title: &str, lines: Vec<String>| {
+        if !lines.is_empty() {
+            out.push_str(&format!("\n## {title}\n{}\n", lines.join("\n")));
+        }
+    };
+    section(
+        "In progress",
+        status.in_progress.iter().map(task_line).collect(),
+    );
+    section("Ready", status.ready.iter().map(task_line).collect());
+    section(
+        "Blocked",
+        status
+            .blocked
+            .iter()
+            .map(task_line)
+            .chain(status.blockers.iter().map(|b| {
+                format!(
+                    "- blocker #{}{}: {}",
+                    b.id,
+                    b.task
+                        .as_ref()
+                        .map(|t| format!(" on {t}"))
+                        .unwrap_or_default(),
+                    b.body
+                )
+            }))
+            .collect(),
+    );
+    section(
+        "Recent decisions",
+        status
+            .decisions
+            .iter()
+            .map(|d| {
+                format!(
+                    "- {} ({}) {}: {}",
+                    d.display_id, d.status, d.title, d.decision
+                )
+            })
+            .collect(),
+    );
+    section(
+        "Relevant memory",
+        facts
+            .iter()
+            .map(|f| format!("- {}: {}", f.subject, f.body))
+            .collect(),
+    );
+    if let Some(cp) = &status.last_checkpoint {
+        out.push_str(&format!(
+            "\nLast checkpoint: {} ({}){}\n",
+            cp.name,
+            cp.created_at,
+            if cp.note.is_empty() {
+                String::new()
+            } else {
+                format!(" — {}", cp.note)
+            }
+        ));
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use super::*;
+    use crate::project::tasks::NewTask;
+    use crate::store::Store;
+
+    #[test]
+    fn resume_says_what_changed_since_the_checkpoint() {
+        let p = Project::open(
+            Arc::new(Store::open_in_memory().unwrap()),
+            std::path::Path::new("/p"),
+        )
+        .unwrap();
+        let new = |title: &str| NewTask {
+            title: title.into(),
+            ..NewTask::default()
+        };
+        p.create_task(new("wire the API"), None).unwrap();
+        p.create_task(new("write docs"), None).unwrap();
+        let cp = p.checkpoint(Some("before-lunch"), "API half done").unwrap();
+        assert!(p.checkpoint(Some("before-lunch"), "").is_err());
+        p.claim_task(Some("1"), "agent").unwrap();
+        p.create_task(new("add tests"), None).unwrap();
+        let resumed = p.resume(None).unwrap();
+        assert_eq!(resumed["checkpoint"]["name"], cp.name);
+        assert!(resumed["briefing"]
+            .as_str()
+            .unwrap()
+            .contains("wire the API"));
+        assert_eq!(resumed["changes"]["tasksCreated"], json!(["CTX-0003"]));
+        assert_eq!(
+            resumed["changes"]["tasksMoved"],
+            json!([{"displayId": "CTX-0001", "from": "open", "to": "claimed"}])
+        );
+        assert!(p.resume(Some("nope")).is_err());
+        let checks = p.check(false).unwrap();
+        assert!(checks.iter().all(|(_, ok, _)| *ok), "{checks:?}");
+    }
+}

@@ -1,0 +1,230 @@
+//! Progress: notes and blockers, on a task or on the project. A blocker stays open until it is
+//! resolved (with what resolved it); `status` and `context` show the open ones.
+
+use rusqlite::{params, OptionalExtension, Row};
+use serde::Serialize;
+
+use super::tasks::prefix;
+use super::{Project, ProjectError, Result};
+use crate::store::now;
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Progress {
+    pub id: i64,
+    pub task: Option<String>,
+    pub kind: String,
+    pub body: String,
+    pub status: String,
+    pub resolution: Option<String>,
+    pub author: Option<String>,
+    #[serde(rename = "createdAt")]
+    pub created_at: String,
+    #[serde(rename = "updatedAt")]
+    pub updated_at: String,
+    #[serde(rename = "resolvedAt")]
+    pub resolved_at: Option<String>,
+}
+
+/// Which entries `list` shows.
+#[derive(Debug, Clone, Default)]
+pub struct ProgressFilter {
+    pub task: Option<String>,
+    /// `open` (default), `resolved` or `all`.
+    pub status: Option<String>,
+    /// `note` or `blocker`.
+    pub kind: Option<String>,
+    pub limit: usize,
+}
+
+const COLUMNS: &str = "g.id, t.number AS task_number, g.kind, g.body, g.status, g.resolution, \
+     g.author, g.created_at, g.updated_at, g.resolved_at";
+
+fn from_row(prefix: &str, row: &Row<'_>) -> rusqlite::Result<Progress> {
+    Ok(Progress {
+        id: row.get("id")?,
+        task: row
+            .get::<_, Option<i64>>("task_number")?
+            .map(|n| format!("{prefix}-{n:04}")),
+        kind: row.get("kind")?,
+        body: row.get("body")?,
+        status: row.get("status")?,
+        resolution: row.get("resolution")?,
+        author: row.get("author")?,
+        created_at: row.get("created_at")?,
+        updated_at: row.get("updated_at")?,
+        resolved_at: row.get("resolved_at")?,
+    })
+}
+
+fn parse_id(reference: &str) -> Result<i64> {
+    reference
+        .trim()
+        .trim_start_matches('#')
+        .parse::<i64>()
+        .ok()
+        .filter(|n| *n > 0)
+        .ok_or_else(|| {
+            ProjectError::Invalid(format!(
+                "{reference:?} is not a progress id (the number `car progress list` shows)"
+            ))
+        })
+}
+
+fn check_kind(kind: &str) -> Result<()> {
+    if kind == "note" || kind == "blocker" {
+        Ok(())
+    } else {
+        Err(ProjectError::Invalid(format!(
+            "kind {kind:?} is not note or blocker"
+        )))
+    }
+}
+
+impl Project {
+    fn progress_by_id(&self, conn: &rusqlite::Connection, id: i64) -> Result<Progress> {
+        let prefix = prefix(conn, self.id)?;
+        conn.query_row(
+            &format!(
+                "SELECT {COLUMNS} FROM progress g LEFT JOIN tasks t ON t.id = g.task_id
+                 WHERE g.id = ?1 AND g.project_id = ?2"
+            ),
+            params![id, self.id],
+            |row| from_row(&prefix, row),
+        )
+        .optional()?
+        .ok_or_else(|| ProjectError::NotFound(format!("no progress entry {id} in this project")))
+    }
+
+    /// Adds a note or a blocker, on a task or on the project.
+    pub fn add_progress(
+        &self,
+        task: Option<&str>,
+        kind: &str,
+        body: &str,
+        author: Option<&str>,
+    ) -> Result<Progress> {
+        check_kind(kind)?;
+        let body = body.trim();
+        if body.is_empty() {
+            return Err(ProjectError::Invalid(
+                "a progress entry needs a text".into(),
+            ));
+        }
+        let project = self.id;
+        let id = self.store.write(|tx| -> Result<i64> {
+            let task_id = match task {
+                Some(t) => Some(super::tasks::task_id(tx, project, t)?),
+                None => None,
+            };
+            let at = now();
+            tx.execute(
+                "INSERT INTO progress (project_id, task_id, kind, body, status, author, created_at, updated_at)
+                 VALUES (?1, ?2, ?3, ?4, 'open', ?5, ?6, ?6)",
+                params![project, task_id, kind, body, author, at],
+            )?;
+            Ok(tx.last_insert_rowid())
+        })?;
+        self.progress_by_id(&self.store.conn(), id)
+    }
+
+    /// Progress entries, newest first.
+    pub fn list_progress(&self, filter: &ProgressFilter) -> Result<Vec<Progress>> {
+        let conn = self.store.conn();
+        let prefix = prefix(&conn, self.id)?;
+        let status = filter.status.as_deref().unwrap_or("open");
+        if !["open", "resolved", "all"].contains(&status) {
+            return Err(ProjectError::Invalid(format!(
+                "unknown status {status:?}; use open, resolved or all"
+            )));
+        }
+        if let Some(kind) = &filter.kind {
+            check_kind(kind)?;
+        }
+        let task_id = match &filter.task {
+            Some(t) => Some(super::tasks::task_id(&conn, self.id, t)?),
+            None => None,
+        };
+        let limit = if filter.limit == 0 {
+            -1
+        } else {
+            filter.limit as i64
+        };
+        let mut stmt = conn.prepare_cached(&format!(
+            "SELECT {COLUMNS} FROM progress g LEFT JOIN tasks t ON t.id = g.task_id
+             WHERE g.project_id = ?1 AND (?2 = 'all' OR g.status = ?2)
+               AND (?3 IS NULL OR g.kind = ?3) AND (?4 IS NULL OR g.task_id = ?4)
+             ORDER BY g.id DESC LIMIT ?5"
+        ))?;
+        let rows = stmt.query_map(
+            params![self.id, status, filter.kind, task_id, limit],
+            |row| from_row(&prefix, row),
+        )?;
+        Ok(rows.collect::<rusqlite::Result<_>>()?)
+    }
+
+    /// Rewrites an entry's text (and optionally its kind).
+    pub fn update_progress(
+        &self,
+        id: &str,
+        body: Option<&str>,
+        kind: Option<&str>,
+    ) -> Result<Progress> {
+        let id = parse_id(id)?;
+        if let Some(kind) = kind {
+            check_kind(kind)?;
+        }
+        let body = body.map(str::trim);
+        if body == Some("") {
+            return Err(ProjectError::Invalid(
+                "a progress entry needs a text".into(),
+            ));
+        }
+        if body.is_none() && kind.is_none() {
+            return Err(ProjectError::Invalid(
+                "nothing to update; give --body or --kind".into(),
+            ));
+        }
+        let project = self.id;
+        self.store.write(|tx| -> Result<()> {
+            let changed = tx.execute(
+                "UPDATE progress SET body = COALESCE(?3, body), kind = COALESCE(?4, kind), updated_at = ?5
+                 WHERE id = ?1 AND project_id = ?2",
+                params![id, project, body, kind, now()],
+            )?;
+            if changed == 0 {
+                return Err(ProjectError::NotFound(format!("no progress entry {id} in this project")));
+            }
+            Ok(())
+        })?;
+        self.progress_by_id(&self.store.conn(), id)
+    }
+
+    /// Resolves an entry (a blocker lifted, a note dealt with).
+    pub fn resolve_progress(&self, id: &str, resolution: Option<&str>) -> Result<Progress> {
+        let id = parse_id(id)?;
+        let project = self.id;
+        self.store.write(|tx| -> Result<()> {
+            let status: Option<String> = tx
+                .query_row(
+                    "SELECT status FROM progress WHERE id = ?1 AND project_id = ?2",
+                    params![id, project],
+                    |r| r.get(0),
+                )
+                .optional()?;
+            match status.as_deref() {
+                None => Err(ProjectError::NotFound(format!("no progress entry {id} in this project"))),
+                Some("resolved") => Err(ProjectError::Conflict(format!("progress entry {id} is already resolved"))),
+                Some(_) => {
+                    let at = now();
+                    tx.execute(
+                        "UPDATE progress SET status = 'resolved', resolution = ?2, resolved_at = ?3, updated_at = ?3
+                         WHERE id = ?1",
+                        params![id, resolution.map(str::trim).filter(|r| !r.is_empty()), at],
+                    )?;
+                    Ok(())
+                }
+            }
+        })?;
+        self.progress_by_id(&self.store.conn(), id)
+    }
+}

@@ -1,0 +1,988 @@
+//! Tasks: per-project numbered work items with priorities, labels, parents and dependencies.
+//!
+//! - Display ids are `<prefix>-0001` (prefix from the `task.prefix` setting, default `CTX`);
+//!   commands accept `CTX-0001`, `ctx-1`, `#1` or `1`.
+//! - Statuses: `open`, `claimed` (by an agent id), `done`, `blocked` (with a reason),
+//!   `cancelled`. `ready` is derived: open with every dependency done or cancelled. Each task
+//!   keeps `open_deps`, the count of its unresolved dependencies, updated in the transaction
+//!   that changes a dependency's status, so the ready queue is one partial-index scan.
+//! - A claim is one conditional UPDATE (`… WHERE status = 'open' AND open_deps = 0`): of any
+//!   number of agents claiming one task at once, exactly one wins; the others get a conflict
+//!   naming the winner.
+//! - A dependency that would close a cycle is refused with the cycle's path.
+//! - Every change is recorded in `task_events` (who, what, when): `task show` prints it.
+
+use rusqlite::{params, OptionalExtension, Row, Transaction};
+use serde::Serialize;
+
+use super::{Project, ProjectError, Result};
+use crate::store::now;
+
+pub const STATUSES: &[&str] = &["open", "claimed", "done", "blocked", "cancelled"];
+const DEFAULT_PREFIX: &str = "CTX";
+const MAX_TITLE_CHARS: usize = 500;
+
+/// One task as every face shows it.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Task {
+    #[serde(rename = "displayId")]
+    pub display_id: String,
+    #[serde(skip)]
+    pub id: i64,
+    pub title: String,
+    /// The stored status, or `ready` for an open task with nothing to wait for.
+    pub status: String,
+    pub priority: String,
+    pub labels: Vec<String>,
+    pub parent: Option<String>,
+    #[serde(rename = "claimedBy")]
+    pub claimed_by: Option<String>,
+    #[serde(rename = "blockedReason")]
+    pub blocked_reason: Option<String>,
+    /// How many dependencies are not done yet.
+    #[serde(rename = "waitingOn")]
+    pub waiting_on: i64,
+    #[serde(rename = "createdAt")]
+    pub created_at: String,
+    #[serde(rename = "updatedAt")]
+    pub updated_at: String,
+    #[serde(rename = "closedAt")]
+    pub closed_at: Option<String>,
+}
+
+/// A task with everything `task show` prints.
+#[derive(Debug, Clone, Serialize)]
+pub struct TaskDetail {
+    #[serde(flatten)]
+    pub task: Task,
+    pub description: String,
+    #[serde(rename = "dependsOn")]
+    pub depends_on: Vec<Link>,
+    pub blocks: Vec<Link>,
+    pub children: Vec<Link>,
+    #[serde(rename = "claimedAt")]
+    pub claimed_at: Option<String>,
+    pub events: Vec<Event>,
+}
+
+/// Another task, by id, title and status.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Link {
+    #[serde(rename = "displayId")]
+    pub display_id: String,
+    pub title: String,
+    pub status: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Event {
+    pub at: String,
+    pub actor: Option<String>,
+    pub event: String,
+    pub detail: Option<String>,
+}
+
+/// What `create` needs.
+#[derive(Debug, Clone, Default)]
+pub struct NewTask {
+    pub title: String,
+    pub description: String,
+    /// 0 (most urgent) to 4; default 2.
+    pub priority: Option<u8>,
+    pub labels: Vec<String>,
+    pub parent: Option<String>,
+    pub depends_on: Vec<String>,
+}
+
+/// What `update` changes; `None` leaves a field alone.
+#[derive(Debug, Clone, Default)]
+pub struct TaskUpdate {
+    pub title: Option<String>,
+    pub description: Option<String>,
+    pub priority: Option<u8>,
+    pub add_labels: Vec<String>,
+    pub remove_labels: Vec<String>,
+    /// `Some(None)` removes the parent.
+    pub parent: Option<Option<String>>,
+    /// `open`, `done` or `cancelled` (claim, block and unblock have their own commands).
+    pub status: Option<String>,
+}
+
+/// Which tasks `list` shows.
+#[derive(Debug, Clone, Default)]
+pub struct Filter {
+    /// A status, `ready`, or `all`; `None` shows everything not done or cancelled.
+    pub status: Option<String>,
+    pub label: Option<String>,
+    pub claimed_by: Option<String>,
+    pub parent: Option<String>,
+    /// 0: no limit.
+    pub limit: usize,
+}
+
+/// Parses `P0`–`P4` or `0`–`4`.
+pub fn parse_priority(text: &str) -> Result<u8> {
+    let digits = text.trim().trim_start_matches(['P', 'p']);
+    match digits.parse::<u8>() {
+        Ok(n) if n <= 4 => Ok(n),
+        _ => Err(ProjectError::Invalid(format!(
+            "priority {text:?} is not one of P0 (most urgent) … P4"
+        ))),
+    }
+}
+
+/// The display prefix of the project's tasks.
+pub fn prefix(conn: &rusqlite::Connection, project: i64) -> Result<String> {
+    Ok(conn
+        .query_row(
+            "SELECT value FROM project_config WHERE project_id = ?1 AND key = 'task.prefix'",
+            [project],
+            |r| r.get::<_, String>(0),
+        )
+        .optional()?
+        .unwrap_or_else(|| DEFAULT_PREFIX.to_string()))
+}
+
+fn display(prefix: &str, number: i64) -> String {
+    format!("{prefix}-{number:04}")
+}
+
+/// The task number a reference names: `CTX-0001`, `ctx-1`, `#1`, `1`.
+fn number_of(reference: &str) -> Result<i64> {
+    let text = reference.trim();
+    let digits = text
+        .rsplit_once('-')
+        .map_or(text, |(_, n)| n)
+        .trim_start_matches('#');
+    digits
+        .parse::<i64>()
+        .ok()
+        .filter(|n| *n > 0)
+        .ok_or_else(|| {
+            ProjectError::Invalid(format!(
+                "{reference:?} is not a task id (expected e.g. CTX-0001 or 1)"
+            ))
+        })
+}
+
+/// The row id of a referenced task, or a not-found error.
+pub(crate) fn task_id(conn: &rusqlite::Connection, project: i64, reference: &str) -> Result<i64> {
+    let number = number_of(reference)?;
+    conn.query_row(
+        "SELECT id FROM tasks WHERE project_id = ?1 AND number = ?2",
+        params![project, number],
+        |r| r.get(0),
+    )
+    .optional()?
+    .ok_or_else(|| {
+        ProjectError::NotFound(format!(
+            "no task {reference} in this project; `car task list --status all` shows them"
+        ))
+    })
+}
+
+const TASK_COLUMNS: &str = "t.id, t.number, t.title, t.status, t.priority, t.labels, \
+     p.number AS parent_number, t.claimed_by, t.blocked_reason, t.open_deps, t.created_at, \
+     t.updated_at, t.closed_at";
+
+fn task_from_row(prefix: &str, row: &Row<'_>) -> rusqlite::Result<Task> {
+    let status: String = row.get("status")?;
+    let open_deps: i64 = row.get("open_deps")?;
+    let labels: String = row.get("labels")?;
+    Ok(Task {
+        id: row.get("id")?,
+        display_id: display(prefix, row.get("number")?),
+        title: row.get("title")?,
+        status: if status == "open" && open_deps == 0 {
+            "ready".into()
+        } else {
+            status
+        },
+        priority: format!("P{}", row.get::<_, i64>("priority")?),
+        labels: serde_json::from_str(&labels).unwrap_or_default(),
+        parent: row
+            .get::<_, Option<i64>>("parent_number")?
+            .map(|n| display(prefix, n)),
+        claimed_by: row.get("claimed_by")?,
+        blocked_reason: row.get("blocked_reason")?,
+        waiting_on: open_deps,
+        created_at: row.get("created_at")?,
+        updated_at: row.get("updated_at")?,
+        closed_at: row.get("closed_at")?,
+    })
+}
+
+fn load(conn: &rusqlite::Connection, project: i64, id: i64) -> Result<Task> {
+    let prefix = prefix(conn, project)?;
+    Ok(conn
+        .prepare_cached(&format!(
+            "SELECT {TASK_COLUMNS} FROM tasks t LEFT JOIN tasks p ON p.id = t.parent_id
+             WHERE t.id = ?1"
+        ))?
+        .query_row([id], |row| task_from_row(&prefix, row))?)
+}
+
+fn event(
+    tx: &Transaction<'_>,
+    id: i64,
+    actor: Option<&str>,
+    what: &str,
+    detail: Option<&str>,
+) -> Result<()> {
+    tx.prepare_cached(
+        "INSERT INTO task_events (task_id, at, actor, event, detail) VALUES (?1, ?2, ?3, ?4, ?5)",
+    )?
+    .execute(params![id, now(), actor, what, detail])?;
+    Ok(())
+}
+
+fn clean_labels(labels: &[String]) -> Result<Vec<String>> {
+    let mut out: Vec<String> = Vec::new();
+    for label in labels {
+        let label = label.trim().to_lowercase();
+        if label.is_empty() {
+            continue;
+        }
+        if label.chars().any(|c| c.is_whitespace() || c == ',') {
+            return Err(ProjectError::Invalid(format!(
+                "label {label:?} has a space or comma; labels are single words like `backend`"
+            )));
+        }
+        if !out.contains(&label) {
+            out.push(label);
+        }
+    }
+    out.sort();
+    Ok(out)
+}
+
+fn clean_title(title: &str) -> Result<String> {
+    let title = title.trim();
+    if title.is_empty() {
+        return Err(ProjectError::Invalid("a task needs a title".into()));
+    }
+    if title.chars().count() > MAX_TITLE_CHARS {
+        return Err(ProjectError::Invalid(format!(
+            "a title has at most {MAX_TITLE_CHARS} characters; put details in --description"
+        )));
+    }
+    Ok(title.to_string())
+}
+
+fn resolved(status: &str) -> bool {
+    status == "done" || status == "cancelled"
+}
+
+fn status_of(tx: &rusqlite::Connection, id: i64) -> Result<String> {
+    Ok(tx.query_row("SELECT status FROM tasks WHERE id = ?1", [id], |r| r.get(0))?)
+}
+
+/// Sets a task's stored status and keeps its dependents' `open_deps` counts right.
+fn set_status(tx: &Transaction<'_>, id: i64, status: &str) -> Result<()> {
+    let before = status_of(tx, id)?;
+    let closed = if resolved(status) { Some(now()) } else { None };
+    tx.execute(
+        "UPDATE tasks SET status = ?2, updated_at = ?3, closed_at = ?4,
+                          blocked_reason = CASE WHEN ?2 = 'blocked' THEN blocked_reason END
+         WHERE id = ?1",
+        params![id, status, now(), closed],
+    )?;
+    let delta = match (resolved(&before), resolved(status)) {
+        (false, true) => -1,
+        (true, false) => 1,
+        _ => 0,
+    };
+    if delta != 0 {
+        tx.execute(
+            "UPDATE tasks SET open_deps = open_deps + ?2
+             WHERE id IN (SELECT task_id FROM task_deps WHERE depends_on = ?1)",
+            params![id, delta],
+        )?;
+    }
+    Ok(())
+}
+
+/// The path from `from` to `to` along dependencies, if any (breadth-first, so the shortest).
+fn dependency_path(tx: &rusqlite::Connection, from: i64, to: i64) -> Result<Option<Vec<i64>>> {
+    let mut previous: std::collections::HashMap<i64, i64> = std::collections::HashMap::new();
+    let mut queue = std::collections::VecDeque::from([from]);
+    let mut stmt = tx.prepare_cached("SELECT depends_on FROM task_deps WHERE task_id = ?1")?;
+    while let Some(node) = queue.pop_front() {
+        if node == to {
+            let mut path = vec![to];
+            let mut at = to;
+            while let Some(&p) = previous.get(&at) {
+                path.push(p);
+                at = p;
+            }
+            path.reverse();
+            return Ok(Some(path));
+        }
+        let next: Vec<i64> = stmt
+            .query_map([node], |r| r.get(0))?
+            .collect::<rusqlite::Result<_>>()?;
+        for n in next {
+            if n != from && !previous.contains_key(&n) {
+                previous.insert(n, node);
+                queue.push_back(n);
+            }
+        }
+    }
+    Ok(None)
+}
+
+fn number(tx: &rusqlite::Connection, id: i64) -> Result<i64> {
+    Ok(tx.query_row("SELECT number FROM tasks WHERE id = ?1", [id], |r| r.get(0))?)
+}
+
+/// Adds `task` depends-on `on`, refusing a cycle with its path.
+fn add_dep(tx: &Transaction<'_>, project: i64, task: i64, on: i64) -> Result<bool> {
+    if task == on {
+        return Err(ProjectError::Conflict(
+            "a task cannot depend on itself".into(),
+        ));
+    }
+    if let Some(path) = dependency_path(tx, on, task)? {
+        let prefix = prefix(tx, project)?;
+        let mut names = vec![display(&prefix, number(tx, task)?)];
+        for id in path {
+            names.push(display(&prefix, number(tx, id)?));
+        }
+        return Err(ProjectError::Conflict(format!(
+            "that dependency would close a cycle: {}",
+            names.join(" → ")
+        )));
+    }
+    let added = tx.execute(
+        "INSERT OR IGNORE INTO task_deps (task_id, depends_on) VALUES (?1, ?2)",
+        params![task, on],
+    )? > 0;
+    if added && !resolved(&status_of(tx, on)?) {
+        tx.execute(
+            "UPDATE tasks SET open_deps = open_deps + 1 WHERE id = ?1",
+            [task],
+        )?;
+    }
+    Ok(added)
+}
+
+fn would_parent_cycle(tx: &rusqlite::Connection, task: i64, parent: i64) -> Result<bool> {
+    let mut at = Some(parent);
+    let mut steps = 0;
+    while let Some(node) = at {
+        if node == task {
+            return Ok(true);
+        }
+        steps += 1;
+        if steps > 10_000 {
+            return Ok(true);
+        }
+        at = tx.query_row("SELECT parent_id FROM tasks WHERE id = ?1", [node], |r| {
+            r.get(0)
+        })?;
+    }
+    Ok(false)
+}
+
+impl Project {
+    /// Creates a task (with its parent and dependencies, all or nothing).
+    pub fn create_task(&self, new: NewTask, actor: Option<&str>) -> Result<Task> {
+        let title = clean_title(&new.title)?;
+        let labels = clean_labels(&new.labels)?;
+        let priority = new.priority.unwrap_or(2);
+        if priority > 4 {
+            return Err(ProjectError::Invalid("priority is P0 … P4".into()));
+        }
+        let project = self.id;
+        let id = self.store.write(|tx| -> Result<i64> {
+            let parent = match &new.parent {
+                Some(p) => Some(task_id(tx, project, p)?),
+                None => None,
+            };
+            let number: i64 = tx.query_row(
+                "SELECT COALESCE(MAX(number), 0) + 1 FROM tasks WHERE project_id = ?1",
+                [project],
+                |r| r.get(0),
+            )?;
+            let at = now();
+            tx.execute(
+                "INSERT INTO tasks (project_id, number, title, description, status, priority,
+                                    labels, parent_id, created_at, updated_at)
+                 VALUES (?1, ?2, ?3, ?4, 'open', ?5, ?6, ?7, ?8, ?8)",
+                params![
+                    project,
+                    number,
+                    title,
+                    new.description.trim(),
+                    priority,
+                    serde_json::to_string(&labels).unwrap_or_else(|_| "[]".into()),
+                    parent,
+                    at
+                ],
+            )?;
+            let id = tx.last_insert_rowid();
+            event(tx, id, actor, "created", None)?;
+            for dep in &new.depends_on {
+                let on = task_id(tx, project, dep)?;
+                add_dep(tx, project, id, on)?;
+            }
+            Ok(id)
+        })?;
+        load(&self.store.conn(), self.id, id)
+    }
+
+    /// One task with its dependencies, dependents, children and history.
+    pub fn task_detail(&self, reference: &str) -> Result<TaskDetail> {
+        let conn = self.store.conn();
+        let id = task_id(&conn, self.id, reference)?;
+        let task = load(&conn, self.id, id)?;
+        let prefix = prefix(&conn, self.id)?;
+        let links = |sql: &str| -> Result<Vec<Link>> {
+            let mut stmt = conn.prepare(sql)?;
+            let rows = stmt.query_map([id], |r| {
+                let status: String = r.get(2)?;
+                let open_deps: i64 = r.get(3)?;
+                Ok(Link {
+                    display_id: display(&prefix, r.get(0)?),
+                    title: r.get(1)?,
+                    status: if status == "open" && open_deps == 0 {
+                        "ready".into()
+                    } else {
+                        status
+                    },
+                })
+            })?;
+            Ok(rows.collect::<rusqlite::Result<_>>()?)
+        };
+        let depends_on = links(
+            "SELECT t.number, t.title, t.status, t.open_deps FROM task_deps d
+             JOIN tasks t ON t.id = d.depends_on WHERE d.task_id = ?1 ORDER BY t.number",
+        )?;
+        let blocks = links(
+            "SELECT t.number, t.title, t.status, t.open_deps FROM task_deps d
+             JOIN tasks t ON t.id = d.task_id WHERE d.depends_on = ?1 ORDER BY t.number",
+        )?;
+        let children = links(
+            "SELECT number, title, status, open_deps FROM tasks WHERE parent_id = ?1 ORDER BY number",
+        )?;
+        let (description, claimed_at): (String, Option<String>) = conn.query_row(
+            "SELECT description, claimed_at FROM tasks WHERE id = ?1",
+            [id],
+            |r| Ok((r.get(0)?, r.get(1)?)),
+        )?;
+        let mut stmt = conn.prepare(
+            "SELECT at, actor, event, detail FROM task_events WHERE task_id = ?1 ORDER BY id",
+        )?;
+        let events = stmt
+            .query_map([id], |r| {
+                Ok(Event {
+                    at: r.get(0)?,
+                    actor: r.get(1)?,
+                    event: r.get(2)?,
+                    detail: r.get(3)?,
+                })
+            })?
+            .collect::<rusqlite::Result<_>>()?;
+        Ok(TaskDetail {
+            task,
+            description,
+            depends_on,
+            blocks,
+            children,
+            claimed_at,
+            events,
+        })
+    }
+
+    /// Tasks matching a filter, most urgent first (priority, then number).
+    pub fn list_tasks(&self, filter: &Filter) -> Result<Vec<Task>> {
+        let conn = self.store.conn();
+        let prefix = prefix(&conn, self.id)?;
+        let status = filter.status.as_deref().map(str::to_lowercase);
+        let condition = match status.as_deref() {
+            None => "t.status NOT IN ('done', 'cancelled')",
+            Some("all") => "1",
+            Some("ready") => "t.status = 'open' AND t.open_deps = 0",
+            Some(s) if STATUSES.contains(&s) => "t.status = ?2",
+            Some(other) => {
+                return Err(ProjectError::Invalid(format!(
+                    "unknown status {other:?}; use ready, open, claimed, blocked, done, cancelled or all"
+                )))
+            }
+        };
+        let parent = match &filter.parent {
+            Some(p) => Some(task_id(&conn, self.id, p)?),
+            None => None,
+        };
+        let limit = if filter.limit == 0 {
+            -1
+        } else {
+            filter.limit as i64
+        };
+        let sql = format!(
+            "SELECT {TASK_COLUMNS} FROM tasks t LEFT JOIN tasks p ON p.id = t.parent_id
+             WHERE t.project_id = ?1 AND {condition}
+               AND (?3 IS NULL OR EXISTS (SELECT 1 FROM json_each(t.labels) WHERE value = ?3))
+               AND (?4 IS NULL OR t.claimed_by = ?4)
+               AND (?5 IS NULL OR t.parent_id = ?5)
+             ORDER BY t.priority, t.number LIMIT ?6"
+        );
+        let mut stmt = conn.prepare_cached(&sql)?;
+        let label = filter.label.as_deref().map(|l| l.trim().to_lowercase());
+        let rows = stmt.query_map(
+            params![self.id, status, label, filter.claimed_by, parent, limit],
+            |row| task_from_row(&prefix, row),
+        )?;
+        Ok(rows.collect::<rusqlite::Result<_>>()?)
+    }
+
+    /// Changes a task's fields (and `open`/`done`/`cancelled` status).
+    pub fn update_task(
+        &self,
+        reference: &str,
+        update: TaskUpdate,
+        actor: Option<&str>,
+    ) -> Result<Task> {
+        let title = update.title.as_deref().map(clean_title).transpose()?;
+        let add = clean_labels(&update.add_labels)?;
+        let remove = clean_labels(&update.remove_labels)?;
+        if let Some(p) = update.priority {
+            if p > 4 {
+                return Err(ProjectError::Invalid("priority is P0 … P4".into()));
+            }
+        }
+        if let Some(status) = update.status.as_deref() {
+            if !["open", "done", "cancelled"].contains(&status) {
+                return Err(ProjectError::Invalid(format!(
+                    "update sets status open, done or cancelled; for {status:?} use `car task {}`",
+                    match status {
+                        "claimed" => "claim",
+                        "blocked" => "block",
+                        _ => "…",
+                    }
+                )));
+            }
+        }
+        let project = self.id;
+        let id = self.store.write(|tx| -> Result<i64> {
+            let id = task_id(tx, project, reference)?;
+            let mut changes = Vec::new();
+            if let Some(title) = &title {
+                tx.execute("UPDATE tasks SET title = ?2 WHERE id = ?1", params![id, title])?;
+                changes.push("title".to_string());
+            }
+            if let Some(description) = &update.description {
+                tx.execute(
+                    "UPDATE tasks SET description = ?2 WHERE id = ?1",
+                    params![id, description.trim()],
+                )?;
+                changes.push("description".into());
+            }
+            if let Some(priority) = update.priority {
+                tx.execute("UPDATE tasks SET priority = ?2 WHERE id = ?1", params![id, priority])?;
+                changes.push(format!("priority P{priority}"));
+            }
+            if !add.is_empty() || !remove.is_empty() {
+                let current: String =
+                    tx.query_row("SELECT labels FROM tasks WHERE id = ?1", [id], |r| r.get(0))?;
+                let mut labels: Vec<String> = serde_json::from_str(&current).unwrap_or_default();
+                labels.retain(|l| !remove.contains(l));
+                for l in &add {
+                    if !labels.contains(l) {
+                        labels.push(l.clone());
+                    }
+                }
+                labels.sort();
+                tx.execute(
+                    "UPDATE tasks SET labels = ?2 WHERE id = ?1",
+                    params![id, serde_json::to_string(&labels).unwrap_or_default()],
+                )?;
+                changes.push("labels".into());
+            }
+            if let Some(parent) = &update.parent {
+                let parent_id = match parent {
+                    Some(p) => {
+                        let pid = task_id(tx, project, p)?;
+                        if would_parent_cycle(tx, id, pid)? {
+                            return Err(ProjectError::Conflict(format!(
+                                "{p} is this task or one of its descendants; a task cannot be its own ancestor"
+                            )));
+                        }
+                        Some(pid)
+                    }
+                    None => None,
+                };
+                tx.execute("UPDATE tasks SET parent_id = ?2 WHERE id = ?1", params![id, parent_id])?;
+                changes.push("parent".into());
+            }
+            if let Some(status) = &update.status {
+                set_status(tx, id, status)?;
+                if status == "open" {
+                    tx.execute(
+                        "UPDATE tasks SET claimed_by = NULL, claimed_at = NULL WHERE id = ?1",
+                        [id],
+                    )?;
+                }
+                changes.push(format!("status {status}"));
+            }
+            if changes.is_empty() {
+                return Err(ProjectError::Invalid(
+                    "nothing to update; give --title, --description, --priority, --label, --unlabel, --parent or --status".into(),
+                ));
+            }
+            tx.execute("UPDATE tasks SET updated_at = ?2 WHERE id = ?1", params![id, now()])?;
+            event(tx, id, actor, "updated", Some(&changes.join(", ")))?;
+            Ok(id)
+        })?;
+        load(&self.store.conn(), self.id, id)
+    }
+
+    /// Claims a task for `agent`, or (no reference) the most urgent ready task. Atomic: of
+    /// concurrent claimers exactly one wins. Claiming a task one already holds is a no-op.
+    pub fn claim_task(&self, reference: Option<&str>, agent: &str) -> Result<Task> {
+        let agent = agent.trim();
+        if agent.is_empty() {
+            return Err(ProjectError::Invalid(
+                "a claim needs an agent id (--agent, or CAR_AGENT_ID)".into(),
+            ));
+        }
+        let project = self.id;
+        let id = self.store.write(|tx| -> Result<i64> {
+            let id = match reference {
+                Some(r) => task_id(tx, project, r)?,
+                None => tx
+                    .query_row(
+                        "SELECT id FROM tasks WHERE project_id = ?1 AND status = 'open'
+                           AND open_deps = 0 ORDER BY priority, number LIMIT 1",
+                        [project],
+                        |r| r.get(0),
+                    )
+                    .optional()?
+                    .ok_or_else(|| ProjectError::NotFound("no task is ready to claim".into()))?,
+            };
+            let won = tx.execute(
+                "UPDATE tasks SET status = 'claimed', claimed_by = ?2, claimed_at = ?3, updated_at = ?3
+                 WHERE id = ?1 AND status = 'open' AND open_deps = 0",
+                params![id, agent, now()],
+            )?;
+            if won == 1 {
+                event(tx, id, Some(agent), "claimed", None)?;
+                return Ok(id);
+            }
+            let (status, holder, open_deps): (String, Option<String>, i64) = tx.query_row(
+                "SELECT status, claimed_by, open_deps FROM tasks WHERE id = ?1",
+                [id],
+                |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
+            )?;
+            let name = display(&prefix(tx, project)?, number(tx, id)?);
+            Err(match (status.as_str(), holder) {
+                ("claimed", Some(h)) if h == agent => return Ok(id),
+                ("claimed", Some(h)) => {
+                    ProjectError::Conflict(format!("{name} is already claimed by {h}"))
+                }
+                ("open", _) => ProjectError::Conflict(format!(
+                    "{name} is not ready: it waits on {open_deps} unfinished dependenc{}; `car task show {name}` lists them",
+                    if open_deps == 1 { "y" } else { "ies" }
+                )),
+                (other, _) => ProjectError::Conflict(format!("{name} is {other}; only a ready task can be claimed")),
+            })
+        })?;
+        load(&self.store.conn(), self.id, id)
+    }
+
+    /// Marks a task done (from any status but cancelled), which may make dependents ready.
+    pub fn complete_task(
+        &self,
+        reference: &str,
+        actor: Option<&str>,
+        note: Option<&str>,
+    ) -> Result<Task> {
+        self.transition(reference, actor, "completed", note, |tx, id, name| {
+            match status_of(tx, id)?.as_str() {
+                "done" => Err(ProjectError::Conflict(format!("{name} is already done"))),
+                "cancelled" => Err(ProjectError::Conflict(format!(
+                    "{name} was cancelled; reopen it first with `car task update {name} --status open`"
+                ))),
+                _ => set_status(tx, id, "done"),
+            }
+        })
+    }
+
+    /// Marks a task blocked with a reason.
+    pub fn block_task(&self, reference: &str, reason: &str, actor: Option<&str>) -> Result<Task> {
+        let reason = reason.trim();
+        if reason.is_empty() {
+            return Err(ProjectError::Invalid(
+                "say why the task is blocked (--reason)".into(),
+            ));
+        }
+        self.transition(reference, actor, "blocked", Some(reason), |tx, id, name| {
+            let status = status_of(tx, id)?;
+            if resolved(&status) {
+                return Err(ProjectError::Conflict(format!("{name} is {status}; it cannot be blocked")));
+            }
+            tx.execute(
+                "UPDATE tasks SET status = 'blocked', blocked_reason = ?2, updated_at = ?3 WHERE id = ?1",
+                params![id, reason, now()],
+            )?;
+            Ok(())
+        })
+    }
+
+    /// Lifts a block: back to claimed (if someone holds it) or open.
+    pub fn unblock_task(&self, reference: &str, actor: Option<&str>) -> Result<Task> {
+        self.transition(reference, actor, "unblocked", None, |tx, id, name| {
+            if status_of(tx, id)? != "blocked" {
+                return Err(ProjectError::Conflict(format!("{name} is not blocked")));
+            }
+            tx.execute(
+                "UPDATE tasks SET status = CASE WHEN claimed_by IS NULL THEN 'open' ELSE 'claimed' END,
+                                  blocked_reason = NULL, updated_at = ?2 WHERE id = ?1",
+                params![id, now()],
+            )?;
+            Ok(())
+        })
+    }
+
+    fn transition(
+        &self,
+        reference: &str,
+        actor: Option<&str>,
+        what: &str,
+        detail: Option<&str>,
+        change: impl FnOnce(&Transaction<'_>, i64, &str) -> Result<()>,
+    ) -> Result<Task> {
+        let project = self.id;
+        let id = self.store.write(|tx| -> Result<i64> {
+            let id = task_id(tx, project, reference)?;
+            let name = display(&prefix(tx, project)?, number(tx, id)?);
+            change(tx, id, &name)?;
+            event(tx, id, actor, what, detail)?;
+            Ok(id)
+        })?;
+        load(&self.store.conn(), self.id, id)
+    }
+
+    /// `task` depends on `on` (refused when it would close a cycle). Returns whether it is new.
+    pub fn add_dependency(
+        &self,
+        task: &str,
+        on: &str,
+        actor: Option<&str>,
+    ) -> Result<(Task, bool)> {
+        let project = self.id;
+        let (id, added) = self.store.write(|tx| -> Result<(i64, bool)> {
+            let id = task_id(tx, project, task)?;
+            let dep = task_id(tx, project, on)?;
+            let added = add_dep(tx, project, id, dep)?;
+            if added {
+                let name = display(&prefix(tx, project)?, number(tx, dep)?);
+                event(tx, id, actor, "dependency added", Some(&name))?;
+            }
+            Ok((id, added))
+        })?;
+        Ok((load(&self.store.conn(), self.id, id)?, added))
+    }
+
+    /// Removes a dependency. Returns whether there was one.
+    pub fn remove_dependency(
+        &self,
+        task: &str,
+        on: &str,
+        actor: Option<&str>,
+    ) -> Result<(Task, bool)> {
+        let project = self.id;
+        let (id, removed) = self.store.write(|tx| -> Result<(i64, bool)> {
+            let id = task_id(tx, project, task)?;
+            let dep = task_id(tx, project, on)?;
+            let removed = tx.execute(
+                "DELETE FROM task_deps WHERE task_id = ?1 AND depends_on = ?2",
+                params![id, dep],
+            )? > 0;
+            if removed {
+                if !resolved(&status_of(tx, dep)?) {
+                    tx.execute(
+                        "UPDATE tasks SET open_deps = open_deps - 1 WHERE id = ?1",
+                        [id],
+                    )?;
+                }
+                let name = display(&prefix(tx, project)?, number(tx, dep)?);
+                event(tx, id, actor, "dependency removed", Some(&name))?;
+            }
+            Ok((id, removed))
+        })?;
+        Ok((load(&self.store.conn(), self.id, id)?, removed))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use super::*;
+    use crate::store::Store;
+
+    fn project() -> Project {
+        Project::open(
+            Arc::new(Store::open_in_memory().unwrap()),
+            std::path::Path::new("/p"),
+        )
+        .unwrap()
+    }
+
+    fn task(p: &Project, title: &str, deps: &[&str]) -> Task {
+        p.create_task(
+            NewTask {
+                title: title.into(),
+                depends_on: deps.iter().map(|d| d.to_string()).collect(),
+                ..NewTask::default()
+            },
+            None,
+        )
+        .unwrap()
+    }
+
+    fn ready(p: &Project) -> Vec<String> {
+        p.list_tasks(&Filter {
+            status: Some("ready".into()),
+            ..Filter::default()
+        })
+        .unwrap()
+        .into_iter()
+        .map(|t| t.display_id)
+        .collect()
+    }
+
+    #[test]
+    fn completing_dependencies_makes_dependents_ready_and_reopening_takes_it_back() {
+        let p = project();
+        let a = task(&p, "a", &[]);
+        let b = task(&p, "b", &[]);
+        let c = task(&p, "c", &["1", "CTX-0002"]);
+        assert_eq!(c.status, "open");
+        assert_eq!(c.waiting_on, 2);
+        assert_eq!(ready(&p), [a.display_id.as_str(), b.display_id.as_str()]);
+        p.complete_task("1", None, None).unwrap();
+        p.update_task(
+            "2",
+            TaskUpdate {
+                status: Some("cancelled".into()),
+                ..TaskUpdate::default()
+            },
+            None,
+        )
+        .unwrap();
+        assert_eq!(ready(&p), ["CTX-0003"]);
+        p.update_task(
+            "1",
+            TaskUpdate {
+                status: Some("open".into()),
+                ..TaskUpdate::default()
+            },
+            None,
+        )
+        .unwrap();
+        assert_eq!(ready(&p), ["CTX-0001"]);
+        p.remove_dependency("3", "1", None).unwrap();
+        assert_eq!(ready(&p), ["CTX-0001", "CTX-0003"]);
+    }
+
+    #[test]
+    fn a_cycle_is_refused_with_its_path_and_nothing_changes() {
+        let p = project();
+        task(&p, "a", &[]);
+        task(&p, "b", &["1"]);
+        task(&p, "c", &["2"]);
+        let err = p.add_dependency("1", "3", None).unwrap_err().to_string();
+        assert_eq!(
+            err,
+            "that dependency would close a cycle: CTX-0001 → CTX-0003 → CTX-0002 → CTX-0001"
+        );
+        assert!(p.add_dependency("1", "1", None).is_err());
+        assert_eq!(ready(&p), ["CTX-0001"]);
+    }
+
+    #[test]
+    fn claims_are_exclusive_and_explain_refusals() {
+        let p = project();
+        task(&p, "a", &[]);
+        task(&p, "b", &["1"]);
+        let won = p.claim_task(None, "agent-1").unwrap();
+        assert_eq!(
+            (won.status.as_str(), won.claimed_by.as_deref()),
+            ("claimed", Some("agent-1"))
+        );
+        assert!(
+            p.claim_task(Some("1"), "agent-1").is_ok(),
+            "re-claiming is a no-op"
+        );
+        let err = p.claim_task(Some("1"), "agent-2").unwrap_err().to_string();
+        assert_eq!(err, "CTX-0001 is already claimed by agent-1");
+        let err = p.claim_task(Some("2"), "agent-2").unwrap_err().to_string();
+        assert!(err.contains("waits on 1 unfinished dependency"), "{err}");
+        assert!(p.claim_task(None, "agent-2").is_err());
+    }
+
+    #[test]
+    fn block_unblock_and_history() {
+        let p = project();
+        task(&p, "a", &[]);
+        p.claim_task(Some("1"), "me").unwrap();
+        let blocked = p
+            .block_task("1", "waiting for the API key", Some("me"))
+            .unwrap();
+        assert_eq!(
+            blocked.blocked_reason.as_deref(),
+            Some("waiting for the API key")
+        );
+        let back = p.unblock_task("1", Some("me")).unwrap();
+        assert_eq!(back.status, "claimed");
+        let done = p.complete_task("1", Some("me"), Some("shipped")).unwrap();
+        assert!(done.closed_at.is_some());
+        let events: Vec<String> = p
+            .task_detail("1")
+            .unwrap()
+            .events
+            .into_iter()
+            .map(|e| e.event)
+            .collect();
+        assert_eq!(
+            events,
+            ["created", "claimed", "blocked", "unblocked", "completed"]
+        );
+    }
+
+    #[test]
+    fn bad_input_is_refused_before_anything_is_written() {
+        let p = project();
+        assert!(p
+            .create_task(
+                NewTask {
+                    title: " ".into(),
+                    ..NewTask::default()
+                },
+                None
+            )
+            .is_err());
+        assert!(p
+            .create_task(
+                NewTask {
+                    title: "x".into(),
+                    depends_on: vec!["9".into()],
+                    ..NewTask::default()
+                },
+                None
+            )
+            .is_err());
+        assert!(p
+            .list_tasks(&Filter {
+                status: Some("all".into()),
+                ..Filter::default()
+            })
+            .unwrap()
+            .is_empty());
+        assert!(parse_priority("P5").is_err());
+        assert_eq!(parse_priority("p1").unwrap(), 1);
+        assert!(number_of("CTX-x").is_err());
+    }
+}
