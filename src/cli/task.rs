@@ -115,6 +115,16 @@ pub enum TaskCommand {
     },
     /// Show a task with its dependencies, dependents, children and history.
     Show { id: String },
+    /// Import tasks from JSON Lines (one transaction; beads' issues.jsonl works as is).
+    #[command(
+        after_help = "Each line: {\"ref\": \"a\", \"title\": \"…\", \"description\": \"…\", \"priority\": \"P1\", \"labels\": […],\n            \"status\": \"open|done|cancelled\", \"depends_on\": [\"a\", \"CTX-0003\"], \"parent\": \"a\"}\nA bad line or a dependency cycle imports nothing.\nExamples:\n  car task import tasks.jsonl\n  car task import .beads/issues.jsonl"
+    )]
+    Import {
+        /// The file, or - for stdin.
+        file: std::path::PathBuf,
+        #[command(flatten)]
+        agent: AgentArg,
+    },
     /// Add or remove a dependency.
     #[command(subcommand)]
     Dep(DepCommand),
@@ -161,6 +171,7 @@ fn command_name(command: &TaskCommand) -> &'static str {
         TaskCommand::Block { .. } => "task.block",
         TaskCommand::Unblock { .. } => "task.unblock",
         TaskCommand::Show { .. } => "task.show",
+        TaskCommand::Import { .. } => "task.import",
         TaskCommand::Dep(DepCommand::Add { .. }) => "task.dep.add",
         TaskCommand::Dep(DepCommand::Remove { .. }) => "task.dep.remove",
     }
@@ -349,6 +360,10 @@ fn run_command(project: &Project, command: &TaskCommand) -> Result<Value, Failur
             task_json(&project.unblock_task(id, Some(&agent.id()))?)
         }
         TaskCommand::Show { id } => detail_json(&project.task_detail(id)?),
+        TaskCommand::Import { file, agent } => {
+            let text = super::read_input(file)?;
+            to_value(&project.import_tasks(&text, Some(&agent.id()))?)
+        }
         TaskCommand::Dep(DepCommand::Add { id, on, agent }) => {
             let (task, added) = project.add_dependency(id, on, Some(&agent.id()))?;
             json!({"task": task_json(&task), "changed": added})
@@ -367,6 +382,13 @@ pub(crate) fn execute(env: &Env, command: TaskCommand) -> Printed {
     render(env.json, name, result, |data| match &command {
         TaskCommand::List { .. } => task_rows(data.as_array().map(Vec::as_slice).unwrap_or(&[])),
         TaskCommand::Show { .. } => detail(data),
+        TaskCommand::Import { .. } => format!(
+            "Imported {} task(s) ({} to {}) with {} dependencies.\n",
+            data["created"],
+            data["first"].as_str().unwrap_or("-"),
+            data["last"].as_str().unwrap_or("-"),
+            data["dependencies"]
+        ),
         TaskCommand::Dep(_) => {
             let verb = if data["changed"] == true {
                 "updated"

@@ -4,6 +4,7 @@
 //! agents never lose an update and a claim race has exactly one winner.
 
 pub mod decisions;
+pub mod import;
 pub mod lifecycle;
 pub mod progress;
 pub mod tasks;

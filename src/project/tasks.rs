@@ -500,7 +500,7 @@ impl Project {
         let prefix = prefix(&conn, self.id)?;
         let status = filter.status.as_deref().map(str::to_lowercase);
         let condition = match status.as_deref() {
-            None => "t.status NOT IN ('done', 'cancelled')",
+            None => "t.status IN ('open', 'claimed', 'blocked')",
             Some("all") => "1",
             Some("ready") => "t.status = 'open' AND t.open_deps = 0",
             Some(s) if STATUSES.contains(&s) => "t.status = ?2",

@@ -25,6 +25,8 @@ CREATE TABLE tasks (
 );
 CREATE INDEX tasks_ready ON tasks(project_id, priority, number)
     WHERE status = 'open' AND open_deps = 0;
+CREATE INDEX tasks_active ON tasks(project_id, priority, number)
+    WHERE status IN ('open', 'claimed', 'blocked');
 CREATE INDEX tasks_status ON tasks(project_id, status, priority, number);
 CREATE INDEX tasks_parent ON tasks(parent_id) WHERE parent_id IS NOT NULL;
 
