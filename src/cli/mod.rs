@@ -2,6 +2,7 @@
 //! Commands that map to a tool call it through the same dispatcher the MCP face uses, so a
 //! command's `--json` output is the tool's structured result in the envelope.
 
+mod admin;
 mod doctor;
 mod memory;
 mod plan;
@@ -32,6 +33,7 @@ Examples:
   car tools list
   car policy check Bash --params '{\"command\":\"nc -l 9\"}'
   car mcp                      # serve MCP over stdio (same as car-mcp)
+  car stats                    # what this project holds; car prune archives old closed tasks
 
 Data lives in CAR_HOME (default ~/.car): car.db holds memory and the execution log.";
 
@@ -89,6 +91,18 @@ pub enum Command {
     Executions(tools::ExecutionsArgs),
     /// Check CAR's home, database and project and say what to fix.
     Doctor,
+    /// Count what a project holds (tasks, progress, decisions, graph, memory, archive) and the database size.
+    #[command(after_help = admin::STATS_HELP)]
+    Stats(admin::StatsArgs),
+    /// List, show and rename projects; forget projects whose root directory is gone.
+    #[command(subcommand)]
+    Project(admin::ProjectCommand),
+    /// Get, set, unset and list this project's settings (task.prefix, prune.older_than_days, …).
+    #[command(subcommand, after_help = admin::config_help())]
+    Config(admin::ConfigCommand),
+    /// Move old closed tasks and resolved progress notes to CAR_HOME/archive.db, or --restore them.
+    #[command(after_help = admin::PRUNE_HELP)]
+    Prune(admin::PruneArgs),
     /// Serve the MCP protocol over stdio (what car-mcp does).
     Mcp(McpArgs),
 }
@@ -216,7 +230,6 @@ pub(crate) fn open_runtime(env: &Env) -> Result<Runtime, Failure> {
 }
 
 /// The project this command works on, in the store under CAR_HOME.
-#[allow(dead_code)] // the project commands (tasks, graph, …) land next
 pub(crate) fn open_project(env: &Env) -> Result<crate::project::Project, Failure> {
     let store = Arc::new(Store::open(&env.home.db_path())?);
     Ok(crate::project::Project::open(store, &env.project_root)?)
@@ -393,6 +406,10 @@ async fn run(cli: Cli) -> ExitCode {
         Command::Tools(command) => tools::run(&env, command).await,
         Command::Executions(args) => tools::executions(&env, args).await,
         Command::Doctor => doctor::run(&env),
+        Command::Stats(args) => admin::stats(&env, &args).emit(),
+        Command::Project(command) => admin::project(&env, &command).emit(),
+        Command::Config(command) => admin::config(&env, &command).emit(),
+        Command::Prune(args) => admin::prune(&env, &args).emit(),
         Command::Mcp(_) => serve_mcp(&env).await,
     }
 }
