@@ -327,6 +327,11 @@ fn forget(tx: &Transaction<'_>, id: i64) -> rusqlite::Result<()> {
              WHERE project_id IS NOT ?1 AND invalidated_by IN ({MEMORY})"
         ),
         format!("INSERT INTO memory_changes(node_id) {MEMORY}"),
+        format!(
+            "INSERT INTO memory_changes(node_id)
+             SELECT src FROM memory_edges WHERE dst IN ({MEMORY}) AND src NOT IN ({MEMORY})
+             UNION SELECT dst FROM memory_edges WHERE src IN ({MEMORY}) AND dst NOT IN ({MEMORY})"
+        ),
         format!("DELETE FROM memory_edges WHERE src IN ({MEMORY}) OR dst IN ({MEMORY})"),
         "DELETE FROM memory_nodes WHERE project_id = ?1".into(),
         "DELETE FROM memory_status WHERE project_id = ?1".into(),
@@ -363,6 +368,15 @@ mod tests {
                 .is_empty()
         );
         std::fs::remove_dir_all(&gone).unwrap();
+        store
+            .write(|tx| {
+                tx.execute_batch(
+                    "INSERT INTO memory_nodes(id, kind, subject, subject_key, body, created_at,
+                         superseded_by) VALUES ('global', 'fact', 'build', 'build', 'make', 'x', 'm-G');
+                     INSERT INTO memory_edges VALUES ('global', 'm-G', 'supersedes', 1.0);",
+                )
+            })
+            .unwrap();
         let before = table_dump(&store, gone_id);
         let dry = forget_gone(&store, &dir.path().join("archive.db"), Mode::DryRun).unwrap();
         assert_eq!(dry.len(), 1);
@@ -377,6 +391,18 @@ mod tests {
             .all(|(_, rows)| rows.is_empty()));
         assert_eq!(table_dump(&store, live_id), live_before);
         assert_eq!(projects(&store).unwrap().len(), 1);
+        // A global entry the gone project's entry had superseded is current again, and every
+        // touched node is logged for the other processes' memory indexes.
+        let (superseded, logged): (Option<String>, i64) = store
+            .conn()
+            .query_row(
+                "SELECT superseded_by, (SELECT count(*) FROM memory_changes
+                     WHERE node_id IN ('m-G', 'global')) FROM memory_nodes WHERE id = 'global'",
+                [],
+                |r| Ok((r.get(0)?, r.get(1)?)),
+            )
+            .unwrap();
+        assert_eq!((superseded, logged), (None, 3));
         // FTS stays consistent with its content table.
         store
             .conn()
