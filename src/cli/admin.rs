@@ -161,13 +161,15 @@ fn file_bytes(path: &std::path::Path) -> u64 {
 /// `car stats`.
 pub(crate) fn stats(env: &Env, args: &StatsArgs) -> Printed {
     let result = (|| {
-        let projects = if args.all {
-            admin::projects(&*open_store(env)?)?
-        } else {
-            let project = open_project(env)?;
-            vec![admin::project(&project.store, project.id)?]
-        };
         let store = open_store(env)?;
+        let projects = if args.all {
+            admin::projects(&store)?
+        } else {
+            vec![admin::project(
+                &store,
+                store.project_id(&env.project_root)?,
+            )?]
+        };
         let stats = projects
             .iter()
             .map(|p| project_stats(&store, env, p))
