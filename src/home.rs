@@ -71,6 +71,11 @@ impl Home {
         self.root.join("car.db")
     }
 
+    /// Cold storage for `car prune`: closed tasks and old progress notes moved out of car.db.
+    pub fn archive_db_path(&self) -> PathBuf {
+        self.root.join("archive.db")
+    }
+
     /// User-wide policy rules (`*.toml`), read before the project's `.car/policies`.
     pub fn policies_dir(&self) -> PathBuf {
         self.root.join("policies")

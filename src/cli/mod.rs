@@ -2,6 +2,7 @@
 //! Commands that map to a tool call it through the same dispatcher the MCP face uses, so a
 //! command's `--json` output is the tool's structured result in the envelope.
 
+mod admin;
 mod doctor;
 mod inproc;
 mod journal;
@@ -36,6 +37,7 @@ Examples:
   car tools list
   car policy check Bash --params '{\"command\":\"nc -l 9\"}'
   car mcp                      # serve MCP over stdio (same as car-mcp)
+  car stats                    # what this project holds; car prune archives old closed tasks
 
 Data lives in CAR_HOME (default ~/.car): car.db holds memory and the execution log.";
 
@@ -114,6 +116,18 @@ pub enum Command {
         #[arg(long)]
         fix: bool,
     },
+    /// Count what a project holds (tasks, progress, decisions, graph, memory, archive) and the database size.
+    #[command(after_help = admin::STATS_HELP)]
+    Stats(admin::StatsArgs),
+    /// List, show and rename projects; forget projects whose root directory is gone.
+    #[command(subcommand)]
+    Project(admin::ProjectCommand),
+    /// Get, set, unset and list this project's settings (task.prefix, prune.older_than_days, …).
+    #[command(subcommand, after_help = admin::config_help())]
+    Config(admin::ConfigCommand),
+    /// Move old closed tasks and resolved progress notes to CAR_HOME/archive.db, or --restore them.
+    #[command(after_help = admin::PRUNE_HELP)]
+    Prune(admin::PruneArgs),
     /// Serve the MCP protocol over stdio (what car-mcp does).
     Mcp(McpArgs),
 }
@@ -436,6 +450,10 @@ async fn run(cli: Cli) -> ExitCode {
         Command::Context(args) => session::execute_context(&env, &args, None).emit(),
         Command::Checkpoint(args) => session::execute_checkpoint(&env, &args).emit(),
         Command::Resume(args) => session::execute_resume(&env, &args).emit(),
+        Command::Stats(args) => admin::stats(&env, &args).emit(),
+        Command::Project(command) => admin::project(&env, &command).emit(),
+        Command::Config(command) => admin::config(&env, &command).emit(),
+        Command::Prune(args) => admin::prune(&env, &args).emit(),
         Command::Mcp(_) => serve_mcp(&env).await,
     }
 }

@@ -3,11 +3,16 @@
 //! row carries the project's id; every change is one transaction (see `store`), so concurrent
 //! agents never lose an update and a claim race has exactly one winner.
 
+pub mod admin;
+pub mod archive;
+pub mod config;
 pub mod decisions;
 pub mod import;
 pub mod lifecycle;
 pub mod progress;
 pub mod tasks;
+#[cfg(test)]
+mod test_rows;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -47,6 +52,14 @@ impl ProjectError {
             ProjectError::Store(_) => "store",
         }
     }
+}
+
+/// Whether an admin command changes anything or only reports what it would change.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mode {
+    /// Report what would change; write nothing.
+    DryRun,
+    Apply,
 }
 
 pub type Result<T, E = ProjectError> = std::result::Result<T, E>;

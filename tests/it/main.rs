@@ -1,6 +1,7 @@
 //! CAR's integration tests: one binary that drives the real `car`, `car-mcp` and
 //! `car-memgine-eval` binaries (and the embedding example) with a fresh CAR_HOME per test.
 
+mod admin;
 mod bad_input;
 mod cli;
 mod concurrency;
