@@ -1,5 +1,5 @@
 //! The project tools over MCP: `task_manager`, `progress_tracker`, `decision_logger`,
-//! `context_manager` (and, as their commands land, `graph_explorer` and `project_admin`).
+//! `context_manager`, `project_admin` (and, as its commands land, `graph_explorer`).
 //! Each takes `{action, args}` and runs `car <group> --json <action> <args…>` in-process — the
 //! same clap parser and the same command code as the CLI — so the text it returns is byte for
 //! byte what that command prints. A failing command returns `isError: true` with its stdout and,
@@ -24,6 +24,8 @@ struct Spec {
     actions: &'static [&'static str],
     /// `Some("task")`: `car task <action>`; `None`: the action is itself the command.
     group: Option<&'static str>,
+    /// Actions that run other command words than `<group> <action>`.
+    routes: &'static [(&'static str, &'static [&'static str])],
     effect: Effect,
 }
 
@@ -34,6 +36,7 @@ const SPECS: &[Spec] = &[
         description: "Where the project stands and the session briefing: `status` (counts, ready tasks, blockers, decisions, last checkpoint), `context` (the briefing to read at session start, with relevant memory; args [\"--query\", \"…\"]), `checkpoint` (args [\"NAME\", \"--note\", \"…\"]), `resume` (a checkpoint's briefing and what changed since; args [\"NAME\"]), `doctor` (checks; args [\"--fix\"]). Runs `car <action> --json <args…>` and returns exactly what it prints.",
         actions: &["status", "context", "checkpoint", "resume", "doctor"],
         group: None,
+        routes: &[],
         effect: Effect::Write,
     },
     Spec {
@@ -42,6 +45,7 @@ const SPECS: &[Spec] = &[
         description: "The project's task tracker: `list` (args e.g. [\"--status\", \"ready\"]), `create` ([\"TITLE\", \"--priority\", \"P1\", \"--label\", \"x\", \"--depends-on\", \"CTX-0001\"]), `update` ([\"CTX-0001\", \"--status\", \"open\"]), `claim` ([] claims the most urgent ready task; [\"CTX-0001\", \"--agent\", \"me\"]), `complete`, `block` ([\"CTX-0001\", \"--reason\", \"…\"]), `unblock`, `show`. Runs `car task <action> --json <args…>` and returns exactly what it prints.",
         actions: &["list", "create", "update", "claim", "complete", "block", "unblock", "show"],
         group: Some("task"),
+        routes: &[],
         effect: Effect::Write,
     },
     Spec {
@@ -50,6 +54,7 @@ const SPECS: &[Spec] = &[
         description: "Notes and blockers on tasks: `list` (args [\"--task\", \"CTX-0001\", \"--status\", \"all\"]), `create` ([\"TEXT\", \"--task\", \"CTX-0001\", \"--blocker\"]), `update` ([\"ID\", \"--body\", \"…\"]), `resolve` ([\"ID\", \"--resolution\", \"…\"]). Runs `car progress <action> --json <args…>` and returns exactly what it prints.",
         actions: &["list", "create", "update", "resolve"],
         group: Some("progress"),
+        routes: &[],
         effect: Effect::Write,
     },
     Spec {
@@ -58,7 +63,17 @@ const SPECS: &[Spec] = &[
         description: "Decisions (ADRs): `list` (args [\"--search\", \"words\"] for full-text search, [\"--status\", \"accepted\"]), `record` ([\"TITLE\", \"--decision\", \"…\", \"--context\", \"…\", \"--consequences\", \"…\", \"--supersedes\", \"ADR-0001\"]), `resolve` ([\"ADR-0001\", \"--status\", \"rejected\"]). Runs `car decision <action> --json <args…>` and returns exactly what it prints.",
         actions: &["list", "record", "resolve"],
         group: Some("decision"),
+        routes: &[],
         effect: Effect::Write,
+    },
+    Spec {
+        name: "project_admin",
+        title: "Project administration",
+        description: "Project housekeeping: `stats` (what the project holds; args [\"--all\"] for every project), `prune` (forget projects whose root directory is gone: runs `car project prune`; args [\"--dry-run\"]), `config` (args [\"get\", \"task.prefix\"], [\"set\", \"task.prefix\", \"APP\"], [\"list\"]), `project` (args [\"list\"], [\"show\"], [\"rename\", \"NEW\"]). Runs `car <action> --json <args…>` (prune: `car project prune`) and returns exactly what it prints. Archiving old tasks to cold storage is `car prune` on the command line.",
+        actions: &["stats", "prune", "config", "project"],
+        group: None,
+        routes: &[("prune", &["project", "prune"])],
+        effect: Effect::Destructive,
     },
 ];
 
@@ -73,8 +88,13 @@ struct Place {
 /// The command line a call stands for, without the program name.
 fn argv(spec: &Spec, action: &str, args: &[String]) -> Vec<String> {
     let mut argv = vec!["--json".to_string()];
-    argv.extend(spec.group.map(str::to_string));
-    argv.push(action.to_string());
+    match spec.routes.iter().find(|(a, _)| *a == action) {
+        Some((_, words)) => argv.extend(words.iter().map(|w| w.to_string())),
+        None => {
+            argv.extend(spec.group.map(str::to_string));
+            argv.push(action.to_string());
+        }
+    }
     argv.extend(args.iter().cloned());
     argv
 }
@@ -96,6 +116,9 @@ fn run(place: &Place, cli: Cli) -> Printed {
         Command::Checkpoint(args) => session::execute_checkpoint(&env, &args),
         Command::Resume(args) => session::execute_resume(&env, &args),
         Command::Doctor { fix } => super::doctor::execute(&env, fix),
+        Command::Stats(args) => super::admin::stats(&env, &args),
+        Command::Project(command) => super::admin::project(&env, &command),
+        Command::Config(command) => super::admin::config(&env, &command),
         _ => Printed {
             stdout: String::new(),
             stderr: "error: this command is not available through this tool\n".into(),

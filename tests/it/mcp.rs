@@ -61,7 +61,8 @@ fn tools_list_matches_the_snapshot_in_one_page() {
             "context_manager",
             "task_manager",
             "progress_tracker",
-            "decision_logger"
+            "decision_logger",
+            "project_admin"
         ]
     );
     for tool in tools {
@@ -477,7 +478,7 @@ fn car_mcp_subcommand_serves_the_same_server() {
             .as_array()
             .unwrap()
             .len(),
-        21
+        22
     );
     mcp.finish();
 }

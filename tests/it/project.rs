@@ -43,14 +43,19 @@ fn spawn_mcp(home: &TestHome) -> McpProcess {
 
 /// (tool, action, args) → the CLI words: `car <group> --json <action> <args…>`.
 fn cli_words<'a>(tool: &str, action: &'a str, args: &[&'a str]) -> Vec<&'a str> {
+    let mut words = vec!["--json"];
+    if (tool, action) == ("project_admin", "prune") {
+        words.extend(["project", "prune"]);
+        words.extend(args.iter().copied());
+        return words;
+    }
     let group = match tool {
         "task_manager" => Some("task"),
         "progress_tracker" => Some("progress"),
         "decision_logger" => Some("decision"),
-        "context_manager" => None,
+        "context_manager" | "project_admin" => None,
         other => panic!("no group for {other}"),
     };
-    let mut words = vec!["--json"];
     words.extend(group);
     words.push(action);
     words.extend(args.iter().copied());
@@ -165,6 +170,17 @@ fn every_mcp_action_prints_what_the_cli_prints() {
         ("context_manager", "context", vec!["--query", "retry logic"]),
         ("context_manager", "resume", vec!["before-docs"]),
         ("context_manager", "doctor", vec![]),
+        (
+            "project_admin",
+            "config",
+            vec!["set", "context.max_ready", "5"],
+        ),
+        ("project_admin", "config", vec!["get", "context.max_ready"]),
+        ("project_admin", "config", vec!["list"]),
+        ("project_admin", "stats", vec![]),
+        ("project_admin", "project", vec!["show"]),
+        ("project_admin", "prune", vec!["--dry-run"]),
+        ("project_admin", "config", vec!["set", "nope", "1"]),
         // Failures: the same stdout, and stderr after the marker.
         ("task_manager", "claim", vec!["CTX-0003"]),
         ("task_manager", "show", vec!["CTX-0099"]),
