@@ -2,14 +2,17 @@
 //! (`benches/hook/hook.py`), both reading the 20 rules of `benches/hook/policies/` from the
 //! project, one process per call as Claude Code runs them, interleaved in the same run.
 //!
-//! Each call pipes a PreToolUse payload to a new process and times spawn → exit; the payloads
+//! Each call pipes a PreToolUse payload to a new process and times spawn → exit (wall), and
+//! takes the CPU time the process used (user + system, from the children's rusage; on a busy
+//! shared machine the wall time mostly measures the wait for a core); the payloads
 //! alternate between allowed and denied calls of Bash, Read, Write and WebFetch, and every answer
 //! is checked against the expected decision. `/bin/true` fed the same way is the floor: what any
 //! process costs here.
 //!
 //! Configuration (arguments after `--`, or environment): `--calls N` (`BENCH_HOOK_CALLS`, calls
 //! per hook, default 300). `CAR_BIN_DIR` holds `car` (default `target/release`); `PYTHON` is the
-//! interpreter (default `python3`). Results go to `bench-results/hook.json`.
+//! interpreter (default `python3`; `scripts/bench-hook.sh` passes the real one behind any shim).
+//! Results go to `bench-results/hook.json`.
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -119,17 +122,51 @@ fn cases(project: &Path) -> Vec<Case> {
         .collect()
 }
 
-/// One hook under test: its command line, and the times of its calls in ms.
+/// The CPU time (user + system, in ms) used so far by this process's reaped children.
+#[cfg(target_os = "linux")]
+fn children_cpu_ms() -> f64 {
+    /// `struct rusage` on 64-bit Linux: two `timeval`s, then 14 longs.
+    #[repr(C)]
+    struct Rusage {
+        utime: [i64; 2],
+        stime: [i64; 2],
+        rest: [i64; 14],
+    }
+    extern "C" {
+        fn getrusage(who: i32, usage: *mut Rusage) -> i32;
+    }
+    const RUSAGE_CHILDREN: i32 = -1;
+    let mut usage = Rusage {
+        utime: [0; 2],
+        stime: [0; 2],
+        rest: [0; 14],
+    };
+    // SAFETY: `usage` is a valid, writable `struct rusage` for the duration of the call.
+    if unsafe { getrusage(RUSAGE_CHILDREN, &mut usage) } != 0 {
+        return f64::NAN;
+    }
+    let ms = |tv: [i64; 2]| tv[0] as f64 * 1e3 + tv[1] as f64 / 1e3;
+    ms(usage.utime) + ms(usage.stime)
+}
+
+#[cfg(not(target_os = "linux"))]
+fn children_cpu_ms() -> f64 {
+    f64::NAN
+}
+
+/// One hook under test: its command line, and the wall and CPU times of its calls in ms.
 struct Hook {
     name: &'static str,
     argv: Vec<String>,
     checks_answer: bool,
     times: Vec<f64>,
+    cpu: Vec<f64>,
 }
 
 impl Hook {
-    /// Runs one call; returns its wall time in ms after checking the answer.
-    fn call(&self, case: &Case, home: &Path, project: &Path) -> Result<f64> {
+    /// Runs one call; returns its wall and CPU time in ms after checking the answer.
+    fn call(&self, case: &Case, home: &Path, project: &Path) -> Result<(f64, f64)> {
+        let cpu_before = children_cpu_ms();
         let started = Instant::now();
         let mut child = Command::new(&self.argv[0])
             .args(&self.argv[1..])
@@ -147,6 +184,7 @@ impl Hook {
         }
         let output = child.wait_with_output()?;
         let elapsed = started.elapsed().as_secs_f64() * 1e3;
+        let cpu = children_cpu_ms() - cpu_before;
         ensure!(
             output.status.success(),
             "{} failed: {}",
@@ -170,7 +208,7 @@ impl Hook {
                 String::from_utf8_lossy(&case.payload)
             );
         }
-        Ok(elapsed)
+        Ok((elapsed, cpu))
     }
 }
 
@@ -267,18 +305,21 @@ fn run(config: Config) -> Result<()> {
             argv: vec![config.car.display().to_string(), "policy-check-hook".into()],
             checks_answer: true,
             times: Vec::new(),
+            cpu: Vec::new(),
         },
         Hook {
             name: "python",
             argv: vec![config.python.clone(), python_hook.display().to_string()],
             checks_answer: true,
             times: Vec::new(),
+            cpu: Vec::new(),
         },
         Hook {
             name: "floor",
             argv: vec!["/bin/true".into()],
             checks_answer: false,
             times: Vec::new(),
+            cpu: Vec::new(),
         },
     ];
     println!(
@@ -296,25 +337,28 @@ fn run(config: Config) -> Result<()> {
         // Rotate who goes first so neither always follows the other.
         for k in 0..hooks.len() {
             let hook = &mut hooks[(i + k) % 3];
-            let ms = hook.call(case, &home, &project)?;
+            let (wall, cpu) = hook.call(case, &home, &project)?;
             if i >= WARMUP {
-                hook.times.push(ms);
+                hook.times.push(wall);
+                hook.cpu.push(cpu);
             }
         }
     }
     let stats: Vec<Stats> = hooks.iter().map(|h| Stats::of(&h.times)).collect();
+    let cpu: Vec<Stats> = hooks.iter().map(|h| Stats::of(&h.cpu)).collect();
     println!(
-        "\n{:<8} {:>9} {:>9} {:>9} {:>9}",
-        "hook", "p50 ms", "p90 ms", "mean ms", "min ms"
+        "\n{:<8} {:>9} {:>9} {:>9} {:>9} {:>11} {:>11}",
+        "hook", "p50 ms", "p90 ms", "mean ms", "min ms", "cpu p50 ms", "cpu p90 ms"
     );
-    for (hook, s) in hooks.iter().zip(&stats) {
+    for ((hook, s), c) in hooks.iter().zip(&stats).zip(&cpu) {
         println!(
-            "{:<8} {:>9.3} {:>9.3} {:>9.3} {:>9.3}",
-            hook.name, s.p50, s.p90, s.mean, s.min
+            "{:<8} {:>9.3} {:>9.3} {:>9.3} {:>9.3} {:>11.3} {:>11.3}",
+            hook.name, s.p50, s.p90, s.mean, s.min, c.p50, c.p90
         );
     }
     let (car, python, floor) = (&stats[0], &stats[1], &stats[2]);
     let ratio = python.p50 / car.p50;
+    let cpu_ratio = cpu[1].p50 / cpu[0].p50;
     println!(
         "\ncar median {:.3} ms (goal ≤ {GOAL_MEDIAN_MS} ms: {}); python/car {:.1}× (goal ≥ {GOAL_RATIO}×: {}); car above the floor {:.3} ms",
         car.p50,
@@ -322,6 +366,10 @@ fn run(config: Config) -> Result<()> {
         ratio,
         verdict(ratio >= GOAL_RATIO),
         car.p50 - floor.p50
+    );
+    println!(
+        "CPU per call: car {:.3} ms, python {:.3} ms ({cpu_ratio:.1}×), floor {:.3} ms",
+        cpu[0].p50, cpu[1].p50, cpu[2].p50
     );
     let load_after = load_average();
     println!(
@@ -343,6 +391,8 @@ fn run(config: Config) -> Result<()> {
         "python": python.json(hooks[1].times.len()),
         "floor": floor.json(hooks[2].times.len()),
         "ratio_p50": round(ratio),
+        "cpu": {"car": cpu[0].json(hooks[0].cpu.len()), "python": cpu[1].json(hooks[1].cpu.len()),
+                "floor": cpu[2].json(hooks[2].cpu.len()), "ratio_p50": round(cpu_ratio)},
         "goals": {"car_p50_ms": GOAL_MEDIAN_MS, "car_p50_met": car.p50 <= GOAL_MEDIAN_MS,
                   "ratio": GOAL_RATIO, "ratio_met": ratio >= GOAL_RATIO},
     });

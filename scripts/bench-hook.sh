@@ -4,7 +4,7 @@
 # /bin/true as the floor. See benches/hook.rs.
 #
 # Usage: scripts/bench-hook.sh [--calls N]   (or BENCH_HOOK_CALLS=N; default 300 per hook)
-# PYTHON picks the interpreter (default python3; it needs tomllib, Python ≥ 3.11).
+# PYTHON picks the interpreter (default: the one `python3` runs; it needs tomllib, Python ≥ 3.11).
 # Results: bench-results/hook.json.
 set -euo pipefail
 
@@ -14,6 +14,9 @@ root=$PWD
 cargo build --release --bin car
 
 export CAR_BIN_DIR=${CAR_BIN_DIR:-${CARGO_TARGET_DIR:-$root/target}/release}
+# The interpreter itself, not a version manager's shim (a pyenv shim is a bash script that
+# costs more than the hook).
+export PYTHON=${PYTHON:-$(python3 -c 'import sys; print(sys.executable)')}
 
 cargo bench --bench hook -- "$@"
 echo "results: $root/bench-results/hook.json"
