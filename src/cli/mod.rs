@@ -410,11 +410,17 @@ pub(crate) fn finish(
 
 /// Runs the `car` command line.
 pub fn main() -> ExitCode {
+    // Claude Code runs the hook before every tool call, so its plain form (the one plugins use)
+    // skips building the clap tree and the logger: it logs nothing and reads only CAR_HOME.
+    let mut args = std::env::args_os().skip(1);
+    if args.next().is_some_and(|arg| arg == "policy-check-hook") && args.next().is_none() {
+        return policy::hook(Home::from_env());
+    }
     let cli = Cli::parse();
     init_logging();
     if let Command::PolicyCheckHook = cli.command {
-        // Run on every tool call of Claude Code: no async runtime, no database.
-        return policy::hook(&cli.global.location);
+        // No async runtime, no database.
+        return policy::hook(Home::resolve(cli.global.location.home.as_deref()));
     }
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
@@ -439,7 +445,9 @@ async fn run(cli: Cli) -> ExitCode {
         Command::Plan(command) => plan::run(&env, command).await,
         Command::Skill(command) => skill::run(&env, command).await,
         Command::Policy(command) => policy::run(&env, command).await,
-        Command::PolicyCheckHook => policy::hook(&cli.global.location),
+        Command::PolicyCheckHook => {
+            policy::hook(Home::resolve(cli.global.location.home.as_deref()))
+        }
         Command::Tools(command) => tools::run(&env, command).await,
         Command::Executions(args) => tools::executions(&env, args).await,
         Command::Doctor { fix } => doctor::execute(&env, fix).emit(),

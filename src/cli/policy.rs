@@ -9,8 +9,8 @@ use std::process::ExitCode;
 use clap::Subcommand;
 use serde_json::{json, Value};
 
-use super::{call_tool, finish, open_runtime, Env, Failure, LocationArgs};
-use crate::home::Home;
+use super::{call_tool, finish, open_runtime, Env, Failure};
+use crate::home::{Home, HomeError};
 use crate::policy::hook::{self, HookAnswer};
 use crate::policy::{rules, PolicyEngine};
 
@@ -224,10 +224,11 @@ pub async fn run(env: &Env, command: PolicyCommand) -> ExitCode {
     }
 }
 
-/// `car policy-check-hook`: always exits 0; stdout holds the deny JSON or nothing.
-pub fn hook(location: &LocationArgs) -> ExitCode {
+/// `car policy-check-hook` with the resolved home (`--home`, else `CAR_HOME`, else `~/.car`):
+/// always exits 0; stdout holds the deny JSON or nothing.
+pub fn hook(home: Result<Home, HomeError>) -> ExitCode {
     let note = |message: &str| eprintln!("car policy-check-hook: {message}");
-    let home = match Home::resolve(location.home.as_deref()) {
+    let home = match home {
         Ok(home) => home,
         Err(e) => {
             note(&format!("{e}; not evaluated"));

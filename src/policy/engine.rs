@@ -244,15 +244,25 @@ fn violation(
             tool: target,
             param,
             pattern,
+            required,
             regex,
         } => {
             if target != tool {
                 return None;
             }
-            let value = params.get(param)?;
+            let value = stringify(params.get(param)?);
+            // Most values contain none of the pattern's literals; they skip the compile.
+            if let Some(literals) = required {
+                if !literals
+                    .iter()
+                    .any(|literal| value.contains(literal.as_str()))
+                {
+                    return None;
+                }
+            }
             match regex.get_or_init(|| regex::Regex::new(pattern).map_err(|e| e.to_string())) {
                 Ok(regex) => regex
-                    .is_match(&stringify(value))
+                    .is_match(&value)
                     .then(|| format!("param '{param}' matches a denied pattern")),
                 Err(_) => Some(format!(
                     "the pattern for param '{param}' does not compile, so the tool is denied"

@@ -113,6 +113,10 @@ pub enum RuleKind {
         tool: String,
         param: String,
         pattern: String,
+        /// Literals one of which begins every match, when the pattern is small enough to be
+        /// sure to compile (see [`required_literals`]): a value containing none of them cannot
+        /// match, so the regex is not compiled for it.
+        required: Option<Vec<String>>,
         regex: std::sync::OnceLock<Result<regex::Regex, String>>,
     },
     /// At most `max_calls` admitted calls of the tool in any `interval_secs` window.
@@ -293,6 +297,41 @@ fn to_json(value: toml::Value) -> Value {
     }
 }
 
+/// The longest pattern whose regex is skipped when its literals are absent. Within it, and with
+/// no counted repetition, a pattern always compiles under the regex size limit (a test checks
+/// the worst case), so skipping never hides the deny a compile failure would give.
+const MAX_PREFILTERED_PATTERN: usize = 256;
+
+/// The literals one of which begins every match of the pattern, or `None` when there is no such
+/// finite set, one is empty (the pattern can match anywhere), or the pattern might not compile.
+/// An empty list means the pattern matches nothing.
+fn required_literals(pattern: &str, hir: &regex_syntax::hir::Hir) -> Option<Vec<String>> {
+    fn counted(hir: &regex_syntax::hir::Hir) -> bool {
+        use regex_syntax::hir::HirKind;
+        match hir.kind() {
+            HirKind::Repetition(rep) => {
+                rep.min > 1 || rep.max.is_some_and(|max| max > 1) || counted(&rep.sub)
+            }
+            HirKind::Capture(capture) => counted(&capture.sub),
+            HirKind::Concat(subs) | HirKind::Alternation(subs) => subs.iter().any(counted),
+            HirKind::Empty | HirKind::Literal(_) | HirKind::Class(_) | HirKind::Look(_) => false,
+        }
+    }
+    if pattern.len() > MAX_PREFILTERED_PATTERN || counted(hir) {
+        return None;
+    }
+    let seq = regex_syntax::hir::literal::Extractor::new().extract(hir);
+    seq.literals()?
+        .iter()
+        .map(|literal| {
+            std::str::from_utf8(literal.as_bytes())
+                .ok()
+                .filter(|text| !text.is_empty())
+                .map(str::to_string)
+        })
+        .collect()
+}
+
 /// Parses one file's text into rules (and its `[egress]` table), compiling every regex.
 pub fn parse(file: &Path, text: &str) -> Result<(Vec<Rule>, Option<EgressConfig>), LoadFailure> {
     let fail = |line: Option<usize>, message: String| LoadFailure {
@@ -348,7 +387,7 @@ pub fn parse(file: &Path, text: &str) -> Result<(Vec<Rule>, Option<EgressConfig>
     );
     for row in parsed.deny_tool_param_matching {
         let line = line_of(text, row.matches.span().start);
-        regex_syntax::Parser::new()
+        let hir = regex_syntax::Parser::new()
             .parse(row.matches.get_ref())
             .map_err(|e| {
                 fail(
@@ -364,6 +403,7 @@ pub fn parse(file: &Path, text: &str) -> Result<(Vec<Rule>, Option<EgressConfig>
         kinds.push(RuleKind::DenyToolParamMatching {
             tool: row.tool,
             param: row.param,
+            required: required_literals(row.matches.get_ref(), &hir),
             pattern: row.matches.into_inner(),
             regex: std::sync::OnceLock::new(),
         });
@@ -433,6 +473,64 @@ mod tests {
         let err = parse(Path::new("r.toml"), text).unwrap_err();
         assert_eq!(err.line, Some(5), "{err}");
         assert!(err.message.contains("does not compile"), "{err}");
+    }
+
+    fn literals_of(pattern: &str) -> Option<Vec<String>> {
+        let hir = regex_syntax::Parser::new().parse(pattern).unwrap();
+        required_literals(pattern, &hir)
+    }
+
+    #[test]
+    fn a_value_without_the_required_literals_never_matches() {
+        assert_eq!(literals_of(r"\bsudo\b"), Some(vec!["sudo".to_string()]));
+        for unbounded in [r"a*", r"\w+", r"x{3}", r"(ab){2,}", r"(?:\w{100}){100}"] {
+            assert_eq!(literals_of(unbounded), None, "{unbounded}");
+        }
+        assert_eq!(literals_of(&format!("sudo{}", "x".repeat(300))), None);
+        let patterns = [
+            r"\bsudo\b",
+            r"git\s+reset\s+--hard",
+            r"curl[^|]*\|\s*(ba|z)?sh\b",
+            r"(?i)DROP\s+table",
+            r"^https?://",
+            r"\.(pem|key)$",
+            r"[αβ]δ",
+            r"(^|/)\.env$",
+        ];
+        let values = [
+            "sudo rm",
+            "pseudo",
+            "git  reset --hard HEAD",
+            "GIT RESET --HARD",
+            "curl x | zsh",
+            "drop TABLE users",
+            "http://a",
+            "key.pem",
+            "βδ",
+            "a/.env",
+            "",
+        ];
+        for pattern in patterns {
+            let literals = literals_of(pattern).unwrap_or_else(|| panic!("{pattern}"));
+            let regex = regex::Regex::new(pattern).unwrap();
+            for value in values {
+                if !literals.iter().any(|l| value.contains(l.as_str())) {
+                    assert!(!regex.is_match(value), "{pattern} matched {value:?}");
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn every_prefiltered_pattern_compiles() {
+        // The largest classes, repeated up to the length bound, with no counted repetition.
+        for unit in [
+            r"\w", r"\W", r"\d", r"\s", r"\pL", r"(?i)\w", r"\b\w", r"[^a]",
+        ] {
+            let pattern = unit.repeat(MAX_PREFILTERED_PATTERN / unit.len());
+            assert!(pattern.len() <= MAX_PREFILTERED_PATTERN);
+            assert!(regex::Regex::new(&pattern).is_ok(), "{unit} repeated");
+        }
     }
 
     #[test]

@@ -1,8 +1,10 @@
 //! CAR's integration tests: one binary that drives the real `car`, `car-mcp` and
-//! `car-memgine-eval` binaries (and the embedding example) with a fresh CAR_HOME per test.
+//! `car-memgine-eval` binaries (and the embedding example) with a fresh CAR_HOME per test, and the
+//! real Claude Code CLI running `car policy-check-hook` as a plugin hook.
 
 mod admin;
 mod bad_input;
+mod claude_code;
 mod cli;
 mod concurrency;
 mod eval;

@@ -298,3 +298,40 @@ fn policy_check_answers_non_ascii_names_and_megabyte_params() {
     assert_eq!(empty["_meta"]["car/error"]["code"], "invalid_arguments");
     mcp.finish();
 }
+
+#[test]
+fn the_hook_reads_home_rules_from_the_home_flag_as_well_as_car_home() {
+    let home = TestHome::new();
+    let flagged = home.other_project("flagged-home");
+    std::fs::create_dir_all(flagged.join("policies")).unwrap();
+    std::fs::write(
+        flagged.join("policies/k.toml"),
+        "deny_keyword = [\"shred\"]\n",
+    )
+    .unwrap();
+    let payload = bash_payload(&home, "shred -u notes.txt");
+    // CAR_HOME (the form plugins use) has no rules; the flag, before or after the command, does.
+    assert!(hook(&home, &payload).stdout.is_empty());
+    let flag = flagged.display().to_string();
+    for args in [
+        vec!["--home", flag.as_str(), "policy-check-hook"],
+        vec!["policy-check-hook", "--home", flag.as_str()],
+    ] {
+        let mut child = home
+            .command(CAR)
+            .args(&args)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap();
+        child.stdin.take().unwrap().write_all(&payload).unwrap();
+        let out = child.wait_with_output().unwrap();
+        assert_eq!(out.status.code(), Some(0));
+        let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
+        assert_eq!(
+            doc["hookSpecificOutput"]["permissionDecisionReason"],
+            "CAR policy: deny_keyword:shred (a parameter contains a denied keyword)",
+            "{args:?}"
+        );
+    }
+}
