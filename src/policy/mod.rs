@@ -8,10 +8,13 @@
 //! Rate limits are sliding windows kept per process (per `car-mcp` session, per `car` command;
 //! the hook starts a new process per call, so a rate limit there never trips).
 
+mod commands;
+mod deny_command;
 mod egress;
 mod engine;
 pub(crate) mod hook;
 pub(crate) mod rules;
+mod shell;
 mod tools;
 
 use serde::Serialize;

@@ -29,6 +29,8 @@ struct RuleFile {
     #[serde(default)]
     require_state: Vec<RequireStateRow>,
     #[serde(default)]
+    deny_command: Vec<super::deny_command::Row>,
+    #[serde(default)]
     egress: Option<EgressRow>,
 }
 
@@ -123,6 +125,8 @@ pub enum RuleKind {
     },
     /// Denies unless the call's state has `key` equal to `value`.
     RequireState { key: String, value: Value },
+    /// Denies a shell command that runs a matching program (see [`super::deny_command`]).
+    DenyCommand(Box<super::deny_command::CommandRule>),
 }
 
 /// A rule and the file it came from.
@@ -150,6 +154,7 @@ impl Rule {
             }
             RuleKind::RateLimitTool { tool, .. } => format!("rate_limit_tool:{tool}"),
             RuleKind::RequireState { key, .. } => format!("require_state:{key}"),
+            RuleKind::DenyCommand(rule) => format!("deny_command:{}", rule.name),
         }
     }
 }
@@ -387,6 +392,13 @@ pub fn parse(file: &Path, text: &str) -> Result<(Vec<Rule>, Option<EgressConfig>
                 value: to_json(row.value),
             }),
     );
+    for row in parsed.deny_command {
+        let line = line_of(text, row.offset());
+        let rule = row
+            .validate()
+            .map_err(|message| fail(Some(line), message))?;
+        kinds.push(RuleKind::DenyCommand(Box::new(rule)));
+    }
     let rules = kinds
         .into_iter()
         .map(|kind| Rule {
