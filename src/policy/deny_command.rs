@@ -28,7 +28,8 @@
 //! single-dash word such as `-delete` matches only itself. Positional arguments are the
 //! others, and for `key=value` ones (`dd of=/dev/sda`) the value is a path candidate too.
 //! A path condition holds when some candidate resolves to a listed kind or glob and to no
-//! `path_except` glob; conditions in `path_is` and `path_glob_any` are alternatives.
+//! `path_except` glob (the project and its ancestors are never excepted); conditions in
+//! `path_is` and `path_glob_any` are alternatives.
 //! `root_or_home` is `/`, the home directory, `/home`, `/Users`, `/root` or a glob of their
 //! entries (`/*`); `outside_project` is anything not strictly inside the project directory
 //! (the project root itself counts as outside, and when the project is `/` or the home
@@ -296,7 +297,9 @@ impl CommandRule {
         candidates.iter().any(|text| {
             let place = command.place(text, home);
             if let Place::Known(path) = &place {
-                if self.path_except.iter().any(|g| glob(g, path, home)) {
+                if !holds_project(path, &places.project)
+                    && self.path_except.iter().any(|g| glob(g, path, home))
+                {
                     return false;
                 }
             }
@@ -309,6 +312,16 @@ impl CommandRule {
                 }
         })
     }
+}
+
+/// The path is the project or one of its ancestors (never excepted: `/tmp/**` must not
+/// let `rm -rf ..` delete a project that lives in `/tmp`).
+fn holds_project(path: &str, project: &str) -> bool {
+    path == "/"
+        || project == path
+        || project
+            .strip_prefix(path)
+            .is_some_and(|rest| rest.starts_with('/'))
 }
 
 fn has_flag(flags: &[&str], rule_flag: &str) -> bool {
@@ -528,6 +541,13 @@ mod tests {
         ] {
             assert!(!denies(&rm, no), "{no}");
         }
+        let in_work = rule("[[deny_command]]\nname='rm'\nreason='r'\nprogram='rm'\nflags_any=['-r']\npath_is=['outside_project']\npath_except=['/work/**']\n");
+        assert!(!denies(&in_work, "rm -r ../sibling"));
+        assert!(
+            denies(&in_work, "rm -r .."),
+            "the project's ancestors are never excepted"
+        );
+        assert!(denies(&in_work, "rm -r ."));
     }
 
     #[test]

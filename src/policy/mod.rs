@@ -13,6 +13,7 @@ mod deny_command;
 mod egress;
 mod engine;
 pub(crate) mod hook;
+pub(crate) mod preset;
 pub(crate) mod rules;
 mod shell;
 mod tools;
@@ -84,13 +85,20 @@ pub struct Evaluation {
 }
 
 impl Evaluation {
-    /// The denying findings as one line: `rule (reason); …`.
+    /// The denying findings as one line: `rule (reason); …`, each distinct one once.
     pub fn deny_reason(&self) -> String {
-        self.findings
+        let mut parts: Vec<String> = Vec::new();
+        for finding in self
+            .findings
             .iter()
             .filter(|f| f.severity == Severity::Deny)
-            .map(|f| format!("{} ({})", f.rule, f.reason))
-            .collect::<Vec<_>>()
-            .join("; ")
+        {
+            // The same rule loaded from two files (home and project) is said once.
+            let part = format!("{} ({})", finding.rule, finding.reason);
+            if !parts.contains(&part) {
+                parts.push(part);
+            }
+        }
+        parts.join("; ")
     }
 }

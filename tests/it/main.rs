@@ -9,4 +9,5 @@ mod interop;
 mod mcp;
 mod plan;
 mod policy;
+mod preset;
 mod support;
