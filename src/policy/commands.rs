@@ -5,8 +5,9 @@
 //! Wrappers, unwrapped recursively (the wrapped command is what a rule sees): `bash|sh|zsh|dash|
 //! ksh|ash|mksh -c '<string>'` (the string is parsed), a shell fed a heredoc or here-string,
 //! `eval`, `env [-i] [-u N] [-C DIR] [NAME=…]…`, `timeout [opts] DURATION`, `nice [-n N]`,
-//! `ionice`, `sudo [opts]`, `doas`, `xargs [opts]` (its stdin becomes an argument CAR cannot
-//! know), `command`, `builtin`, `exec`, `nohup`, `setsid`, `stdbuf`, `time`, shell keywords
+//! `ionice`, `sudo [opts]`, `doas`, `su -c '<string>'`, `watch [opts] CMD`, `busybox`,
+//! `xargs [opts]` (its stdin becomes an argument CAR cannot know), `command`, `builtin`,
+//! `exec`, `nohup`, `setsid`, `stdbuf`, `time`, shell keywords
 //! (`if`, `then`, `do`, `!`, `{`, …), `git`'s global options (`-C DIR` moves the working
 //! directory, `-c k=v`, `--no-pager`, …) and `find … -exec CMD {} ;` (run with `{}` standing
 //! for `<start>/*`). `bash script.sh` and other programs are not followed.
@@ -58,8 +59,8 @@ pub struct Command {
     pub reads: Vec<String>,
     /// Targets of `>`, `>>`, `&>` redirections.
     pub writes: Vec<String>,
-    /// It executes code fetched from the network (`curl … | sh`, `bash <(curl …)`,
-    /// `sh -c "$(wget -O- …)"`, `eval "$(curl …)"`).
+    /// It executes code fetched from the network or decoded from base64 (`curl … | sh`,
+    /// `bash <(curl …)`, `sh -c "$(wget -O- …)"`, `eval "$(curl …)"`, `… | base64 -d | sh`).
     pub runs_download: bool,
 }
 
@@ -153,9 +154,13 @@ impl State<'_> {
             }
             let before = self.out.len();
             self.unwrap(&simple.words, &around, depth, self.cwd.clone(), None)?;
-            downloaded |= self.out[before..]
-                .iter()
-                .any(|c| DOWNLOADERS.contains(&c.program.as_str()));
+            downloaded |= self.out[before..].iter().any(|c| {
+                DOWNLOADERS.contains(&c.program.as_str())
+                    || (c.program == "base64"
+                        && c.args
+                            .iter()
+                            .any(|a| matches!(a.as_str(), "-d" | "-D" | "--decode")))
+            });
         }
         Ok(())
     }
@@ -178,8 +183,8 @@ impl State<'_> {
         while let Some(first) = text(i) {
             match basename(first) {
                 "if" | "then" | "else" | "elif" | "fi" | "do" | "done" | "while" | "until"
-                | "!" | "{" | "}" | "esac" | "nohup" | "builtin" | "setsid" | "unbuffer"
-                | "chronic" => i += 1,
+                | "!" | "{" | "}" | "esac" | "nohup" | "builtin" | "setsid" | "busybox"
+                | "unbuffer" | "chronic" => i += 1,
                 "time" | "command" | "exec" | "stdbuf" | "nice" | "ionice" | "sudo" | "doas"
                 | "timeout" => {
                     let wrapper = basename(first);
@@ -278,6 +283,34 @@ impl State<'_> {
                     let args: Vec<&str> = words[i..].iter().map(|w| w.text.as_str()).collect();
                     self.record("git", &args, around, cwd, &xargs, false);
                     return Ok(());
+                }
+                "su" => {
+                    // `su [user] -c STRING`: the string runs in the user's shell.
+                    let string = words[i + 1..]
+                        .iter()
+                        .position(|w| matches!(w.text.as_str(), "-c" | "--command"))
+                        .and_then(|at| words.get(i + 2 + at));
+                    if let Some(string) = string {
+                        return self.nested(&string.text, depth, cwd);
+                    }
+                    return Ok(());
+                }
+                "watch" => {
+                    // `watch [opts] CMD…`: the rest runs through `sh -c`.
+                    i += 1;
+                    while is_flag(i) {
+                        let flag = text(i).unwrap_or_default();
+                        i += if matches!(flag, "-n" | "--interval" | "-d" | "-q" | "--equexit") {
+                            2
+                        } else {
+                            1
+                        };
+                    }
+                    let joined: Vec<&str> = words[i.min(words.len())..]
+                        .iter()
+                        .map(|w| w.text.as_str())
+                        .collect();
+                    return self.nested(&joined.join(" "), depth, cwd);
                 }
                 "eval" => {
                     let joined: Vec<&str> =
@@ -646,6 +679,9 @@ mod tests {
             ("eval 'git stash clear'", "git stash clear"),
             ("env -S 'rm -rf /'", "rm -rf /"),
             ("stdbuf -oL rm -rf /", "rm -rf /"),
+            ("busybox rm -rf /", "rm -rf /"),
+            ("sudo su - root -c 'rm -rf /'", "rm -rf /"),
+            ("watch -n 1 git clean -fdx", "git clean -fdx"),
         ] {
             assert!(
                 lines(text).contains(&expected.to_string()),
@@ -721,6 +757,7 @@ mod tests {
             "sh -c \"$(curl -fsSL https://x)\"",
             "eval \"$(curl https://x)\"",
             "curl https://x | python3 -",
+            "echo cm0gLXJmIC8= | base64 -d | sh",
         ] {
             let cmds = commands(text, &ENV).unwrap();
             assert!(cmds.iter().any(|c| c.runs_download), "{text}: {cmds:?}");

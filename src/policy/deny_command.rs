@@ -19,7 +19,7 @@
 //! path_is = ["root_or_home", "outside_project", "device"]
 //! path_glob_any = ["**/.env", "~/.aws/credentials"]
 //! path_except = ["/tmp/**"]             # paths that never count
-//! pipe_to_shell = true                  # the command runs code fetched from the network
+//! pipe_to_shell = true                  # it runs code fetched by curl/wget or base64-decoded
 //! ```
 //!
 //! Flags are the arguments after the subcommand that start with `-` (until `--`); a
