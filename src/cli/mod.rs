@@ -73,7 +73,7 @@ pub enum Command {
     /// Check, simulate, compare and tidy an action proposal before running it.
     #[command(subcommand, after_help = plan::group_help())]
     Plan(plan::PlanCommand),
-    /// Check calls against the policy rules, list them and lint rule files.
+    /// Check calls against the policy rules, list them, lint rule files and write presets.
     #[command(subcommand)]
     Policy(policy::PolicyCommand),
     /// Claude Code PreToolUse hook: reads the hook payload on stdin, prints a deny decision or nothing, always exits 0.

@@ -28,7 +28,7 @@ The file is plain TOML with a comment on every rule: edit or delete rules freely
 it with `car policy lint`. Claude Code reads it through the hook `car policy-check-hook`.
 
 Examples:
-  car policy init --preset recommended            # ./.car/policies/recommended.toml
+  car policy init --preset recommended            # <project>/.car/policies/recommended.toml
   car policy init --preset recommended --global   # $CAR_HOME/policies/recommended.toml
   car policy check Bash --params '{\"command\":\"git push -f\"}'";
 
