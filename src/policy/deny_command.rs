@@ -1,5 +1,5 @@
-//! The `[[deny_command]]` rule kind: a rule about the programs a shell command runs, not about
-//! its text. The command (by default `Bash`'s `command`) is parsed ([`super::shell`]), its
+//! The `[[deny_command]]` rule kind (and its path-only sibling `[[deny_path]]`): a rule about
+//! the programs a shell command runs, not about its text. The command (by default `Bash`'s `command`) is parsed ([`super::shell`]), its
 //! wrappers are unwrapped and its paths resolved ([`super::commands`]), and the rule denies
 //! when any one of the resulting commands meets every condition the rule sets:
 //!
@@ -37,6 +37,11 @@
 //! (`null`, `zero`, `random`, `urandom`, `std*`, `tty`, `fd/`, `shm/`, `pts/`). A path CAR
 //! cannot know (see [`super::commands`]) counts as `root_or_home` and `outside_project` and
 //! matches no device and no glob.
+//!
+//! `[[deny_path]]` applies the same path conditions to a tool whose param is a path rather
+//! than a command, e.g. Claude Code's `Read` (`file_path`, the default param) or `Grep`
+//! (`path`): `name`, `reason`, `tool` (required), `param`, `path_is`, `path_glob_any`,
+//! `path_except`; a relative path resolves against the project.
 //!
 //! Globs are matched component by component: `*` and `?` within one (dotfiles included),
 //! `**` any number of components, and a trailing `/**` only what is strictly inside (so
@@ -127,10 +132,16 @@ pub struct CommandRule {
     flags_none: Vec<String>,
     args_any: Vec<String>,
     path_in: Vec<PathIn>,
-    path_is: Vec<PathIs>,
-    path_glob_any: Vec<String>,
-    path_except: Vec<String>,
+    paths: PathTest,
     pipe_to_shell: bool,
+}
+
+/// The path conditions `[[deny_command]]` and `[[deny_path]]` share.
+#[derive(Debug, Clone)]
+struct PathTest {
+    is: Vec<PathIs>,
+    glob_any: Vec<String>,
+    except: Vec<String>,
 }
 
 /// The directories paths are judged against.
@@ -151,18 +162,7 @@ impl Row {
     pub fn validate(self) -> Result<CommandRule, String> {
         let name = self.name.into_inner();
         let label = format!("deny_command '{name}'");
-        if name.is_empty()
-            || !name
-                .chars()
-                .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
-        {
-            return Err(format!(
-                "{label}: name must be non-empty letters, digits, '-', '_' or '.'"
-            ));
-        }
-        if self.reason.trim().is_empty() {
-            return Err(format!("{label}: reason must say what to do instead"));
-        }
+        check_name_and_reason(&label, &name, &self.reason)?;
         for flag in self
             .flags_any
             .iter()
@@ -174,13 +174,7 @@ impl Row {
                 return Err(format!("{label}: flag {flag:?} must start with '-'"));
             }
         }
-        for glob in self.path_glob_any.iter().chain(&self.path_except) {
-            if !(glob.starts_with('/') || glob.starts_with("~/") || glob.starts_with("**/")) {
-                return Err(format!(
-                    "{label}: path glob {glob:?} must start with '/', '~/' or '**/'"
-                ));
-            }
-        }
+        check_globs(&label, self.path_glob_any.iter().chain(&self.path_except))?;
         let has_path = !self.path_is.is_empty() || !self.path_glob_any.is_empty();
         if !has_path && (self.path_in.is_some() || !self.path_except.is_empty()) {
             return Err(format!(
@@ -219,9 +213,11 @@ impl Row {
             flags_none: self.flags_none,
             args_any: self.args_any,
             path_in: self.path_in.unwrap_or_else(|| vec![PathIn::Args]),
-            path_is: self.path_is,
-            path_glob_any: self.path_glob_any,
-            path_except: self.path_except,
+            paths: PathTest {
+                is: self.path_is,
+                glob_any: self.path_glob_any,
+                except: self.path_except,
+            },
             pipe_to_shell: self.pipe_to_shell,
         })
     }
@@ -273,7 +269,7 @@ impl CommandRule {
         if self.pipe_to_shell && !command.runs_download {
             return false;
         }
-        if self.path_is.is_empty() && self.path_glob_any.is_empty() {
+        if self.paths.is.is_empty() && self.paths.glob_any.is_empty() {
             return true;
         }
         let mut candidates: Vec<&str> = Vec::new();
@@ -293,24 +289,131 @@ impl CommandRule {
                 PathIn::Writes => candidates.extend(command.writes.iter().map(String::as_str)),
             }
         }
-        let home = places.home.as_deref();
         candidates.iter().any(|text| {
-            let place = command.place(text, home);
-            if let Place::Known(path) = &place {
-                if !holds_project(path, &places.project)
-                    && self.path_except.iter().any(|g| glob(g, path, home))
-                {
-                    return false;
-                }
-            }
-            self.path_is
-                .iter()
-                .any(|kind| is_kind(*kind, &place, places))
-                || match &place {
-                    Place::Known(path) => self.path_glob_any.iter().any(|g| glob(g, path, home)),
-                    Place::Unknown => false,
-                }
+            self.paths
+                .holds(&command.place(text, places.home.as_deref()), places)
         })
+    }
+}
+
+impl PathTest {
+    /// The place is of a listed kind or glob and not excepted.
+    fn holds(&self, place: &Place, places: &Places) -> bool {
+        let home = places.home.as_deref();
+        if let Place::Known(path) = place {
+            if !holds_project(path, &places.project)
+                && self.except.iter().any(|g| glob(g, path, home))
+            {
+                return false;
+            }
+        }
+        self.is.iter().any(|kind| is_kind(*kind, place, places))
+            || match place {
+                Place::Known(path) => self.glob_any.iter().any(|g| glob(g, path, home)),
+                Place::Unknown => false,
+            }
+    }
+}
+
+fn check_name_and_reason(label: &str, name: &str, reason: &str) -> Result<(), String> {
+    if name.is_empty()
+        || !name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
+    {
+        return Err(format!(
+            "{label}: name must be non-empty letters, digits, '-', '_' or '.'"
+        ));
+    }
+    if reason.trim().is_empty() {
+        return Err(format!("{label}: reason must say what to do instead"));
+    }
+    Ok(())
+}
+
+fn check_globs<'a>(label: &str, globs: impl Iterator<Item = &'a String>) -> Result<(), String> {
+    for glob in globs {
+        if !(glob.starts_with('/') || glob.starts_with("~/") || glob.starts_with("**/")) {
+            return Err(format!(
+                "{label}: path glob {glob:?} must start with '/', '~/' or '**/'"
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// One `[[deny_path]]` table as written: the path conditions of `[[deny_command]]` for a tool
+/// whose param is a path (Claude Code's `Read` `file_path`, `Grep` `path`).
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PathRow {
+    name: toml::Spanned<String>,
+    reason: String,
+    tool: OneOrMany,
+    param: Option<String>,
+    #[serde(default)]
+    path_is: Vec<PathIs>,
+    #[serde(default)]
+    path_glob_any: Vec<String>,
+    #[serde(default)]
+    path_except: Vec<String>,
+}
+
+/// A validated `[[deny_path]]` rule.
+#[derive(Debug, Clone)]
+pub struct PathRule {
+    pub name: String,
+    pub reason: String,
+    tools: Vec<String>,
+    param: String,
+    paths: PathTest,
+}
+
+impl PathRow {
+    /// The 0-based byte offset of the rule's `name`, for error lines.
+    pub fn offset(&self) -> usize {
+        self.name.span().start
+    }
+
+    pub fn validate(self) -> Result<PathRule, String> {
+        let name = self.name.into_inner();
+        let label = format!("deny_path '{name}'");
+        check_name_and_reason(&label, &name, &self.reason)?;
+        check_globs(&label, self.path_glob_any.iter().chain(&self.path_except))?;
+        if self.path_is.is_empty() && self.path_glob_any.is_empty() {
+            return Err(format!("{label}: needs path_is or path_glob_any"));
+        }
+        Ok(PathRule {
+            name,
+            reason: self.reason,
+            tools: self.tool.into_vec(),
+            param: self.param.unwrap_or_else(|| "file_path".to_string()),
+            paths: PathTest {
+                is: self.path_is,
+                glob_any: self.path_glob_any,
+                except: self.path_except,
+            },
+        })
+    }
+}
+
+impl PathRule {
+    /// The rule's reason when the call's path param meets it. A relative path resolves
+    /// against the project; an absent or non-string param never matches.
+    pub fn violation(
+        &self,
+        tool: &str,
+        params: &serde_json::Value,
+        places: &Places,
+    ) -> Option<String> {
+        if !self.tools.iter().any(|t| t == tool) {
+            return None;
+        }
+        let text = params.get(&self.param)?.as_str()?;
+        let place = commands::resolve(text, Some(&places.project), places.home.as_deref(), &[]);
+        self.paths
+            .holds(&place, places)
+            .then(|| self.reason.clone())
     }
 }
 
@@ -576,6 +679,35 @@ mod tests {
         assert!(denies(&dd, "cat img > /dev/nvme0n1"));
         assert!(!denies(&dd, "dd if=/dev/urandom of=out.bin"));
         assert!(!denies(&dd, "cmd > /dev/null 2>&1"));
+    }
+
+    #[test]
+    fn deny_path_reads_a_path_param() {
+        #[derive(Deserialize)]
+        struct File {
+            deny_path: Vec<PathRow>,
+        }
+        let file: File = toml::from_str("[[deny_path]]\nname='s'\nreason='r'\ntool=['Read']\npath_glob_any=['**/.ssh/**','**/.env']\npath_except=['**/.ssh/*.pub']\n").unwrap();
+        let rule = file
+            .deny_path
+            .into_iter()
+            .next()
+            .unwrap()
+            .validate()
+            .unwrap();
+        let places = Places {
+            project: "/work/p".into(),
+            home: Some("/home/u".into()),
+        };
+        let read = |tool: &str, path: &str| {
+            rule.violation(tool, &serde_json::json!({"file_path": path}), &places)
+                .is_some()
+        };
+        assert!(read("Read", "/home/u/.ssh/id_rsa"));
+        assert!(read("Read", ".env"));
+        assert!(!read("Read", "/home/u/.ssh/id_rsa.pub"));
+        assert!(!read("Read", "/work/p/README.md"));
+        assert!(!read("Write", "/home/u/.ssh/id_rsa"));
     }
 
     #[test]

@@ -98,10 +98,19 @@ impl PolicyEngine {
                 rate_limited.push((index, rule));
                 continue;
             }
-            let found = if let RuleKind::DenyCommand(command_rule) = &rule.kind {
-                shell.violation(command_rule, tool, params, &self.places)
-            } else {
-                violation(rule, tool, params, state)
+            let found = match &rule.kind {
+                RuleKind::DenyCommand(command_rule) => {
+                    shell.violation(command_rule, tool, params, &self.places)
+                }
+                RuleKind::DenyPath(path_rule) => path_rule.violation(tool, params, &self.places),
+                RuleKind::DenyTool { .. }
+                | RuleKind::DenyKeyword { .. }
+                | RuleKind::DenyConnector { .. }
+                | RuleKind::DenyToolParam { .. }
+                | RuleKind::AllowToolParam { .. }
+                | RuleKind::DenyToolParamMatching { .. }
+                | RuleKind::RateLimitTool { .. }
+                | RuleKind::RequireState { .. } => violation(rule, tool, params, state),
             };
             if let Some(reason) = found {
                 findings.push(Finding {
@@ -295,7 +304,7 @@ fn violation(
         RuleKind::RateLimitTool { .. } => None,
         RuleKind::RequireState { key, value } => (state.get(key) != Some(value))
             .then(|| format!("state['{key}'] must be {}", json!(value))),
-        RuleKind::DenyCommand(_) => None,
+        RuleKind::DenyCommand(_) | RuleKind::DenyPath(_) => None,
     }
 }
 
@@ -355,7 +364,8 @@ fn keyword_of(rule: &Rule) -> &str {
         | RuleKind::DenyToolParamMatching { .. }
         | RuleKind::RateLimitTool { .. }
         | RuleKind::RequireState { .. }
-        | RuleKind::DenyCommand(_) => "",
+        | RuleKind::DenyCommand(_)
+        | RuleKind::DenyPath(_) => "",
     }
 }
 

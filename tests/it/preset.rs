@@ -96,7 +96,7 @@ fn decision(command: &str, out: &Output) -> Option<String> {
 fn the_recommended_preset_denies_every_destructive_command_of_the_corpus_and_nothing_else() {
     let home = project_home();
     let data = home.car_json(&["policy", "init", "--preset", "recommended"]);
-    assert_eq!(data["rules"], 18, "{data}");
+    assert_eq!(data["rules"], 20, "{data}");
     let cases = corpus();
     assert!(cases.len() >= 60);
     let mut wrong = Vec::new();
@@ -136,6 +136,19 @@ fn a_deny_names_the_rule_and_never_echoes_the_command() {
         "{reason}"
     );
     assert!(!reason.contains("secret-branch-xyz"), "{reason}");
+    // Claude's Read tool: secret files are denied, the example file is not.
+    let read = |path: PathBuf| {
+        let payload = json!({"tool_name": "Read", "cwd": home.project,
+            "tool_input": {"file_path": path}});
+        decision("Read", &hook(&home, &serde_json::to_vec(&payload).unwrap()))
+    };
+    let reason = read(home.project.join(".env")).expect("denied");
+    assert!(
+        reason.starts_with("CAR policy: deny_path:read-secret-files ("),
+        "{reason}"
+    );
+    assert_eq!(read(home.project.join(".env.example")), None);
+    assert!(read(PathBuf::from("/root/.ssh/id_ed25519")).is_some());
     // Other tools are not read by the shell rules.
     let payload = json!({"tool_name": "Write", "cwd": home.project,
         "tool_input": {"file_path": "notes.md", "content": "rm -rf / and git reset --hard"}});
@@ -150,7 +163,7 @@ fn init_refuses_to_overwrite_without_force_and_replaces_with_it() {
     let path = home.project.join(".car/policies/recommended.toml");
     assert_eq!(
         data,
-        json!({"preset": "recommended", "scope": "project", "path": path, "rules": 18, "replaced": false})
+        json!({"preset": "recommended", "scope": "project", "path": path, "rules": 20, "replaced": false})
     );
     let text = std::fs::read_to_string(&path).unwrap();
     assert!(text.contains("[[deny_command]]") && text.starts_with("# CAR's recommended"));
@@ -190,7 +203,7 @@ fn init_global_writes_under_car_home_and_applies_to_every_project() {
     assert_eq!(list["rules"][0]["rule"], "deny_command:git-reset-hard");
     let lint = home.car_json(&["policy", "lint"]);
     assert_eq!(lint["errors"], 0);
-    assert_eq!(lint["files"][0]["rules"], 18);
+    assert_eq!(lint["files"][0]["rules"], 20);
 }
 
 #[test]
