@@ -16,7 +16,7 @@
 //! flags_none = ["-n|--dry-run"]         # none present
 //! args_any = ["+*"]                     # a positional argument matches a wildcard
 //! path_in = ["args"]                    # where paths are taken: args, reads (`<`), writes (`>`)
-//! path_is = ["root_or_home", "outside_project", "device"]
+//! path_is = ["root_or_home", "outside_project", "project_root", "device"]
 //! path_glob_any = ["**/.env", "~/.aws/credentials"]
 //! path_except = ["/tmp/**"]             # paths that never count
 //! pipe_to_shell = true                  # it runs code fetched by curl/wget or base64-decoded
@@ -31,12 +31,12 @@
 //! `path_except` glob (the project and its ancestors are never excepted); conditions in
 //! `path_is` and `path_glob_any` are alternatives.
 //! `root_or_home` is `/`, the home directory, `/home`, `/Users`, `/root` or a glob of their
-//! entries (`/*`); `outside_project` is anything not strictly inside the project directory
-//! (the project root itself counts as outside, and when the project is `/` or the home
-//! directory every path does); `device` is under `/dev/` except the harmless ones
+//! entries (`/*`); `outside_project` is anything neither the project directory nor inside it
+//! (when the project is `/` or the home directory, every path is); `project_root` is the
+//! project directory itself (`rm -rf .`, not `rm -rf ./*`); `device` is under `/dev/` except the harmless ones
 //! (`null`, `zero`, `random`, `urandom`, `std*`, `tty`, `fd/`, `shm/`, `pts/`). A path CAR
-//! cannot know (see [`super::commands`]) counts as `root_or_home` and `outside_project` and
-//! matches no device and no glob.
+//! cannot know (see [`super::commands`]) counts as `root_or_home`, `outside_project` and
+//! `project_root` and matches no device and no glob.
 //!
 //! `[[deny_path]]` applies the same path conditions to a tool whose param is a path rather
 //! than a command, e.g. Claude Code's `Read` (`file_path`, the default param) or `Grep`
@@ -115,6 +115,7 @@ pub enum PathIn {
 pub enum PathIs {
     RootOrHome,
     OutsideProject,
+    ProjectRoot,
     Device,
 }
 
@@ -459,7 +460,7 @@ const HARMLESS_DEVICES: &[&str] = &[
 fn is_kind(kind: PathIs, place: &Place, places: &Places) -> bool {
     let Place::Known(path) = place else {
         return match kind {
-            PathIs::RootOrHome | PathIs::OutsideProject => true,
+            PathIs::RootOrHome | PathIs::OutsideProject | PathIs::ProjectRoot => true,
             PathIs::Device => false,
         };
     };
@@ -480,10 +481,12 @@ fn is_kind(kind: PathIs, place: &Place, places: &Places) -> bool {
             let project = places.project.as_str();
             project == "/"
                 || places.home.as_deref() == Some(project)
-                || !path
-                    .strip_prefix(project)
-                    .is_some_and(|rest| rest.starts_with('/') && rest.len() > 1)
+                || !(path == project
+                    || path
+                        .strip_prefix(project)
+                        .is_some_and(|rest| rest.starts_with('/')))
         }
+        PathIs::ProjectRoot => path == &places.project,
         PathIs::Device => {
             path.starts_with("/dev/")
                 && !HARMLESS_DEVICES.contains(&path.as_str())
@@ -627,7 +630,6 @@ mod tests {
         let rm = rule("[[deny_command]]\nname='rm'\nreason='r'\nprogram='rm'\nflags_any=['-r']\npath_is=['outside_project']\npath_except=['/tmp/**']\n");
         for yes in [
             "rm -r ..",
-            "rm -r .",
             "rm -r ../x",
             "rm -r /tmp",
             "rm -r $X",
@@ -640,6 +642,7 @@ mod tests {
             "rm -r ./a/../b",
             "rm -r /tmp/build",
             "rm -r /work/p/x",
+            "rm -r .",
             "rm -r *",
         ] {
             assert!(!denies(&rm, no), "{no}");
@@ -650,7 +653,25 @@ mod tests {
             denies(&in_work, "rm -r .."),
             "the project's ancestors are never excepted"
         );
-        assert!(denies(&in_work, "rm -r ."));
+        assert!(
+            !denies(&in_work, "rm -r ."),
+            "the project root is not outside it"
+        );
+        let root = rule(
+            "[[deny_command]]\nname='rm'\nreason='r'\nprogram='rm'\npath_is=['project_root']\n",
+        );
+        for yes in [
+            "rm -r .",
+            "rm -r ./",
+            "rm -r /work/p",
+            "cd src && rm -r ..",
+            "rm -r $X",
+        ] {
+            assert!(denies(&root, yes), "{yes}");
+        }
+        for no in ["rm -r ./*", "rm -r src", "rm -r .."] {
+            assert!(!denies(&root, no), "{no}");
+        }
     }
 
     #[test]
