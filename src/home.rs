@@ -87,6 +87,11 @@ impl Home {
     }
 }
 
+/// The user's home directory (what `~` means in a shell command), when it can be found.
+pub fn user_home() -> Option<PathBuf> {
+    directories::BaseDirs::new().map(|d| d.home_dir().to_path_buf())
+}
+
 /// Finds the project a working directory belongs to: the nearest ancestor holding `.car/`,
 /// else the nearest git root, else the directory itself.
 pub fn project_root(cwd: &Path) -> PathBuf {

@@ -100,7 +100,7 @@ pub enum Command {
     /// Save, find and judge reusable skills; share them as .car/skills/*.json.
     #[command(subcommand)]
     Skill(skill::SkillCommand),
-    /// Check calls against the policy rules, list them and lint rule files.
+    /// Check calls against the policy rules, list them, lint rule files and write presets.
     #[command(subcommand)]
     Policy(policy::PolicyCommand),
     /// Claude Code PreToolUse hook: reads the hook payload on stdin, prints a deny decision or nothing, always exits 0.

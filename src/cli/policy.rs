@@ -1,4 +1,4 @@
-//! `car policy check|list|lint` and `car policy-check-hook`. `check` goes through the
+//! `car policy check|list|lint|init` and `car policy-check-hook`. `check` goes through the
 //! `policy_check` tool; `list`, `lint` and the hook read rule files only and never open the
 //! database (the hook runs before every tool call of Claude Code, so it must stay fast).
 
@@ -12,7 +12,25 @@ use serde_json::{json, Value};
 use super::{call_tool, finish, open_runtime, Env, Failure};
 use crate::home::{Home, HomeError};
 use crate::policy::hook::{self, HookAnswer};
+use crate::policy::preset::{self, Overwrite, PresetError};
 use crate::policy::{rules, PolicyEngine};
+
+const INIT_HELP: &str = "\
+Presets:
+  recommended  blocks history-destroying git (reset --hard, push --force, clean -f, checkout -- .,
+               stash clear, branch -D), recursive rm of /, ~ or anything outside the project,
+               find -delete, dd/mkfs onto devices, recursive chmod/chown outside the project,
+               curl|sh installs and reads of secrets (~/.ssh, .env, cloud credentials), also
+               inside bash -c, sudo, env, timeout, xargs, $(...) and git -C. Ordinary work such
+               as rm -rf target/, git push origin main and git push --force-with-lease passes.
+
+The file is plain TOML with a comment on every rule: edit or delete rules freely, then check
+it with `car policy lint`. Claude Code reads it through the hook `car policy-check-hook`.
+
+Examples:
+  car policy init --preset recommended            # <project>/.car/policies/recommended.toml
+  car policy init --preset recommended --global   # $CAR_HOME/policies/recommended.toml
+  car policy check Bash --params '{\"command\":\"git push -f\"}'";
 
 #[derive(Debug, Subcommand)]
 pub enum PolicyCommand {
@@ -31,6 +49,44 @@ pub enum PolicyCommand {
         /// Rule files to check instead of the ones that apply here.
         files: Vec<PathBuf>,
     },
+    /// Write a built-in rule preset to <project>/.car/policies/<preset>.toml (or CAR_HOME's with --global).
+    #[command(after_help = INIT_HELP)]
+    Init {
+        /// The preset to write (the only one today: recommended).
+        #[arg(long, value_name = "NAME")]
+        preset: String,
+        /// Write under $CAR_HOME/policies, for every project, instead of the project's .car/policies.
+        #[arg(long)]
+        global: bool,
+        /// Replace the file if it exists (otherwise it is left unchanged and the command fails).
+        #[arg(long)]
+        force: bool,
+    },
+}
+
+fn init(env: &Env, name: &str, global: bool, force: bool) -> Result<Value, Failure> {
+    let dir = if global {
+        env.home.policies_dir()
+    } else {
+        env.project_root.join(".car").join("policies")
+    };
+    let overwrite = if force {
+        Overwrite::Replace
+    } else {
+        Overwrite::Refuse
+    };
+    match preset::write(name, &dir, overwrite) {
+        Ok(written) => Ok(json!({
+            "preset": name,
+            "scope": if global { "global" } else { "project" },
+            "path": written.path,
+            "rules": written.rules,
+            "replaced": written.replaced,
+        })),
+        Err(e @ PresetError::Unknown { .. }) => Err(Failure::usage(e.to_string())),
+        Err(e @ PresetError::Exists(_)) => Err(Failure::new("exists", e.to_string())),
+        Err(e @ PresetError::Io { .. }) => Err(Failure::new("io", e.to_string())),
+    }
 }
 
 /// The note for each parent directory whose rules do not apply.
@@ -205,6 +261,24 @@ pub async fn run(env: &Env, command: PolicyCommand) -> ExitCode {
             }
         }
         PolicyCommand::List => finish(env.json, "policy.list", list(env), render_list),
+        PolicyCommand::Init {
+            preset,
+            global,
+            force,
+        } => finish(
+            env.json,
+            "policy.init",
+            init(env, &preset, global, force),
+            |data| {
+                format!(
+                    "{} {} ({} rules of preset '{}'); edit it freely, check it with `car policy lint`\n",
+                    if data["replaced"] == true { "replaced" } else { "wrote" },
+                    data["path"].as_str().unwrap_or(""),
+                    data["rules"],
+                    data["preset"].as_str().unwrap_or("")
+                )
+            },
+        ),
         PolicyCommand::Lint { files } => {
             finish(env.json, "policy.lint", lint(env, &files), |data| {
                 let mut out = String::new();

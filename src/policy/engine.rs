@@ -7,7 +7,10 @@ use std::time::{Duration, Instant};
 
 use serde_json::{json, Map, Value};
 
+use super::commands::{self, Command, Place};
+use super::deny_command::{self, Places};
 use super::rules::{self, Rule, RuleKind, RuleSet};
+use super::shell::Uninspectable;
 use super::{egress, Basis, Decision, Evaluation, Finding, Severity, Source};
 use crate::runtime::{Context, PolicyGate, PolicyVerdict, ToolSpec};
 
@@ -22,19 +25,43 @@ pub enum Admission {
 #[derive(Debug)]
 pub struct PolicyEngine {
     set: RuleSet,
+    /// The project and home directories `deny_command` paths are judged against.
+    places: Places,
     /// Admission times per rate-limit rule (index into `set.rules`). Per process, not persisted.
     windows: Mutex<HashMap<usize, VecDeque<Instant>>>,
 }
 
 impl PolicyEngine {
-    /// Loads `<home_policies>/*.toml` then `<project>/.car/policies/*.toml`.
+    /// Loads `<home_policies>/*.toml` then `<project>/.car/policies/*.toml`; shell paths are
+    /// judged against `project` and the user's home directory.
     pub fn load(home_policies: &std::path::Path, project: &std::path::Path) -> PolicyEngine {
-        PolicyEngine::from_rules(rules::load(&rules::rule_dirs(home_policies, project)))
+        PolicyEngine::from_rules(
+            rules::load(&rules::rule_dirs(home_policies, project)),
+            project,
+            crate::home::user_home().as_deref(),
+        )
     }
 
-    pub fn from_rules(set: RuleSet) -> PolicyEngine {
+    pub fn from_rules(
+        set: RuleSet,
+        project: &std::path::Path,
+        home: Option<&std::path::Path>,
+    ) -> PolicyEngine {
+        let normalize = |path: &std::path::Path| match commands::resolve(
+            &path.to_string_lossy(),
+            Some("/"),
+            None,
+            &[],
+        ) {
+            Place::Known(path) => path,
+            Place::Unknown => "/".to_string(),
+        };
         PolicyEngine {
             set,
+            places: Places {
+                project: normalize(project),
+                home: home.map(normalize),
+            },
             windows: Mutex::new(HashMap::new()),
         }
     }
@@ -65,12 +92,27 @@ impl PolicyEngine {
         }
         let mut findings: Vec<Finding> = Vec::new();
         let mut rate_limited = Vec::new();
+        let mut shell = ShellCache::default();
         for (index, rule) in self.set.rules.iter().enumerate() {
             if let RuleKind::RateLimitTool { .. } = rule.kind {
                 rate_limited.push((index, rule));
                 continue;
             }
-            if let Some(reason) = violation(rule, tool, params, state) {
+            let found = match &rule.kind {
+                RuleKind::DenyCommand(command_rule) => {
+                    shell.violation(command_rule, tool, params, &self.places)
+                }
+                RuleKind::DenyPath(path_rule) => path_rule.violation(tool, params, &self.places),
+                RuleKind::DenyTool { .. }
+                | RuleKind::DenyKeyword { .. }
+                | RuleKind::DenyConnector { .. }
+                | RuleKind::DenyToolParam { .. }
+                | RuleKind::AllowToolParam { .. }
+                | RuleKind::DenyToolParamMatching { .. }
+                | RuleKind::RateLimitTool { .. }
+                | RuleKind::RequireState { .. } => violation(rule, tool, params, state),
+            };
+            if let Some(reason) = found {
                 findings.push(Finding {
                     source: Source::PolicyRules,
                     rule: rule.name(),
@@ -272,6 +314,53 @@ fn violation(
         RuleKind::RateLimitTool { .. } => None,
         RuleKind::RequireState { key, value } => (state.get(key) != Some(value))
             .then(|| format!("state['{key}'] must be {}", json!(value))),
+        RuleKind::DenyCommand(_) | RuleKind::DenyPath(_) => None,
+    }
+}
+
+/// Each shell param parsed once per evaluation, however many `deny_command` rules read it.
+#[derive(Default)]
+struct ShellCache {
+    parsed: Vec<(String, Result<Vec<Command>, Uninspectable>)>,
+    /// An uninspectable command is reported by the first rule that reads it, not by all.
+    reported: bool,
+}
+
+impl ShellCache {
+    fn violation(
+        &mut self,
+        rule: &deny_command::CommandRule,
+        tool: &str,
+        params: &Value,
+        places: &Places,
+    ) -> Option<String> {
+        if !rule.tools.iter().any(|t| t == tool) {
+            return None;
+        }
+        let Some(Value::String(text)) = params.get(&rule.param) else {
+            return None;
+        };
+        let index = match self.parsed.iter().position(|(p, _)| *p == rule.param) {
+            Some(index) => index,
+            None => {
+                self.parsed
+                    .push((rule.param.clone(), deny_command::commands_of(text, places)));
+                self.parsed.len() - 1
+            }
+        };
+        match &self.parsed[index].1 {
+            Ok(commands) => commands
+                .iter()
+                .any(|c| rule.matches(c, places))
+                .then(|| rule.reason.clone()),
+            Err(problem) if !self.reported => {
+                self.reported = true;
+                Some(format!(
+                    "{problem}, so the shell rules cannot inspect it; it is denied rather than run unchecked (split it into smaller commands)"
+                ))
+            }
+            Err(_) => None,
+        }
     }
 }
 
@@ -284,7 +373,9 @@ fn keyword_of(rule: &Rule) -> &str {
         | RuleKind::AllowToolParam { .. }
         | RuleKind::DenyToolParamMatching { .. }
         | RuleKind::RateLimitTool { .. }
-        | RuleKind::RequireState { .. } => "",
+        | RuleKind::RequireState { .. }
+        | RuleKind::DenyCommand(_)
+        | RuleKind::DenyPath(_) => "",
     }
 }
 
@@ -295,12 +386,16 @@ mod tests {
 
     fn engine(text: &str) -> PolicyEngine {
         let (rules, egress) = rules::parse(Path::new("t.toml"), text).unwrap();
-        PolicyEngine::from_rules(RuleSet {
-            rules,
-            egress: egress.unwrap_or_default(),
-            sources: Vec::new(),
-            failure: None,
-        })
+        PolicyEngine::from_rules(
+            RuleSet {
+                rules,
+                egress: egress.unwrap_or_default(),
+                sources: Vec::new(),
+                failure: None,
+            },
+            Path::new("/work/p"),
+            Some(Path::new("/home/u")),
+        )
     }
 
     fn check(engine: &PolicyEngine, tool: &str, params: Value) -> Evaluation {
@@ -519,12 +614,16 @@ mod tests {
             line: Some(4),
             message: "bad".into(),
         };
-        let e = PolicyEngine::from_rules(RuleSet {
-            rules: Vec::new(),
-            egress: Default::default(),
-            sources: Vec::new(),
-            failure: Some(failure),
-        });
+        let e = PolicyEngine::from_rules(
+            RuleSet {
+                rules: Vec::new(),
+                egress: Default::default(),
+                sources: Vec::new(),
+                failure: Some(failure),
+            },
+            Path::new("/p"),
+            None,
+        );
         let out = check(&e, "memory_query", json!({}));
         assert_eq!(
             (out.decision, out.basis),

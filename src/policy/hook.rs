@@ -16,7 +16,9 @@
 //! | `WebFetch` | `WebFetch` | `url`, `prompt` |
 //! | `mcp__server__tool` | `mcp__server__tool` | the MCP tool's arguments; `deny_connector = ["server"]` denies them all |
 //!
-//! The egress guard sees `Bash` (its `command`) and `WebFetch` (its `url`).
+//! The egress guard sees `Bash` (its `command`) and `WebFetch` (its `url`). `[[deny_command]]`
+//! rules parse `Bash`'s `command` as shell (relative paths against the payload's `cwd`);
+//! `[[deny_path]]` rules read a path param such as `Read`'s `file_path`.
 //!
 //! Contract: a deny prints exactly one `hookSpecificOutput` JSON line on stdout; an allow prints
 //! nothing; a payload that cannot be evaluated (not JSON, no `tool_name`) fails open — nothing on

@@ -8,10 +8,14 @@
 //! Rate limits are sliding windows kept per process (per `car-mcp` session, per `car` command;
 //! the hook starts a new process per call, so a rate limit there never trips).
 
+mod commands;
+mod deny_command;
 mod egress;
 mod engine;
 pub(crate) mod hook;
+pub(crate) mod preset;
 pub(crate) mod rules;
+mod shell;
 mod tools;
 
 use serde::Serialize;
@@ -81,13 +85,20 @@ pub struct Evaluation {
 }
 
 impl Evaluation {
-    /// The denying findings as one line: `rule (reason); …`.
+    /// The denying findings as one line: `rule (reason); …`, each distinct one once.
     pub fn deny_reason(&self) -> String {
-        self.findings
+        let mut parts: Vec<String> = Vec::new();
+        for finding in self
+            .findings
             .iter()
             .filter(|f| f.severity == Severity::Deny)
-            .map(|f| format!("{} ({})", f.rule, f.reason))
-            .collect::<Vec<_>>()
-            .join("; ")
+        {
+            // The same rule loaded from two files (home and project) is said once.
+            let part = format!("{} ({})", finding.rule, finding.reason);
+            if !parts.contains(&part) {
+                parts.push(part);
+            }
+        }
+        parts.join("; ")
     }
 }

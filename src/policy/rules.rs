@@ -29,6 +29,10 @@ struct RuleFile {
     #[serde(default)]
     require_state: Vec<RequireStateRow>,
     #[serde(default)]
+    deny_command: Vec<super::deny_command::Row>,
+    #[serde(default)]
+    deny_path: Vec<super::deny_command::PathRow>,
+    #[serde(default)]
     egress: Option<EgressRow>,
 }
 
@@ -127,6 +131,10 @@ pub enum RuleKind {
     },
     /// Denies unless the call's state has `key` equal to `value`.
     RequireState { key: String, value: Value },
+    /// Denies a shell command that runs a matching program (see [`super::deny_command`]).
+    DenyCommand(Box<super::deny_command::CommandRule>),
+    /// Denies a call whose path param is a protected path (see [`super::deny_command`]).
+    DenyPath(Box<super::deny_command::PathRule>),
 }
 
 /// A rule and the file it came from.
@@ -154,6 +162,8 @@ impl Rule {
             }
             RuleKind::RateLimitTool { tool, .. } => format!("rate_limit_tool:{tool}"),
             RuleKind::RequireState { key, .. } => format!("require_state:{key}"),
+            RuleKind::DenyCommand(rule) => format!("deny_command:{}", rule.name),
+            RuleKind::DenyPath(rule) => format!("deny_path:{}", rule.name),
         }
     }
 }
@@ -427,6 +437,20 @@ pub fn parse(file: &Path, text: &str) -> Result<(Vec<Rule>, Option<EgressConfig>
                 value: to_json(row.value),
             }),
     );
+    for row in parsed.deny_command {
+        let line = line_of(text, row.offset());
+        let rule = row
+            .validate()
+            .map_err(|message| fail(Some(line), message))?;
+        kinds.push(RuleKind::DenyCommand(Box::new(rule)));
+    }
+    for row in parsed.deny_path {
+        let line = line_of(text, row.offset());
+        let rule = row
+            .validate()
+            .map_err(|message| fail(Some(line), message))?;
+        kinds.push(RuleKind::DenyPath(Box::new(rule)));
+    }
     let rules = kinds
         .into_iter()
         .map(|kind| Rule {

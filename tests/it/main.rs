@@ -12,6 +12,7 @@ mod interop;
 mod mcp;
 mod plan;
 mod policy;
+mod preset;
 mod project;
 mod skills;
 mod support;

@@ -31,7 +31,17 @@ pub struct TestHome {
 
 impl TestHome {
     pub fn new() -> TestHome {
-        let dir = tempfile::tempdir().unwrap();
+        TestHome::from_dir(tempfile::tempdir().unwrap())
+    }
+
+    /// A home and project under `parent` (e.g. outside `/tmp`, for rules that treat `/tmp`
+    /// as scratch space).
+    pub fn new_in(parent: &Path) -> TestHome {
+        std::fs::create_dir_all(parent).unwrap();
+        TestHome::from_dir(tempfile::tempdir_in(parent).unwrap())
+    }
+
+    fn from_dir(dir: tempfile::TempDir) -> TestHome {
         let home = dir.path().join("home");
         let project = dir.path().join("project");
         std::fs::create_dir_all(project.join(".car")).unwrap();

@@ -1,0 +1,332 @@
+//! The recommended preset against cc-safety-net, in the same run: every command of
+//! `tests/it/data/shell_corpus.tsv` goes to both Claude Code PreToolUse hooks the way Claude
+//! Code calls them — one process per call, the hook payload on stdin — and the decision
+//! (a `permissionDecision: "deny"` JSON on stdout, or exit code 2) and the wall time from spawn
+//! to exit are recorded. The calls alternate between the hooks so both see the same noise.
+//!
+//! Configuration (arguments after `--`, or environment): `--runs N` (`BENCH_RUNS`, calls per
+//! command per hook, default 5). `CAR_BIN_DIR` holds `car` (default `target/release`);
+//! `PEER_CMD` is the peer's hook command line (default: node and cc-safety-net under `tools/`
+//! with `hook --coding-cli`, its Claude Code mode; `PEER_CMD=none` skips it), `PEER_VERSION`
+//! its version for the report. Both hooks get the same fresh `HOME` (cc-safety-net keeps its
+//! config and audit log there) and a project outside `/tmp` holding the preset, written by
+//! `car policy init --preset recommended`. Results: `bench-results/preset.md` and `.json`.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::Instant;
+
+use anyhow::{bail, ensure, Context as _, Result};
+use serde_json::{json, Value};
+
+const MANIFEST_DIR: &str = env!("CARGO_MANIFEST_DIR");
+const PEER_ENTRY: &str = "tools/node_modules/cc-safety-net/dist/bin/cc-safety-net.js";
+/// The goal from the issue: ≤ 2 ms per call.
+const GOAL_MS: f64 = 2.0;
+
+struct Case {
+    destructive: bool,
+    category: String,
+    command: String,
+}
+
+struct Hook {
+    name: String,
+    argv: Vec<String>,
+}
+
+/// One hook's verdicts and times on the corpus.
+struct Outcome {
+    denied: Vec<bool>,
+    millis: Vec<f64>,
+}
+
+fn corpus(manifest: &Path) -> Result<Vec<Case>> {
+    let path = manifest.join("tests/it/data/shell_corpus.tsv");
+    let text = std::fs::read_to_string(&path).with_context(|| path.display().to_string())?;
+    let mut cases = Vec::new();
+    for line in text.lines() {
+        if line.starts_with('#') || line.trim().is_empty() {
+            continue;
+        }
+        let mut fields = line.splitn(3, '\t');
+        let (Some(label), Some(category), Some(command)) =
+            (fields.next(), fields.next(), fields.next())
+        else {
+            bail!("bad corpus line: {line}");
+        };
+        ensure!(
+            matches!(label, "destructive" | "harmless"),
+            "bad label: {line}"
+        );
+        cases.push(Case {
+            destructive: label == "destructive",
+            category: category.to_string(),
+            command: command.replace("\\n", "\n"),
+        });
+    }
+    Ok(cases)
+}
+
+/// Runs one hook call; returns whether it denied and the wall time in ms.
+fn call(hook: &Hook, payload: &[u8], home: &Path, project: &Path) -> Result<(bool, f64)> {
+    let start = Instant::now();
+    let mut child = Command::new(&hook.argv[0])
+        .args(&hook.argv[1..])
+        .current_dir(project)
+        .env("HOME", home)
+        .env("CAR_HOME", home.join(".car"))
+        .env_remove("CAR_PROJECT_DIR")
+        .env_remove("RUST_LOG")
+        .env_remove("CC_SAFETY_NET_LEVEL")
+        .env_remove("CC_SAFETY_NET_HOME")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .with_context(|| format!("spawning {}", hook.argv.join(" ")))?;
+    if let Some(mut stdin) = child.stdin.take() {
+        stdin.write_all(payload)?;
+    }
+    let out = child.wait_with_output()?;
+    let millis = start.elapsed().as_secs_f64() * 1000.0;
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let json_deny = stdout.lines().any(|line| {
+        serde_json::from_str::<Value>(line).is_ok_and(|doc| {
+            doc["hookSpecificOutput"]["permissionDecision"] == "deny" || doc["decision"] == "block"
+        })
+    });
+    Ok((json_deny || out.status.code() == Some(2), millis))
+}
+
+fn median(values: &[f64]) -> f64 {
+    let mut sorted = values.to_vec();
+    sorted.sort_by(f64::total_cmp);
+    match sorted.len() {
+        0 => f64::NAN,
+        n if n % 2 == 1 => sorted[n / 2],
+        n => (sorted[n / 2 - 1] + sorted[n / 2]) / 2.0,
+    }
+}
+
+fn percentile(values: &[f64], p: f64) -> f64 {
+    let mut sorted = values.to_vec();
+    sorted.sort_by(f64::total_cmp);
+    if sorted.is_empty() {
+        return f64::NAN;
+    }
+    let rank = ((p / 100.0) * (sorted.len() - 1) as f64).round() as usize;
+    sorted[rank.min(sorted.len() - 1)]
+}
+
+fn cell(command: &str) -> String {
+    format!(
+        "`{}`",
+        command
+            .replace('\n', "\\n")
+            .replace('|', "\\|")
+            .replace('`', "'")
+    )
+}
+
+fn run() -> Result<()> {
+    let manifest = PathBuf::from(MANIFEST_DIR);
+    let mut runs: usize = std::env::var("BENCH_RUNS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(5);
+    let mut args = std::env::args().skip(1);
+    while let Some(arg) = args.next() {
+        match arg.as_str() {
+            "--runs" => runs = args.next().context("--runs N")?.parse()?,
+            "--bench" => {}
+            other => bail!("unknown argument {other}"),
+        }
+    }
+    ensure!(runs > 0, "--runs must be at least 1");
+    let bin_dir = std::env::var("CAR_BIN_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|_| manifest.join("target/release"));
+    let car = bin_dir.join("car");
+    ensure!(
+        car.exists(),
+        "{} is missing: cargo build --release",
+        car.display()
+    );
+    let mut hooks = vec![Hook {
+        name: "car".into(),
+        argv: vec![car.display().to_string(), "policy-check-hook".into()],
+    }];
+    let peer_version = std::env::var("PEER_VERSION").unwrap_or_else(|_| "?".into());
+    match std::env::var("PEER_CMD").ok().as_deref() {
+        Some("none") => {}
+        Some(cmd) => hooks.push(Hook {
+            name: "cc-safety-net".into(),
+            argv: cmd.split_whitespace().map(str::to_string).collect(),
+        }),
+        None => hooks.push(Hook {
+            name: "cc-safety-net".into(),
+            argv: vec![
+                "node".into(),
+                manifest.join(PEER_ENTRY).display().to_string(),
+                "hook".into(),
+                "--coding-cli".into(),
+            ],
+        }),
+    }
+
+    // A fresh HOME and a git project outside /tmp (the preset treats /tmp as scratch space).
+    let work = manifest.join("target/bench-preset");
+    let _ = std::fs::remove_dir_all(&work);
+    let home = work.join("home");
+    let project = work.join("project");
+    std::fs::create_dir_all(&home)?;
+    std::fs::create_dir_all(&project)?;
+    let status = Command::new("git")
+        .args(["init", "-q"])
+        .current_dir(&project)
+        .status()?;
+    ensure!(status.success(), "git init failed");
+    let init = Command::new(&car)
+        .args(["policy", "init", "--preset", "recommended"])
+        .current_dir(&project)
+        .env("CAR_HOME", home.join(".car"))
+        .env_remove("CAR_PROJECT_DIR")
+        .output()?;
+    ensure!(
+        init.status.success(),
+        "car policy init failed: {}",
+        String::from_utf8_lossy(&init.stderr)
+    );
+
+    let cases = corpus(&manifest)?;
+    let mut outcomes: Vec<Outcome> = hooks
+        .iter()
+        .map(|_| Outcome {
+            denied: Vec::new(),
+            millis: Vec::new(),
+        })
+        .collect();
+    for case in &cases {
+        let payload = serde_json::to_vec(&json!({
+            "session_id": "bench", "transcript_path": work.join("t.jsonl"), "cwd": project,
+            "permission_mode": "default", "hook_event_name": "PreToolUse", "tool_name": "Bash",
+            "tool_input": {"command": case.command, "description": "bench"}, "tool_use_id": "toolu_bench"
+        }))?;
+        let mut verdicts: Vec<Vec<bool>> = vec![Vec::new(); hooks.len()];
+        for _ in 0..runs {
+            for (index, hook) in hooks.iter().enumerate() {
+                let (denied, millis) = call(hook, &payload, &home, &project)?;
+                verdicts[index].push(denied);
+                outcomes[index].millis.push(millis);
+            }
+        }
+        for (index, seen) in verdicts.iter().enumerate() {
+            ensure!(
+                seen.iter().all(|d| *d == seen[0]),
+                "{} is not deterministic on {:?}",
+                hooks[index].name,
+                case.command
+            );
+            outcomes[index].denied.push(seen[0]);
+        }
+    }
+
+    let destructive = cases.iter().filter(|c| c.destructive).count();
+    let harmless = cases.len() - destructive;
+    let mut report = String::new();
+    report.push_str(&format!(
+        "# Recommended preset vs cc-safety-net {peer_version}\n\n{} commands ({destructive} destructive, {harmless} harmless), {runs} call(s) per command per hook, one process per call.\n\n",
+        cases.len()
+    ));
+    report.push_str("| command | label | category |");
+    for hook in &hooks {
+        report.push_str(&format!(" {} |", hook.name));
+    }
+    report.push_str("\n|---|---|---|");
+    for _ in &hooks {
+        report.push_str("---|");
+    }
+    report.push('\n');
+    for (i, case) in cases.iter().enumerate() {
+        let label = if case.destructive {
+            "destructive"
+        } else {
+            "harmless"
+        };
+        report.push_str(&format!(
+            "| {} | {label} | {} |",
+            cell(&case.command),
+            case.category
+        ));
+        for outcome in &outcomes {
+            let denied = outcome.denied[i];
+            let mark = match (denied, case.destructive) {
+                (true, true) | (false, false) => "",
+                (true, false) | (false, true) => " ✗",
+            };
+            report.push_str(&format!(
+                " {}{mark} |",
+                if denied { "deny" } else { "allow" }
+            ));
+        }
+        report.push('\n');
+    }
+    report.push_str("\n| hook | destructive blocked | harmless blocked | median ms/call | p95 ms/call |\n|---|---|---|---|---|\n");
+    let mut summary = Vec::new();
+    for (hook, outcome) in hooks.iter().zip(&outcomes) {
+        let blocked = |want: bool| {
+            cases
+                .iter()
+                .zip(&outcome.denied)
+                .filter(|(c, d)| c.destructive == want && **d)
+                .count()
+        };
+        let (med, p95) = (median(&outcome.millis), percentile(&outcome.millis, 95.0));
+        report.push_str(&format!(
+            "| {} | {}/{destructive} | {}/{harmless} | {med:.2} | {p95:.2} |\n",
+            hook.name,
+            blocked(true),
+            blocked(false)
+        ));
+        summary.push(json!({
+            "hook": hook.name, "destructive_blocked": blocked(true), "destructive": destructive,
+            "harmless_blocked": blocked(false), "harmless": harmless,
+            "median_ms": med, "p95_ms": p95,
+        }));
+    }
+    if outcomes.len() == 2 {
+        let ratio = median(&outcomes[1].millis) / median(&outcomes[0].millis);
+        report.push_str(&format!(
+            "\ncar is {ratio:.1}× faster per call than cc-safety-net (median); goal ≤ {GOAL_MS} ms per call: car {}.\n",
+            if median(&outcomes[0].millis) <= GOAL_MS { "met" } else { "missed" }
+        ));
+    }
+    print!("{report}");
+    let results = manifest.join("bench-results");
+    std::fs::create_dir_all(&results)?;
+    std::fs::write(results.join("preset.md"), &report)?;
+    std::fs::write(
+        results.join("preset.json"),
+        serde_json::to_string_pretty(&json!({
+            "runs": runs, "peer_version": peer_version, "summary": summary,
+            "cases": cases.iter().enumerate().map(|(i, c)| json!({
+                "command": c.command, "destructive": c.destructive, "category": c.category,
+                "denied": hooks.iter().zip(&outcomes).map(|(h, o)| (h.name.clone(), json!(o.denied[i]))).collect::<serde_json::Map<_, _>>(),
+            })).collect::<Vec<_>>(),
+        }))?,
+    )?;
+    eprintln!("results: {}/preset.md and preset.json", results.display());
+    Ok(())
+}
+
+fn main() -> std::process::ExitCode {
+    match run() {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("bench-preset: {e:#}");
+            std::process::ExitCode::FAILURE
+        }
+    }
+}

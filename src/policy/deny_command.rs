@@ -1,0 +1,775 @@
+//! The `[[deny_command]]` rule kind (and its path-only sibling `[[deny_path]]`): a rule about
+//! the programs a shell command runs, not about its text. The command (by default `Bash`'s `command`) is parsed ([`super::shell`]), its
+//! wrappers are unwrapped and its paths resolved ([`super::commands`]), and the rule denies
+//! when any one of the resulting commands meets every condition the rule sets:
+//!
+//! ```toml
+//! [[deny_command]]
+//! name = "git-push-force"               # the finding is `deny_command:git-push-force`
+//! reason = "use `git push --force-with-lease` or ask the user"   # shown to the agent
+//! tool = "Bash"                         # or a list; default "Bash"
+//! param = "command"                     # default "command"
+//! program = ["git"]                     # file names, `*` wildcards (`mkfs.*`); absent: any
+//! subcommand = ["push"]                 # alternatives; "stash clear" is two words
+//! flags_any = ["--force", "-f"]         # at least one present
+//! flags_all = ["-d|--delete"]           # each present (`|` separates spellings)
+//! flags_none = ["-n|--dry-run"]         # none present
+//! args_any = ["+*"]                     # a positional argument matches a wildcard
+//! path_in = ["args"]                    # where paths are taken: args, reads (`<`), writes (`>`)
+//! path_is = ["root_or_home", "outside_project", "project_root", "device"]
+//! path_glob_any = ["**/.env", "~/.aws/credentials"]
+//! path_except = ["/tmp/**"]             # paths that never count
+//! pipe_to_shell = true                  # it runs code fetched by curl/wget or base64-decoded
+//! ```
+//!
+//! Flags are the arguments after the subcommand that start with `-` (until `--`); a
+//! one-letter rule flag such as `-r` also matches inside a cluster (`-rf`, `-fR`), a long one
+//! matches itself or `--flag=…` (`--force` does not match `--force-with-lease`), and a
+//! single-dash word such as `-delete` matches only itself. Positional arguments are the
+//! others, and for `key=value` ones (`dd of=/dev/sda`) the value is a path candidate too.
+//! A path condition holds when some candidate resolves to a listed kind or glob and to no
+//! `path_except` glob (the project and its ancestors are never excepted); conditions in
+//! `path_is` and `path_glob_any` are alternatives.
+//! `root_or_home` is `/`, the home directory, `/home`, `/Users`, `/root` or a glob of their
+//! entries (`/*`); `outside_project` is anything neither the project directory nor inside it
+//! (when the project is `/` or the home directory, every path is); `project_root` is the
+//! project directory itself (`rm -rf .`, not `rm -rf ./*`); `device` is under `/dev/` except the harmless ones
+//! (`null`, `zero`, `random`, `urandom`, `std*`, `tty`, `fd/`, `shm/`, `pts/`). A path CAR
+//! cannot know (see [`super::commands`]) counts as `root_or_home`, `outside_project` and
+//! `project_root` and matches no device and no glob.
+//!
+//! `[[deny_path]]` applies the same path conditions to a tool whose param is a path rather
+//! than a command, e.g. Claude Code's `Read` (`file_path`, the default param) or `Grep`
+//! (`path`): `name`, `reason`, `tool` (required), `param`, `path_is`, `path_glob_any`,
+//! `path_except`; a relative path resolves against the project.
+//!
+//! Globs are matched component by component: `*` and `?` within one (dotfiles included),
+//! `**` any number of components, and a trailing `/**` only what is strictly inside (so
+//! `/tmp/**` excepts `/tmp/build` and not `/tmp`); a leading `~/` is the home directory.
+
+use serde::Deserialize;
+
+use super::commands::{self, Command, Place};
+
+/// One `[[deny_command]]` table as written.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Row {
+    name: toml::Spanned<String>,
+    reason: String,
+    tool: Option<OneOrMany>,
+    param: Option<String>,
+    program: Option<OneOrMany>,
+    #[serde(default)]
+    subcommand: Vec<String>,
+    #[serde(default)]
+    flags_any: Vec<String>,
+    #[serde(default)]
+    flags_all: Vec<String>,
+    #[serde(default)]
+    flags_none: Vec<String>,
+    #[serde(default)]
+    args_any: Vec<String>,
+    path_in: Option<Vec<PathIn>>,
+    #[serde(default)]
+    path_is: Vec<PathIs>,
+    #[serde(default)]
+    path_glob_any: Vec<String>,
+    #[serde(default)]
+    path_except: Vec<String>,
+    #[serde(default)]
+    pipe_to_shell: bool,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(untagged)]
+enum OneOrMany {
+    One(String),
+    Many(Vec<String>),
+}
+
+impl OneOrMany {
+    fn into_vec(self) -> Vec<String> {
+        match self {
+            OneOrMany::One(one) => vec![one],
+            OneOrMany::Many(many) => many,
+        }
+    }
+}
+
+/// Where a rule takes path candidates from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum PathIn {
+    /// Positional arguments (and the values of `key=value` ones).
+    Args,
+    /// Targets of `<` redirections.
+    Reads,
+    /// Targets of `>`, `>>`, `&>` redirections.
+    Writes,
+}
+
+/// A kind of path a rule protects.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum PathIs {
+    RootOrHome,
+    OutsideProject,
+    ProjectRoot,
+    Device,
+}
+
+/// A validated `[[deny_command]]` rule.
+#[derive(Debug, Clone)]
+pub struct CommandRule {
+    pub name: String,
+    pub reason: String,
+    pub tools: Vec<String>,
+    pub param: String,
+    program: Vec<String>,
+    subcommand: Vec<Vec<String>>,
+    flags_any: Vec<String>,
+    flags_all: Vec<String>,
+    flags_none: Vec<String>,
+    args_any: Vec<String>,
+    path_in: Vec<PathIn>,
+    paths: PathTest,
+    pipe_to_shell: bool,
+}
+
+/// The path conditions `[[deny_command]]` and `[[deny_path]]` share.
+#[derive(Debug, Clone)]
+struct PathTest {
+    is: Vec<PathIs>,
+    glob_any: Vec<String>,
+    except: Vec<String>,
+}
+
+/// The directories paths are judged against.
+#[derive(Debug, Clone, Default)]
+pub struct Places {
+    /// The project directory, absolute and normalized.
+    pub project: String,
+    pub home: Option<String>,
+}
+
+impl Row {
+    /// The 0-based byte offset of the rule's `name`, for error lines.
+    pub fn offset(&self) -> usize {
+        self.name.span().start
+    }
+
+    /// Checks the table and builds the rule, or says what is wrong with it.
+    pub fn validate(self) -> Result<CommandRule, String> {
+        let name = self.name.into_inner();
+        let label = format!("deny_command '{name}'");
+        check_name_and_reason(&label, &name, &self.reason)?;
+        for flag in self
+            .flags_any
+            .iter()
+            .chain(&self.flags_all)
+            .chain(&self.flags_none)
+            .flat_map(|f| f.split('|'))
+        {
+            if !flag.starts_with('-') || flag.len() < 2 {
+                return Err(format!("{label}: flag {flag:?} must start with '-'"));
+            }
+        }
+        check_globs(&label, self.path_glob_any.iter().chain(&self.path_except))?;
+        let has_path = !self.path_is.is_empty() || !self.path_glob_any.is_empty();
+        if !has_path && (self.path_in.is_some() || !self.path_except.is_empty()) {
+            return Err(format!(
+                "{label}: path_in and path_except need path_is or path_glob_any"
+            ));
+        }
+        let program = self.program.map(OneOrMany::into_vec).unwrap_or_default();
+        let conditions = !program.is_empty()
+            || !self.subcommand.is_empty()
+            || !self.flags_any.is_empty()
+            || !self.flags_all.is_empty()
+            || !self.args_any.is_empty()
+            || has_path
+            || self.pipe_to_shell;
+        if !conditions {
+            return Err(format!(
+                "{label}: sets no condition, so it would deny every command (use deny_tool for that)"
+            ));
+        }
+        Ok(CommandRule {
+            name,
+            reason: self.reason,
+            tools: self
+                .tool
+                .map(OneOrMany::into_vec)
+                .unwrap_or_else(|| vec!["Bash".to_string()]),
+            param: self.param.unwrap_or_else(|| "command".to_string()),
+            program,
+            subcommand: self
+                .subcommand
+                .iter()
+                .map(|s| s.split_whitespace().map(str::to_string).collect())
+                .collect(),
+            flags_any: self.flags_any,
+            flags_all: self.flags_all,
+            flags_none: self.flags_none,
+            args_any: self.args_any,
+            path_in: self.path_in.unwrap_or_else(|| vec![PathIn::Args]),
+            paths: PathTest {
+                is: self.path_is,
+                glob_any: self.path_glob_any,
+                except: self.path_except,
+            },
+            pipe_to_shell: self.pipe_to_shell,
+        })
+    }
+}
+
+impl CommandRule {
+    /// Whether the command meets every condition of the rule.
+    pub fn matches(&self, command: &Command, places: &Places) -> bool {
+        if !self.program.is_empty() && !self.program.iter().any(|p| wild(p, &command.program)) {
+            return false;
+        }
+        let mut rest: &[String] = &command.args;
+        if !self.subcommand.is_empty() {
+            let Some(sub) = self
+                .subcommand
+                .iter()
+                .find(|sub| sub.len() <= rest.len() && sub.iter().zip(rest).all(|(a, b)| a == b))
+            else {
+                return false;
+            };
+            rest = &rest[sub.len()..];
+        }
+        let end_of_flags = rest.iter().position(|a| a == "--").unwrap_or(rest.len());
+        let flags: Vec<&str> = rest[..end_of_flags]
+            .iter()
+            .filter(|a| a.starts_with('-') && a.len() > 1)
+            .map(String::as_str)
+            .collect();
+        let positionals: Vec<&str> = rest[..end_of_flags]
+            .iter()
+            .filter(|a| !(a.starts_with('-') && a.len() > 1))
+            .chain(rest.get(end_of_flags + 1..).unwrap_or_default())
+            .map(String::as_str)
+            .collect();
+        let present = |rule_flag: &String| rule_flag.split('|').any(|f| has_flag(&flags, f));
+        if !self.flags_any.is_empty() && !self.flags_any.iter().any(present) {
+            return false;
+        }
+        if !self.flags_all.iter().all(present) || self.flags_none.iter().any(present) {
+            return false;
+        }
+        if !self.args_any.is_empty()
+            && !positionals
+                .iter()
+                .any(|arg| self.args_any.iter().any(|p| wild(p, arg)))
+        {
+            return false;
+        }
+        if self.pipe_to_shell && !command.runs_download {
+            return false;
+        }
+        if self.paths.is.is_empty() && self.paths.glob_any.is_empty() {
+            return true;
+        }
+        let mut candidates: Vec<&str> = Vec::new();
+        for source in &self.path_in {
+            match source {
+                PathIn::Args => {
+                    for arg in &positionals {
+                        candidates.push(arg);
+                        if let Some((key, value)) = arg.split_once('=') {
+                            if !key.is_empty() && key.chars().all(|c| c.is_ascii_alphanumeric()) {
+                                candidates.push(value);
+                            }
+                        }
+                    }
+                }
+                PathIn::Reads => candidates.extend(command.reads.iter().map(String::as_str)),
+                PathIn::Writes => candidates.extend(command.writes.iter().map(String::as_str)),
+            }
+        }
+        candidates.iter().any(|text| {
+            self.paths
+                .holds(&command.place(text, places.home.as_deref()), places)
+        })
+    }
+}
+
+impl PathTest {
+    /// The place is of a listed kind or glob and not excepted.
+    fn holds(&self, place: &Place, places: &Places) -> bool {
+        let home = places.home.as_deref();
+        if let Place::Known(path) = place {
+            if !holds_project(path, &places.project)
+                && self.except.iter().any(|g| glob(g, path, home))
+            {
+                return false;
+            }
+        }
+        self.is.iter().any(|kind| is_kind(*kind, place, places))
+            || match place {
+                Place::Known(path) => self.glob_any.iter().any(|g| glob(g, path, home)),
+                Place::Unknown => false,
+            }
+    }
+}
+
+fn check_name_and_reason(label: &str, name: &str, reason: &str) -> Result<(), String> {
+    if name.is_empty()
+        || !name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
+    {
+        return Err(format!(
+            "{label}: name must be non-empty letters, digits, '-', '_' or '.'"
+        ));
+    }
+    if reason.trim().is_empty() {
+        return Err(format!("{label}: reason must say what to do instead"));
+    }
+    Ok(())
+}
+
+fn check_globs<'a>(label: &str, globs: impl Iterator<Item = &'a String>) -> Result<(), String> {
+    for glob in globs {
+        if !(glob.starts_with('/') || glob.starts_with("~/") || glob.starts_with("**/")) {
+            return Err(format!(
+                "{label}: path glob {glob:?} must start with '/', '~/' or '**/'"
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// One `[[deny_path]]` table as written: the path conditions of `[[deny_command]]` for a tool
+/// whose param is a path (Claude Code's `Read` `file_path`, `Grep` `path`).
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PathRow {
+    name: toml::Spanned<String>,
+    reason: String,
+    tool: OneOrMany,
+    param: Option<String>,
+    #[serde(default)]
+    path_is: Vec<PathIs>,
+    #[serde(default)]
+    path_glob_any: Vec<String>,
+    #[serde(default)]
+    path_except: Vec<String>,
+}
+
+/// A validated `[[deny_path]]` rule.
+#[derive(Debug, Clone)]
+pub struct PathRule {
+    pub name: String,
+    pub reason: String,
+    tools: Vec<String>,
+    param: String,
+    paths: PathTest,
+}
+
+impl PathRow {
+    /// The 0-based byte offset of the rule's `name`, for error lines.
+    pub fn offset(&self) -> usize {
+        self.name.span().start
+    }
+
+    pub fn validate(self) -> Result<PathRule, String> {
+        let name = self.name.into_inner();
+        let label = format!("deny_path '{name}'");
+        check_name_and_reason(&label, &name, &self.reason)?;
+        check_globs(&label, self.path_glob_any.iter().chain(&self.path_except))?;
+        if self.path_is.is_empty() && self.path_glob_any.is_empty() {
+            return Err(format!("{label}: needs path_is or path_glob_any"));
+        }
+        Ok(PathRule {
+            name,
+            reason: self.reason,
+            tools: self.tool.into_vec(),
+            param: self.param.unwrap_or_else(|| "file_path".to_string()),
+            paths: PathTest {
+                is: self.path_is,
+                glob_any: self.path_glob_any,
+                except: self.path_except,
+            },
+        })
+    }
+}
+
+impl PathRule {
+    /// The rule's reason when the call's path param meets it. A relative path resolves
+    /// against the project; an absent or non-string param never matches.
+    pub fn violation(
+        &self,
+        tool: &str,
+        params: &serde_json::Value,
+        places: &Places,
+    ) -> Option<String> {
+        if !self.tools.iter().any(|t| t == tool) {
+            return None;
+        }
+        let text = params.get(&self.param)?.as_str()?;
+        let place = commands::resolve(text, Some(&places.project), places.home.as_deref(), &[]);
+        self.paths
+            .holds(&place, places)
+            .then(|| self.reason.clone())
+    }
+}
+
+/// The path is the project or one of its ancestors (never excepted: `/tmp/**` must not
+/// let `rm -rf ..` delete a project that lives in `/tmp`).
+fn holds_project(path: &str, project: &str) -> bool {
+    path == "/"
+        || project == path
+        || project
+            .strip_prefix(path)
+            .is_some_and(|rest| rest.starts_with('/'))
+}
+
+fn has_flag(flags: &[&str], rule_flag: &str) -> bool {
+    if rule_flag.starts_with("--") {
+        return flags.iter().any(|f| {
+            *f == rule_flag
+                || f.strip_prefix(rule_flag)
+                    .is_some_and(|rest| rest.starts_with('='))
+        });
+    }
+    let letters = &rule_flag[1..];
+    if letters.chars().count() == 1 {
+        flags
+            .iter()
+            .any(|f| !f.starts_with("--") && f[1..].contains(letters))
+    } else {
+        flags.contains(&rule_flag)
+    }
+}
+
+const HARMLESS_DEVICES: &[&str] = &[
+    "/dev/null",
+    "/dev/zero",
+    "/dev/random",
+    "/dev/urandom",
+    "/dev/stdin",
+    "/dev/stdout",
+    "/dev/stderr",
+    "/dev/tty",
+];
+
+fn is_kind(kind: PathIs, place: &Place, places: &Places) -> bool {
+    let Place::Known(path) = place else {
+        return match kind {
+            PathIs::RootOrHome | PathIs::OutsideProject | PathIs::ProjectRoot => true,
+            PathIs::Device => false,
+        };
+    };
+    match kind {
+        PathIs::RootOrHome => {
+            let mut trimmed = path.as_str();
+            while let Some((parent, last)) = trimmed.rsplit_once('/') {
+                if !last.is_empty() && last.chars().all(|c| matches!(c, '*' | '?' | '.')) {
+                    trimmed = if parent.is_empty() { "/" } else { parent };
+                } else {
+                    break;
+                }
+            }
+            matches!(trimmed, "/" | "/home" | "/Users" | "/root")
+                || places.home.as_deref() == Some(trimmed)
+        }
+        PathIs::OutsideProject => {
+            let project = places.project.as_str();
+            project == "/"
+                || places.home.as_deref() == Some(project)
+                || !(path == project
+                    || path
+                        .strip_prefix(project)
+                        .is_some_and(|rest| rest.starts_with('/')))
+        }
+        PathIs::ProjectRoot => path == &places.project,
+        PathIs::Device => {
+            path.starts_with("/dev/")
+                && !HARMLESS_DEVICES.contains(&path.as_str())
+                && !["/dev/fd/", "/dev/shm/", "/dev/pts/"]
+                    .iter()
+                    .any(|p| path.starts_with(p))
+        }
+    }
+}
+
+/// Matches `*` (any run) and `?` (one character) against the whole text.
+fn wild(pattern: &str, text: &str) -> bool {
+    let p: Vec<char> = pattern.chars().collect();
+    let t: Vec<char> = text.chars().collect();
+    let (mut pi, mut ti) = (0, 0);
+    let mut star: Option<(usize, usize)> = None;
+    while ti < t.len() {
+        if pi < p.len() && (p[pi] == '?' || p[pi] == t[ti]) {
+            pi += 1;
+            ti += 1;
+        } else if pi < p.len() && p[pi] == '*' {
+            star = Some((pi, ti));
+            pi += 1;
+        } else if let Some((sp, st)) = star {
+            pi = sp + 1;
+            ti = st + 1;
+            star = Some((sp, st + 1));
+        } else {
+            return false;
+        }
+    }
+    p[pi..].iter().all(|c| *c == '*')
+}
+
+/// Matches a path glob (see the module docs) against an absolute normalized path.
+fn glob(pattern: &str, path: &str, home: Option<&str>) -> bool {
+    let expanded;
+    let pattern = match pattern.strip_prefix("~/") {
+        Some(rest) => {
+            let Some(home) = home else { return false };
+            expanded = format!("{home}/{rest}");
+            expanded.as_str()
+        }
+        None => pattern,
+    };
+    let pat: Vec<&str> = pattern.split('/').filter(|c| !c.is_empty()).collect();
+    let parts: Vec<&str> = path.split('/').filter(|c| !c.is_empty()).collect();
+    glob_parts(&pat, &parts)
+}
+
+fn glob_parts(pattern: &[&str], path: &[&str]) -> bool {
+    match pattern.split_first() {
+        None => path.is_empty(),
+        Some((&"**", [])) => !path.is_empty(),
+        Some((&"**", rest)) => (0..=path.len()).any(|k| glob_parts(rest, &path[k..])),
+        Some((first, rest)) => path
+            .split_first()
+            .is_some_and(|(part, tail)| wild(first, part) && glob_parts(rest, tail)),
+    }
+}
+
+/// The commands of a shell string, for rules about `places`.
+pub fn commands_of(
+    text: &str,
+    places: &Places,
+) -> Result<Vec<Command>, super::shell::Uninspectable> {
+    commands::commands(
+        text,
+        &commands::Env {
+            project: &places.project,
+            home: places.home.as_deref(),
+        },
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn rule(text: &str) -> CommandRule {
+        #[derive(Deserialize)]
+        struct File {
+            deny_command: Vec<Row>,
+        }
+        let file: File = toml::from_str(text).unwrap();
+        file.deny_command
+            .into_iter()
+            .next()
+            .unwrap()
+            .validate()
+            .unwrap()
+    }
+
+    fn denies(rule: &CommandRule, command: &str) -> bool {
+        let places = Places {
+            project: "/work/p".into(),
+            home: Some("/home/u".into()),
+        };
+        commands_of(command, &places)
+            .unwrap()
+            .iter()
+            .any(|c| rule.matches(c, &places))
+    }
+
+    #[test]
+    fn short_flags_match_inside_clusters_and_long_flags_exactly() {
+        let rm = rule("[[deny_command]]\nname='rm'\nreason='r'\nprogram='rm'\nflags_any=['-r','-R','--recursive']\npath_is=['root_or_home']\n");
+        for yes in [
+            "rm -rf /",
+            "rm -fR ~",
+            "rm -Rf $HOME",
+            "rm --recursive /*",
+            "/bin/rm -r -f ~/",
+        ] {
+            assert!(denies(&rm, yes), "{yes}");
+        }
+        for no in ["rm -f /", "rm -rf target", "echo rm -rf /", "rm -rf ~/x"] {
+            assert!(!denies(&rm, no), "{no}");
+        }
+        let push = rule("[[deny_command]]\nname='p'\nreason='r'\nprogram='git'\nsubcommand=['push']\nflags_any=['--force','-f']\n");
+        assert!(denies(&push, "git push --force origin main"));
+        assert!(denies(&push, "git push origin main -f"));
+        assert!(!denies(&push, "git push --force-with-lease"));
+        assert!(!denies(&push, "git push origin main"));
+        assert!(!denies(&push, "git fetch -f"));
+    }
+
+    #[test]
+    fn flags_all_none_and_spellings() {
+        let branch = rule("[[deny_command]]\nname='b'\nreason='r'\nprogram='git'\nsubcommand=['branch']\nflags_all=['-d|--delete','-f|--force']\n");
+        assert!(denies(&branch, "git branch --delete --force x"));
+        assert!(denies(&branch, "git branch -df x"));
+        assert!(!denies(&branch, "git branch -d x"));
+        let clean = rule("[[deny_command]]\nname='c'\nreason='r'\nprogram='git'\nsubcommand=['clean']\nflags_any=['-f']\nflags_none=['-n|--dry-run']\n");
+        assert!(denies(&clean, "git clean -fdx"));
+        assert!(!denies(&clean, "git clean -nfd"));
+    }
+
+    #[test]
+    fn paths_outside_the_project_with_exceptions() {
+        let rm = rule("[[deny_command]]\nname='rm'\nreason='r'\nprogram='rm'\nflags_any=['-r']\npath_is=['outside_project']\npath_except=['/tmp/**']\n");
+        for yes in [
+            "rm -r ..",
+            "rm -r ../x",
+            "rm -r /tmp",
+            "rm -r $X",
+            "cd .. && rm -r p2",
+        ] {
+            assert!(denies(&rm, yes), "{yes}");
+        }
+        for no in [
+            "rm -r target",
+            "rm -r ./a/../b",
+            "rm -r /tmp/build",
+            "rm -r /work/p/x",
+            "rm -r .",
+            "rm -r *",
+        ] {
+            assert!(!denies(&rm, no), "{no}");
+        }
+        let in_work = rule("[[deny_command]]\nname='rm'\nreason='r'\nprogram='rm'\nflags_any=['-r']\npath_is=['outside_project']\npath_except=['/work/**']\n");
+        assert!(!denies(&in_work, "rm -r ../sibling"));
+        assert!(
+            denies(&in_work, "rm -r .."),
+            "the project's ancestors are never excepted"
+        );
+        assert!(
+            !denies(&in_work, "rm -r ."),
+            "the project root is not outside it"
+        );
+        let root = rule(
+            "[[deny_command]]\nname='rm'\nreason='r'\nprogram='rm'\npath_is=['project_root']\n",
+        );
+        for yes in [
+            "rm -r .",
+            "rm -r ./",
+            "rm -r /work/p",
+            "cd src && rm -r ..",
+            "rm -r $X",
+        ] {
+            assert!(denies(&root, yes), "{yes}");
+        }
+        for no in ["rm -r ./*", "rm -r src", "rm -r .."] {
+            assert!(!denies(&root, no), "{no}");
+        }
+    }
+
+    #[test]
+    fn globs_devices_and_redirects() {
+        let secrets = rule("[[deny_command]]\nname='s'\nreason='r'\npath_in=['args','reads']\npath_glob_any=['**/.env','**/.env.*','~/.aws/credentials','**/.ssh/**']\npath_except=['**/.env.example','**/.ssh/*.pub']\n");
+        for yes in [
+            "cat .env",
+            "cat sub/.env.local",
+            "less ~/.aws/credentials",
+            "cat ~/.ssh/id_rsa",
+            "x < /root/.ssh/id_ed25519",
+        ] {
+            assert!(denies(&secrets, yes), "{yes}");
+        }
+        for no in [
+            "cat .env.example",
+            "cat ~/.ssh/id_rsa.pub",
+            "cat README.md",
+            "cat .envrc",
+            "cat $F",
+        ] {
+            assert!(!denies(&secrets, no), "{no}");
+        }
+        let dd = rule("[[deny_command]]\nname='d'\nreason='r'\npath_in=['args','writes']\npath_is=['device']\n");
+        assert!(denies(&dd, "dd if=/dev/zero of=/dev/sda bs=1M"));
+        assert!(denies(&dd, "cat img > /dev/nvme0n1"));
+        assert!(!denies(&dd, "dd if=/dev/urandom of=out.bin"));
+        assert!(!denies(&dd, "cmd > /dev/null 2>&1"));
+    }
+
+    #[test]
+    fn deny_path_reads_a_path_param() {
+        #[derive(Deserialize)]
+        struct File {
+            deny_path: Vec<PathRow>,
+        }
+        let file: File = toml::from_str("[[deny_path]]\nname='s'\nreason='r'\ntool=['Read']\npath_glob_any=['**/.ssh/**','**/.env']\npath_except=['**/.ssh/*.pub']\n").unwrap();
+        let rule = file
+            .deny_path
+            .into_iter()
+            .next()
+            .unwrap()
+            .validate()
+            .unwrap();
+        let places = Places {
+            project: "/work/p".into(),
+            home: Some("/home/u".into()),
+        };
+        let read = |tool: &str, path: &str| {
+            rule.violation(tool, &serde_json::json!({"file_path": path}), &places)
+                .is_some()
+        };
+        assert!(read("Read", "/home/u/.ssh/id_rsa"));
+        assert!(read("Read", ".env"));
+        assert!(!read("Read", "/home/u/.ssh/id_rsa.pub"));
+        assert!(!read("Read", "/work/p/README.md"));
+        assert!(!read("Write", "/home/u/.ssh/id_rsa"));
+    }
+
+    #[test]
+    fn wildcards() {
+        assert!(wild("mkfs.*", "mkfs.ext4"));
+        assert!(wild("*", ""));
+        assert!(!wild("mkfs.*", "mkfs"));
+        assert!(wild("a?c*d", "abcxxd"));
+        assert!(glob("/tmp/**", "/tmp/a/b", None));
+        assert!(!glob("/tmp/**", "/tmp", None));
+        assert!(glob("**/.env", "/.env", None));
+        assert!(glob("~/.kube/config", "/h/.kube/config", Some("/h")));
+        assert!(!glob("~/.kube/config", "/h/.kube/config", None));
+    }
+
+    #[test]
+    fn invalid_tables_say_what_is_wrong() {
+        let err = |text: &str| {
+            #[derive(Deserialize)]
+            struct File {
+                deny_command: Vec<Row>,
+            }
+            let file: File = toml::from_str(text).unwrap();
+            file.deny_command
+                .into_iter()
+                .next()
+                .unwrap()
+                .validate()
+                .unwrap_err()
+        };
+        assert!(err("[[deny_command]]\nname='x'\nreason='r'\n").contains("no condition"));
+        assert!(err("[[deny_command]]\nname='x y'\nreason='r'\nprogram='rm'\n").contains("name"));
+        assert!(err("[[deny_command]]\nname='x'\nreason=' '\nprogram='rm'\n").contains("reason"));
+        assert!(err("[[deny_command]]\nname='x'\nreason='r'\nflags_any=['r']\n").contains("flag"));
+        assert!(
+            err("[[deny_command]]\nname='x'\nreason='r'\npath_glob_any=['.env']\n")
+                .contains("glob")
+        );
+        assert!(
+            err("[[deny_command]]\nname='x'\nreason='r'\nprogram='rm'\npath_in=['args']\n")
+                .contains("path_in")
+        );
+    }
+}
