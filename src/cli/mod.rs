@@ -3,6 +3,7 @@
 //! command's `--json` output is the tool's structured result in the envelope.
 
 mod doctor;
+mod graph;
 mod memory;
 mod plan;
 mod policy;
@@ -31,6 +32,7 @@ Examples:
   car memory context \"fix the payout scheduler\"
   car tools list
   car policy check Bash --params '{\"command\":\"nc -l 9\"}'
+  car graph scan && car graph edges src/lib.rs
   car mcp                      # serve MCP over stdio (same as car-mcp)
 
 Data lives in CAR_HOME (default ~/.car): car.db holds memory and the execution log.";
@@ -71,6 +73,9 @@ pub enum Command {
     /// Remember, recall and manage memory (facts, knowledge, procedures, status).
     #[command(subcommand)]
     Memory(memory::MemoryCommand),
+    /// The project's context graph: scan files and imports into nodes and edges, link, export.
+    #[command(subcommand)]
+    Graph(graph::GraphCommand),
     /// Check, simulate, compare and tidy an action proposal before running it.
     #[command(subcommand, after_help = plan::group_help())]
     Plan(plan::PlanCommand),
@@ -216,7 +221,6 @@ pub(crate) fn open_runtime(env: &Env) -> Result<Runtime, Failure> {
 }
 
 /// The project this command works on, in the store under CAR_HOME.
-#[allow(dead_code)] // the project commands (tasks, graph, …) land next
 pub(crate) fn open_project(env: &Env) -> Result<crate::project::Project, Failure> {
     let store = Arc::new(Store::open(&env.home.db_path())?);
     Ok(crate::project::Project::open(store, &env.project_root)?)
@@ -386,6 +390,7 @@ async fn run(cli: Cli) -> ExitCode {
     };
     match cli.command {
         Command::Memory(command) => memory::run(&env, command).await,
+        Command::Graph(command) => graph::execute(&env, command).emit(),
         Command::Plan(command) => plan::run(&env, command).await,
         Command::Skill(command) => skill::run(&env, command).await,
         Command::Policy(command) => policy::run(&env, command).await,

@@ -3,6 +3,8 @@
 //! row carries the project's id; every change is one transaction (see `store`), so concurrent
 //! agents never lose an update and a claim race has exactly one winner.
 
+pub mod graph;
+
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 

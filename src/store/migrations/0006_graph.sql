@@ -1,0 +1,10 @@
+-- 0006: the references each scanned file makes (import specifiers, `mod`/`use` paths, includes,
+-- a go.mod's module path), as written in the file. A rescan resolves every file's references
+-- against the files that exist now, so an unchanged file gains its edge to a file that appeared
+-- since (or to a new file of a Go package it imports) without being read again.
+CREATE TABLE graph_refs (
+    node_id INTEGER NOT NULL REFERENCES graph_nodes(id) ON DELETE CASCADE,
+    kind    TEXT NOT NULL,                            -- the edge kind it makes: imports, uses, mod, includes; or gomodule
+    spec    TEXT NOT NULL,
+    PRIMARY KEY (node_id, kind, spec)
+) WITHOUT ROWID;
