@@ -5,6 +5,7 @@ mod bad_input;
 mod cli;
 mod concurrency;
 mod eval;
+mod graph;
 mod interop;
 mod mcp;
 mod plan;

@@ -96,9 +96,9 @@ pub enum Direction {
 #[derive(Debug, Clone, Serialize)]
 pub struct NodeEdges {
     pub node: Node,
-    #[serde(rename = "out")]
+    #[serde(rename = "out", skip_serializing_if = "Option::is_none")]
     pub outgoing: Option<Vec<Neighbour>>,
-    #[serde(rename = "in")]
+    #[serde(rename = "in", skip_serializing_if = "Option::is_none")]
     pub incoming: Option<Vec<Neighbour>>,
 }
 
