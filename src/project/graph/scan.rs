@@ -13,7 +13,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{mpsc, Mutex};
 use std::time::Instant;
 
-use rusqlite::params;
+use rusqlite::{params, OptionalExtension};
 use serde::Serialize;
 
 use super::parse::{self, Lang, Ref, RefKind};
@@ -108,6 +108,7 @@ pub fn scan(
 
     let known = known_files(project, &prefix)?;
     let seen = walk(&root, &target, &known, progress);
+    tracing::debug!(elapsed = ?started.elapsed(), files = seen.len(), "graph scan: walked");
 
     let mut by_language = BTreeMap::new();
     for file in &seen {
@@ -153,8 +154,54 @@ pub fn scan(
         })?;
     }
 
-    progress(Progress::Resolving);
-    let (edges, edges_added, edges_removed) = resolve_edges(project, &prefix, &now)?;
+    tracing::debug!(elapsed = ?started.elapsed(), "graph scan: walked and wrote files");
+
+    // Resolution depends only on the project's files and references: when this scan changed
+    // nothing and no scan has changed anything since this path was last resolved, the edges
+    // stand as they are.
+    let changed_any = !changed.is_empty() || !gone.is_empty();
+    let generation = project.store.write(|tx| -> Result<i64> {
+        if changed_any {
+            tx.execute(
+                "INSERT INTO graph_generation (project_id, generation) VALUES (?1, 1)
+                 ON CONFLICT (project_id) DO UPDATE SET generation = generation + 1",
+                [project.id],
+            )?;
+        }
+        Ok(tx
+            .query_row(
+                "SELECT generation FROM graph_generation WHERE project_id = ?1",
+                [project.id],
+                |r| r.get(0),
+            )
+            .optional()?
+            .unwrap_or(0))
+    })?;
+    let resolved: Option<(i64, i64)> = project
+        .store
+        .conn()
+        .query_row(
+            "SELECT generation, edges FROM graph_resolved WHERE project_id = ?1 AND path = ?2",
+            params![project.id, prefix],
+            |r| Ok((r.get(0)?, r.get(1)?)),
+        )
+        .optional()?;
+    let (edges, edges_added, edges_removed) = match resolved {
+        Some((at, edges)) if at == generation && !changed_any => (edges as usize, 0, 0),
+        Some(_) | None => {
+            progress(Progress::Resolving);
+            let counts = resolve_edges(project, &prefix, &now)?;
+            project.store.write(|tx| {
+                tx.execute(
+                    "INSERT INTO graph_resolved (project_id, path, generation, edges) VALUES (?1, ?2, ?3, ?4)
+                     ON CONFLICT (project_id, path) DO UPDATE SET generation = excluded.generation, edges = excluded.edges",
+                    params![project.id, prefix, generation, counts.0 as i64],
+                )
+            })?;
+            counts
+        }
+    };
+    tracing::debug!(elapsed = ?started.elapsed(), "graph scan: resolved references");
     Ok(ScanReport {
         root: target.display().to_string(),
         path: prefix,
