@@ -236,28 +236,39 @@ fn a_rescan_reads_only_changed_files_resolves_new_targets_and_keeps_manual_links
         json!({"src": "py/app/util.py", "dst": "web/src/x.ts", "kind": "mirrors", "created": true})
     );
 
-    // One file changed: only it is read, its old edge goes. New files: unchanged importers
-    // (main.ts's dynamic import, store.go's package) gain edges without being read.
+    // One file changed: only it is read, and its old edge goes.
     write(
         &home.project,
-        &[
-            ("py/app/core/db.py", "import os  # no longer imports util\n"),
-            ("web/src/lazy.tsx", "export default 1;\n"),
-            ("go/internal/money/round.go", "package money\n"),
-        ],
+        &[("py/app/core/db.py", "import os  # no longer imports util\n")],
     );
     let changed = home.car_json(&["graph", "scan"]);
     assert_eq!(
         report_counts(&changed),
-        json!({"files_seen": 25, "parsed": 3, "unchanged": 22, "removed": 0,
-               "kept_for_links": 0, "edges": 19})
+        json!({"files_seen": 23, "parsed": 1, "unchanged": 22, "removed": 0,
+               "kept_for_links": 0, "edges": 17})
     );
     assert_eq!(
         (
             changed["edges_added"].clone(),
             changed["edges_removed"].clone()
         ),
-        (json!(2), json!(1))
+        (json!(0), json!(1))
+    );
+
+    // New files: unchanged importers (main.ts's dynamic import, store.go's package) gain
+    // edges without being read again.
+    write(
+        &home.project,
+        &[
+            ("web/src/lazy.tsx", "export default 1;\n"),
+            ("go/internal/money/round.go", "package money\n"),
+        ],
+    );
+    let added = home.car_json(&["graph", "scan"]);
+    assert_eq!(
+        report_counts(&added),
+        json!({"files_seen": 25, "parsed": 2, "unchanged": 23, "removed": 0,
+               "kept_for_links": 0, "edges": 19})
     );
     let mut expected: Vec<_> = EDGES
         .iter()
