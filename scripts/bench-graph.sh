@@ -4,7 +4,8 @@
 # hidden files skipped, .gitignore/.ignore honoured without a git repository, no global
 # gitignore. A cold scan starts from a fresh CAR_HOME (every file read, parsed and written); a
 # warm rescan finds nothing changed (every file stat'ed, none read). The page cache is warm for
-# all of them. Medians of RUNS runs.
+# all of them. Medians of RUNS runs. `rg -c` over the same files is printed too: a cold scan reads
+# every file, which `rg --files` does not.
 #
 # Usage: scripts/bench-graph.sh [TREE ...]   (default: ~/.cargo/registry/src)
 # RUNS=5 by default. Results: bench-results/graph.json (one object per tree).
@@ -42,6 +43,8 @@ median() {
 }
 
 rg_files() { rg --files --no-require-git --no-ignore-global "$1"; }
+# A second reference for the cold scan, which reads every file: ripgrep reading them all too.
+rg_read() { rg --no-require-git --no-ignore-global -c -e import -e use -e mod -e include "$1" || true; }
 scan() { CAR_HOME=$1 "$car" --json --project "$2" graph scan; }
 
 echo "[" >"$results/graph.json.tmp"
@@ -52,6 +55,7 @@ for tree in "$@"; do
     files=$(rg_files "$tree" | wc -l)
 
     rg_ms=$(for _ in $(seq "$runs"); do ms rg_files "$tree"; done | median)
+    read_ms=$(for _ in $(seq "$runs"); do ms rg_read "$tree"; done | median)
     cold_ms=$(for i in $(seq "$runs"); do ms scan "$work/cold-$i" "$tree"; rm -rf "$work/cold-$i"; done | median)
     scan "$work/warm" "$tree" >"$work/report.json"
     warm_ms=$(for _ in $(seq "$runs"); do ms scan "$work/warm" "$tree"; done | median)
@@ -65,17 +69,18 @@ for tree in "$@"; do
 
     echo "$tree: $files files by rg --files, $seen scanned, $edges edges; by language $languages"
     echo "  rg --files          ${rg_ms} ms"
+    echo "  rg -c (reads all)   ${read_ms} ms"
     echo "  car graph scan cold ${cold_ms} ms  (${cold_ratio}x rg)"
     echo "  car graph scan warm ${warm_ms} ms  (${warm_ratio}x rg)"
 
     [[ $first -eq 1 ]] || echo "," >>"$results/graph.json.tmp"
     first=0
     jq -n --arg tree "$tree" --argjson files "$files" --argjson seen "$seen" --argjson edges "$edges" \
-        --argjson by_language "$languages" --argjson runs "$runs" --argjson rg_ms "$rg_ms" \
+        --argjson by_language "$languages" --argjson runs "$runs" --argjson rg_ms "$rg_ms" --argjson read_ms "$read_ms" \
         --argjson cold_ms "$cold_ms" --argjson warm_ms "$warm_ms" \
         --argjson cold_ratio "$cold_ratio" --argjson warm_ratio "$warm_ratio" \
         '{tree: $tree, rg_files: $files, files_seen: $seen, edges: $edges, by_language: $by_language,
-          runs: $runs, rg_files_ms: $rg_ms, scan_cold_ms: $cold_ms, scan_warm_ms: $warm_ms,
+          runs: $runs, rg_files_ms: $rg_ms, rg_read_all_ms: $read_ms, scan_cold_ms: $cold_ms, scan_warm_ms: $warm_ms,
           cold_ratio: $cold_ratio, warm_ratio: $warm_ratio}' >>"$results/graph.json.tmp"
 done
 echo "]" >>"$results/graph.json.tmp"

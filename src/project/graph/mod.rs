@@ -49,6 +49,7 @@
 //! never deletes or downgrades a manual edge.
 
 mod export;
+mod lex;
 mod parse;
 mod resolve;
 mod scan;

@@ -9,6 +9,8 @@ use std::sync::LazyLock;
 
 use regex::Regex;
 
+use super::lex::{clean, python_import_statements, Syntax};
+
 /// The languages a scan reads, chosen by file name.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum Lang {
@@ -127,144 +129,6 @@ pub fn parse(lang: Lang, text: &str) -> Vec<Ref> {
 
 fn refs(kind: RefKind, specs: impl IntoIterator<Item = String>) -> Vec<Ref> {
     specs.into_iter().map(|spec| Ref { kind, spec }).collect()
-}
-
-/// How `clean` treats a language's literals.
-#[derive(Clone, Copy, PartialEq, Eq)]
-enum Syntax {
-    /// Nested block comments; string contents dropped (but `#[path = "…"]` kept); raw strings;
-    /// char literals told apart from lifetimes.
-    Rust,
-    /// Strings kept (imports are strings); `'` `"` and `` ` `` strings skipped whole.
-    JavaScript,
-    /// Strings kept; runes like `'"'` skipped.
-    Go,
-}
-
-/// Drops comments (and in Rust string contents) so that only code is matched.
-fn clean(src: &str, syntax: Syntax) -> String {
-    let b = src.as_bytes();
-    let mut out = Vec::with_capacity(b.len());
-    let mut i = 0;
-    let ident = |c: u8| c.is_ascii_alphanumeric() || c == b'_';
-    while i < b.len() {
-        let c = b[i];
-        let next = b.get(i + 1).copied();
-        if c == b'/' && next == Some(b'/') {
-            while i < b.len() && b[i] != b'\n' {
-                i += 1;
-            }
-        } else if c == b'/' && next == Some(b'*') {
-            let mut depth = 1;
-            i += 2;
-            while i < b.len() && depth > 0 {
-                if b[i] == b'*' && b.get(i + 1) == Some(&b'/') {
-                    depth -= 1;
-                    i += 2;
-                } else if syntax == Syntax::Rust && b[i] == b'/' && b.get(i + 1) == Some(&b'*') {
-                    depth += 1;
-                    i += 2;
-                } else {
-                    i += 1;
-                }
-            }
-            out.push(b' ');
-        } else if syntax == Syntax::Rust
-            && c == b'r'
-            && (i == 0 || !ident(b[i - 1]) || b[i - 1] == b'b')
-            && matches!(next, Some(b'"' | b'#'))
-        {
-            // A raw string r"…" or r#"…"#: its end is a quote followed by as many hashes.
-            let mut j = i + 1;
-            while b.get(j) == Some(&b'#') {
-                j += 1;
-            }
-            if b.get(j) != Some(&b'"') {
-                out.push(c);
-                i += 1;
-                continue;
-            }
-            let hashes = j - i - 1;
-            j += 1;
-            while j < b.len() {
-                if b[j] == b'"'
-                    && b[j + 1..]
-                        .iter()
-                        .take(hashes)
-                        .filter(|&&h| h == b'#')
-                        .count()
-                        == hashes
-                {
-                    j += 1 + hashes;
-                    break;
-                }
-                j += 1;
-            }
-            out.extend_from_slice(b"\"\"");
-            i = j;
-        } else if c == b'"' || (syntax == Syntax::JavaScript && (c == b'\'' || c == b'`')) {
-            let start = i;
-            i += 1;
-            while i < b.len() && b[i] != c {
-                if b[i] == b'\\' {
-                    i += 1;
-                }
-                i += 1;
-            }
-            i = (i + 1).min(b.len());
-            if syntax == Syntax::Rust && !after_path_attribute(&out) {
-                out.extend_from_slice(b"\"\"");
-            } else {
-                out.extend_from_slice(&b[start..i]);
-            }
-        } else if c == b'\'' && syntax != Syntax::JavaScript {
-            // A char literal ('a', '\n', 'é') is skipped; a Rust lifetime ('a) is kept.
-            let len = match next {
-                Some(b'\\') => b[i + 2..].iter().position(|&x| x == b'\'').map(|p| p + 3),
-                Some(n) => {
-                    let width = utf8_width(n);
-                    (b.get(i + 1 + width) == Some(&b'\'')).then_some(width + 2)
-                }
-                None => None,
-            };
-            match len {
-                Some(len) => {
-                    out.extend_from_slice(b"' '");
-                    i += len;
-                }
-                None => {
-                    out.push(c);
-                    i += 1;
-                }
-            }
-        } else {
-            out.push(c);
-            i += 1;
-        }
-    }
-    String::from_utf8_lossy(&out).into_owned()
-}
-
-fn utf8_width(first: u8) -> usize {
-    match first {
-        0xF0..=0xFF => 4,
-        0xE0..=0xEF => 3,
-        0xC0..=0xDF => 2,
-        _ => 1,
-    }
-}
-
-/// Whether the code so far ends in `#[path =`, whose string a Rust scan needs.
-fn after_path_attribute(out: &[u8]) -> bool {
-    let tail = &out[out.len().saturating_sub(64)..];
-    let text = String::from_utf8_lossy(tail);
-    let Some(rest) = text.trim_end().strip_suffix('=') else {
-        return false;
-    };
-    let Some(rest) = rest.trim_end().strip_suffix("path") else {
-        return false;
-    };
-    rest.trim_end().ends_with("#[")
 }
 
 static RUST_MOD: LazyLock<Regex> = LazyLock::new(|| {
@@ -413,78 +277,12 @@ fn split_top_level(text: &str) -> Vec<&str> {
     items
 }
 
-/// Python code with comments and string contents dropped, as logical lines (bracketed and
-/// backslash-continued lines joined, `;` statements split).
-fn python_statements(text: &str) -> Vec<String> {
-    let b = text.as_bytes();
-    let mut statements = Vec::new();
-    let mut line = Vec::new();
-    let mut depth = 0usize;
-    let mut i = 0;
-    while i < b.len() {
-        let c = b[i];
-        match c {
-            b'#' => {
-                while i < b.len() && b[i] != b'\n' {
-                    i += 1;
-                }
-                continue;
-            }
-            b'"' | b'\'' => {
-                let triple = b.get(i + 1) == Some(&c) && b.get(i + 2) == Some(&c);
-                i += if triple { 3 } else { 1 };
-                while i < b.len() {
-                    if b[i] == b'\\' {
-                        i += 2;
-                        continue;
-                    }
-                    if b[i] == c
-                        && (!triple || (b.get(i + 1) == Some(&c) && b.get(i + 2) == Some(&c)))
-                    {
-                        i += if triple { 3 } else { 1 };
-                        break;
-                    }
-                    if b[i] == b'\n' && !triple {
-                        break;
-                    }
-                    i += 1;
-                }
-                line.extend_from_slice(b"''");
-                continue;
-            }
-            b'(' | b'[' | b'{' => depth += 1,
-            b')' | b']' | b'}' => depth = depth.saturating_sub(1),
-            b'\\' if b.get(i + 1) == Some(&b'\n') => {
-                i += 2;
-                line.push(b' ');
-                continue;
-            }
-            b'\n' | b';' if depth == 0 || c == b';' => {
-                statements.push(String::from_utf8_lossy(&line).trim().to_string());
-                line.clear();
-                i += 1;
-                continue;
-            }
-            b'\n' => {
-                line.push(b' ');
-                i += 1;
-                continue;
-            }
-            _ => {}
-        }
-        line.push(c);
-        i += 1;
-    }
-    statements.push(String::from_utf8_lossy(&line).trim().to_string());
-    statements
-}
-
 static PY_FROM: LazyLock<Regex> = LazyLock::new(|| re(r"^from\s+(\.*[\w.]*)\s+import\s+(.+)$"));
 static PY_IMPORT: LazyLock<Regex> = LazyLock::new(|| re(r"^import\s+(.+)$"));
 
 fn python(text: &str) -> Vec<Ref> {
     let mut specs = Vec::new();
-    for statement in python_statements(text) {
+    for statement in python_import_statements(text) {
         if let Some(caps) = PY_FROM.captures(&statement) {
             let module = &caps[1];
             specs.push(module.to_string());

@@ -6,6 +6,14 @@ use std::collections::{BTreeMap, HashSet};
 
 use super::parse::{Lang, Ref, RefKind};
 
+/// Where a Rust file sits in its crate: the directory module paths start from, the crate root
+/// file, and the file's own module path.
+struct RustPlace {
+    base: String,
+    root: String,
+    module: Vec<String>,
+}
+
 /// The files of the project and what resolution needs to know about them.
 pub struct Resolver {
     files: HashSet<String>,
@@ -78,35 +86,45 @@ impl Resolver {
         candidates.into_iter().find(|c| self.exists(c))
     }
 
-    /// The files `reference` (made by the file `from` of language `lang`) names; never `from`.
-    pub fn resolve(&self, from: &str, lang: Lang, reference: &Ref) -> Vec<String> {
-        let mut targets = match (lang, reference.kind) {
-            (Lang::Rust, RefKind::Mod) => {
-                self.rust_mod(from, &reference.spec).into_iter().collect()
-            }
-            (Lang::Rust, RefKind::Uses) => {
-                self.rust_use(from, &reference.spec).into_iter().collect()
-            }
-            (Lang::Python, RefKind::Imports) => {
-                self.python(from, &reference.spec).into_iter().collect()
-            }
-            (Lang::JavaScript | Lang::TypeScript, RefKind::Imports) => {
-                self.javascript(from, &reference.spec).into_iter().collect()
-            }
-            (Lang::Go, RefKind::Imports) => self.go(&reference.spec),
-            (Lang::C | Lang::Cpp, RefKind::Includes) => {
-                self.include(from, &reference.spec).into_iter().collect()
-            }
-            _ => Vec::new(),
-        };
-        targets.retain(|t| t != from);
+    /// The files the references of the file `from` (of language `lang`) name, each with the
+    /// reference's kind; never `from` itself.
+    pub fn resolve_file(&self, from: &str, lang: Lang, refs: &[Ref]) -> Vec<(String, RefKind)> {
+        let mut place = None;
+        let mut targets = Vec::new();
+        for reference in refs {
+            let spec = reference.spec.as_str();
+            let found = match (lang, reference.kind) {
+                (Lang::Rust, RefKind::Mod) => {
+                    let place = place.get_or_insert_with(|| self.rust_place(from));
+                    self.rust_mod(from, place, spec).into_iter().collect()
+                }
+                (Lang::Rust, RefKind::Uses) => {
+                    let place = place.get_or_insert_with(|| self.rust_place(from));
+                    self.rust_use(place, spec).into_iter().collect()
+                }
+                (Lang::Python, RefKind::Imports) => self.python(from, spec).into_iter().collect(),
+                (Lang::JavaScript | Lang::TypeScript, RefKind::Imports) => {
+                    self.javascript(from, spec).into_iter().collect()
+                }
+                (Lang::Go, RefKind::Imports) => self.go(spec),
+                (Lang::C | Lang::Cpp, RefKind::Includes) => {
+                    self.include(from, spec).into_iter().collect()
+                }
+                _ => Vec::new(),
+            };
+            targets.extend(
+                found
+                    .into_iter()
+                    .filter(|target| target != from)
+                    .map(|target| (target, reference.kind)),
+            );
+        }
         targets
     }
 
-    /// Where a Rust file sits in its crate: the directory its module paths start from, the
-    /// crate root file, and its own module path. Files under `<crate>/src` (but not `src/bin`)
+    /// Where a Rust file sits in its crate. Files under `<crate>/src` (but not `src/bin`)
     /// belong to the library/main crate; any other `.rs` file is treated as a crate root.
-    fn rust_place(&self, from: &str) -> (String, String, Vec<String>) {
+    fn rust_place(&self, from: &str) -> RustPlace {
         let mut dir = dir_of(from);
         let crate_dir = loop {
             if self.exists(&child(dir, "Cargo.toml")) {
@@ -135,11 +153,19 @@ impl Resolver {
                     {
                         path.pop();
                     }
-                    return (src, root, path);
+                    return RustPlace {
+                        base: src,
+                        root,
+                        module: path,
+                    };
                 }
             }
         }
-        (dir_of(from).to_string(), from.to_string(), Vec::new())
+        RustPlace {
+            base: dir_of(from).to_string(),
+            root: from.to_string(),
+            module: Vec::new(),
+        }
     }
 
     /// The file of a module path under `base` (the crate root file for the empty path).
@@ -151,7 +177,7 @@ impl Resolver {
         self.first([format!("{stem}.rs"), format!("{stem}/mod.rs")])
     }
 
-    fn rust_mod(&self, from: &str, spec: &str) -> Option<String> {
+    fn rust_mod(&self, from: &str, place: &RustPlace, spec: &str) -> Option<String> {
         let (name, path_attr) = match spec.split_once('=') {
             Some((name, path)) => (name, Some(path)),
             None => (spec, None),
@@ -161,8 +187,7 @@ impl Resolver {
             return join(dir, path).filter(|p| self.exists(p));
         }
         let file_name = from.rsplit('/').next().unwrap_or(from);
-        let (_, root, _) = self.rust_place(from);
-        let module_dir = if root == from || file_name == "mod.rs" {
+        let module_dir = if place.root == from || file_name == "mod.rs" {
             dir.to_string()
         } else {
             child(dir, file_name.trim_end_matches(".rs"))
@@ -173,19 +198,23 @@ impl Resolver {
         ])
     }
 
-    fn rust_use(&self, from: &str, spec: &str) -> Option<String> {
+    fn rust_use(&self, place: &RustPlace, spec: &str) -> Option<String> {
         let segments: Vec<String> = spec.split("::").map(str::to_string).collect();
-        let (base_dir, root, module) = self.rust_place(from);
+        let RustPlace {
+            base: base_dir,
+            root,
+            module,
+        } = place;
         // The longest prefix of base+rest that is a module file; at least `min` segments of rest.
         let longest = |base: &[String], rest: &[String], min: usize| {
             (min..=rest.len()).rev().find_map(|j| {
                 let path: Vec<String> = base.iter().chain(&rest[..j]).cloned().collect();
-                self.module_file(&base_dir, &root, &path)
+                self.module_file(base_dir, root, &path)
             })
         };
         match segments[0].as_str() {
             "crate" => longest(&[], &segments[1..], 0),
-            "self" => longest(&module, &segments[1..], 0),
+            "self" => longest(module, &segments[1..], 0),
             "super" => {
                 let ups = segments.iter().take_while(|s| *s == "super").count();
                 let base = &module[..module.len().checked_sub(ups)?];
@@ -193,7 +222,7 @@ impl Resolver {
             }
             // A path from the current module (2018) or from the crate root (2015); a first
             // segment that is no local module names an external crate.
-            _ => longest(&module, &segments, 1).or_else(|| longest(&[], &segments, 1)),
+            _ => longest(module, &segments, 1).or_else(|| longest(&[], &segments, 1)),
         }
     }
 
@@ -292,14 +321,14 @@ mod tests {
     }
 
     fn one(r: &Resolver, from: &str, lang: Lang, kind: RefKind, spec: &str) -> Vec<String> {
-        r.resolve(
-            from,
-            lang,
-            &Ref {
-                kind,
-                spec: spec.to_string(),
-            },
-        )
+        let refs = [Ref {
+            kind,
+            spec: spec.to_string(),
+        }];
+        r.resolve_file(from, lang, &refs)
+            .into_iter()
+            .map(|(target, _)| target)
+            .collect()
     }
 
     #[test]

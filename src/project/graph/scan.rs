@@ -421,16 +421,22 @@ fn resolve_edges(project: &Project, prefix: &str, now: &str) -> Result<(usize, u
     .into_iter()
     .map(|lang| (lang.name(), lang))
     .collect();
-    let mut wanted: BTreeSet<(String, String, String)> = BTreeSet::new();
+    // Group each file's references (rows come sorted by file) and resolve them together.
+    let mut by_file: BTreeMap<String, (Option<Lang>, Vec<Ref>)> = BTreeMap::new();
     for (from, lang, kind, spec) in refs {
-        let (Some(lang), Some(kind)) = (
-            lang.as_deref().and_then(|l| lang_by_name.get(l)),
-            RefKind::parse(&kind),
-        ) else {
+        let Some(kind) = RefKind::parse(&kind) else {
             continue;
         };
-        let reference = Ref { kind, spec };
-        for target in resolver.resolve(&from, *lang, &reference) {
+        let entry = by_file.entry(from).or_insert_with(|| {
+            let lang = lang.as_deref().and_then(|l| lang_by_name.get(l).copied());
+            (lang, Vec::new())
+        });
+        entry.1.push(Ref { kind, spec });
+    }
+    let mut wanted: BTreeSet<(String, String, String)> = BTreeSet::new();
+    for (from, (lang, refs)) in by_file {
+        let Some(lang) = lang else { continue };
+        for (target, kind) in resolver.resolve_file(&from, lang, &refs) {
             wanted.insert((from.clone(), target, kind.as_str().to_string()));
         }
     }
