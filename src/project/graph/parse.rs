@@ -105,6 +105,8 @@ pub struct Ref {
     pub spec: String,
 }
 
+/// A built-in pattern. Word boundaries are ASCII (`(?-u:\b)`): a Unicode one would stop the
+/// fast DFA at the first non-ASCII byte of a file.
 fn re(pattern: &str) -> Regex {
     match Regex::new(pattern) {
         Ok(regex) => regex,
@@ -133,10 +135,11 @@ fn refs(kind: RefKind, specs: impl IntoIterator<Item = String>) -> Vec<Ref> {
 
 static RUST_MOD: LazyLock<Regex> = LazyLock::new(|| {
     re(
-        r#"(?:#\[\s*path\s*=\s*"([^"]*)"\s*\]\s*(?:#\[[^\]]*\]\s*)*)?(?:\bpub(?:\s*\([^)]*\))?\s+)?\bmod\s+(?:r#)?([A-Za-z_]\w*)\s*;"#,
+        r#"(?:#\[\s*path\s*=\s*"([^"]*)"\s*\]\s*(?:#\[[^\]]*\]\s*)*)?(?:(?-u:\b)pub(?:\s*\([^)]*\))?\s+)?(?-u:\b)mod\s+(?:r#)?([A-Za-z_]\w*)\s*;"#,
     )
 });
-static RUST_USE: LazyLock<Regex> = LazyLock::new(|| re(r"\buse\s+([^;{}]*(?:\{[^;]*\})?)\s*;"));
+static RUST_USE: LazyLock<Regex> =
+    LazyLock::new(|| re(r"(?-u:\b)use\s+([^;{}]*(?:\{[^;]*\})?)\s*;"));
 
 fn rust(text: &str) -> Vec<Ref> {
     let code = clean(text, Syntax::Rust);
@@ -167,7 +170,7 @@ fn rust(text: &str) -> Vec<Ref> {
     found
 }
 
-static RUST_INLINE_MOD: LazyLock<Regex> = LazyLock::new(|| re(r"\bmod\s+(?:r#)?\w+\s*\{"));
+static RUST_INLINE_MOD: LazyLock<Regex> = LazyLock::new(|| re(r"(?-u:\b)mod\s+(?:r#)?\w+\s*\{"));
 
 /// The byte spans of inline `mod name { … }` blocks.
 fn inline_modules(code: &str) -> Vec<(usize, usize)> {
@@ -311,7 +314,7 @@ fn python(text: &str) -> Vec<Ref> {
     refs(RefKind::Imports, specs)
 }
 
-static JS_FROM: LazyLock<Regex> = LazyLock::new(|| re(r#"\bfrom\s*["']([^"'\n]+)["']"#));
+static JS_FROM: LazyLock<Regex> = LazyLock::new(|| re(r#"(?-u:\b)from\s*["']([^"'\n]+)["']"#));
 static JS_BARE_IMPORT: LazyLock<Regex> =
     LazyLock::new(|| re(r#"(?:^|[^.\w$])import\s*["']([^"'\n]+)["']"#));
 static JS_CALL: LazyLock<Regex> =
@@ -330,9 +333,9 @@ fn javascript(text: &str) -> Vec<Ref> {
     refs(RefKind::Imports, specs)
 }
 
-static GO_BLOCK: LazyLock<Regex> = LazyLock::new(|| re(r"\bimport\s*\(([^)]*)\)"));
+static GO_BLOCK: LazyLock<Regex> = LazyLock::new(|| re(r"(?-u:\b)import\s*\(([^)]*)\)"));
 static GO_SINGLE: LazyLock<Regex> =
-    LazyLock::new(|| re(r#"\bimport\s+(?:[\w.]+\s+)?["`]([^"`]+)["`]"#));
+    LazyLock::new(|| re(r#"(?-u:\b)import\s+(?:[\w.]+\s+)?["`]([^"`]+)["`]"#));
 static GO_STRING: LazyLock<Regex> = LazyLock::new(|| re(r#"["`]([^"`]+)["`]"#));
 
 fn go(text: &str) -> Vec<Ref> {
