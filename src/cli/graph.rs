@@ -99,29 +99,41 @@ fn to_value(value: impl serde::Serialize) -> Result<Value, Failure> {
 /// Runs a graph command and returns what it prints.
 pub(crate) fn execute(env: &Env, command: GraphCommand) -> Printed {
     let name = command_name(&command);
-    let result = open_project(env).and_then(|project| data(&project, &command));
+    let result = open_project(env).and_then(|project| data(&project, &command, env.json));
     render(env.json, name, result, |data| human(&command, data))
 }
 
-fn data(project: &Project, command: &GraphCommand) -> Result<Value, Failure> {
+fn data(project: &Project, command: &GraphCommand, json: bool) -> Result<Value, Failure> {
     let key = |text: &str| graph::node_key(&project.root, text);
     match command {
         GraphCommand::Scan { path } => {
             let path = path.clone().unwrap_or_else(|| PathBuf::from("."));
+            // Progress only on a terminal: a `\r` line, or JSON Lines under --json.
             let terminal = std::io::stderr().is_terminal();
             let progress = |stage: Progress| {
-                if terminal {
-                    match stage {
-                        Progress::Walked(n) => eprint!("\r\x1b[Kscanning: {n} files"),
-                        Progress::Writing(done, total) => {
-                            eprint!("\r\x1b[Kwriting: {done}/{total} files")
-                        }
-                        Progress::Resolving => eprint!("\r\x1b[Kresolving references"),
+                if !terminal {
+                    return;
+                }
+                let (name, done, total) = match stage {
+                    Progress::Walked(n) => ("walk", n, None),
+                    Progress::Writing(done, total) => ("write", done, Some(total)),
+                    Progress::Resolving => ("resolve", 0, None),
+                };
+                if json {
+                    eprintln!(
+                        "{}",
+                        json!({"type": "progress", "command": "graph.scan", "stage": name, "files": done, "total": total})
+                    );
+                } else {
+                    match total {
+                        Some(total) => eprint!("\r\x1b[K{name}: {done}/{total} files"),
+                        None if name == "resolve" => eprint!("\r\x1b[Kresolving references"),
+                        None => eprint!("\r\x1b[K{name}: {done} files"),
                     }
                 }
             };
             let report = graph::scan(project, &path, &progress);
-            if terminal {
+            if terminal && !json {
                 eprint!("\r\x1b[K");
             }
             to_value(report?)
