@@ -5,7 +5,8 @@
 //! A scan (`scan`) walks the project with ripgrep's walker (the `ignore` crate: `.gitignore`,
 //! `.ignore` and `.git/info/exclude` are honoured even outside a git repository; hidden files and
 //! directories, `.git` among them, are skipped; the user's global gitignore is not read, so a
-//! scan means the same on every machine). Every file becomes a node keyed by its path relative to
+//! scan means the same on every machine; symbolic links are not followed, and files whose path
+//! is not UTF-8 are skipped). Every file becomes a node keyed by its path relative to
 //! the project root with `/` separators; files in a language below are read for references,
 //! which are stored as written (`graph_refs`) and then resolved against the files that exist, so
 //! an unchanged file gains its edge when the file it imports appears. A rescan reads only files
