@@ -31,12 +31,12 @@ done
 # The package's engines field says node >= 20 (a few Google SDK dependencies want 22, but the
 # MCP server and its non-AI tools run on 20).
 peer_version=${TASKMASTER_VERSION:-0.43.1}
-peer_dir=$root/tools/node_modules/task-master-ai
+peer_dir=$root/tools/taskmaster/node_modules/task-master-ai
 
 installed=$(node -p "require('$peer_dir/package.json').version" 2>/dev/null || true)
 if [[ $installed != "$peer_version" ]]; then
-    echo "installing task-master-ai@$peer_version into tools/" >&2
-    npm install --prefix "$root/tools" --save-exact --no-audit --no-fund \
+    echo "installing task-master-ai@$peer_version into tools/taskmaster/ (its own prefix: it depends on an older Claude Code)" >&2
+    npm install --prefix "$root/tools/taskmaster" --save-exact --no-audit --no-fund \
         "task-master-ai@$peer_version" >&2
 fi
 

@@ -4,6 +4,7 @@
 
 mod admin;
 mod doctor;
+mod graph;
 mod inproc;
 mod journal;
 mod memory;
@@ -36,6 +37,7 @@ Examples:
   car memory context \"fix the payout scheduler\"
   car tools list
   car policy check Bash --params '{\"command\":\"nc -l 9\"}'
+  car graph scan && car graph edges src/lib.rs
   car mcp                      # serve MCP over stdio (same as car-mcp)
   car stats                    # what this project holds; car prune archives old closed tasks
 
@@ -77,6 +79,9 @@ pub enum Command {
     /// Remember, recall and manage memory (facts, knowledge, procedures, status).
     #[command(subcommand)]
     Memory(memory::MemoryCommand),
+    /// The project's context graph: scan files and imports into nodes and edges, link, export.
+    #[command(subcommand)]
+    Graph(graph::GraphCommand),
     /// Check, simulate, compare and tidy an action proposal before running it.
     #[command(subcommand, after_help = plan::group_help())]
     Plan(plan::PlanCommand),
@@ -442,6 +447,7 @@ async fn run(cli: Cli) -> ExitCode {
     };
     match cli.command {
         Command::Memory(command) => memory::run(&env, command).await,
+        Command::Graph(command) => graph::execute(&env, command).emit(),
         Command::Plan(command) => plan::run(&env, command).await,
         Command::Skill(command) => skill::run(&env, command).await,
         Command::Policy(command) => policy::run(&env, command).await,

@@ -7,6 +7,7 @@ pub mod admin;
 pub mod archive;
 pub mod config;
 pub mod decisions;
+pub mod graph;
 pub mod import;
 pub mod lifecycle;
 pub mod progress;

@@ -18,6 +18,7 @@ const MIGRATIONS: &[(&str, &str)] = &[
     ),
     ("0004_skills", include_str!("migrations/0004_skills.sql")),
     ("0005_project", include_str!("migrations/0005_project.sql")),
+    ("0006_graph", include_str!("migrations/0006_graph.sql")),
 ];
 
 /// How many times a writer retries a locked database before giving up (about 30 s in all).

@@ -8,6 +8,7 @@ mod claude_code;
 mod cli;
 mod concurrency;
 mod eval;
+mod graph;
 mod interop;
 mod mcp;
 mod plan;
