@@ -1,5 +1,5 @@
 //! The project tools over MCP: `task_manager`, `progress_tracker`, `decision_logger`,
-//! `context_manager`, `project_admin` (and, as its commands land, `graph_explorer`).
+//! `context_manager`, `project_admin` and `graph_explorer`.
 //! Each takes `{action, args}` and runs `car <group> --json <action> <args…>` in-process — the
 //! same clap parser and the same command code as the CLI — so the text it returns is byte for
 //! byte what that command prints. A failing command returns `isError: true` with its stdout and,
@@ -27,9 +27,21 @@ struct Spec {
     /// Actions that run other command words than `<group> <action>`.
     routes: &'static [(&'static str, &'static [&'static str])],
     effect: Effect,
+    /// How long one call may run.
+    timeout_secs: u64,
 }
 
 const SPECS: &[Spec] = &[
+    Spec {
+        name: "graph_explorer",
+        title: "Project context graph",
+        description: "The project's context graph of files and the links between them: `scan` (args [] or [\"src\"]: walks the project honouring .gitignore, files and their imports for Rust, Python, JS/TS, Go and C; a rescan re-reads only changed files), `edges` ([\"src/lib.rs\", \"--direction\", \"in\"]), `link` ([\"A\", \"B\", \"--kind\", \"calls\"]), `add-node` ([\"payments-service\", \"--kind\", \"service\"]), `export` ([\"--format\", \"mermaid\"]). Runs `car graph <action> --json <args…>` and returns exactly what it prints.",
+        actions: &["scan", "edges", "link", "add-node", "export"],
+        group: Some("graph"),
+        routes: &[],
+        effect: Effect::Write,
+        timeout_secs: 600,
+    },
     Spec {
         name: "context_manager",
         title: "Session context and checkpoints",
@@ -38,6 +50,7 @@ const SPECS: &[Spec] = &[
         group: None,
         routes: &[],
         effect: Effect::Write,
+        timeout_secs: 120,
     },
     Spec {
         name: "task_manager",
@@ -47,6 +60,7 @@ const SPECS: &[Spec] = &[
         group: Some("task"),
         routes: &[],
         effect: Effect::Write,
+        timeout_secs: 120,
     },
     Spec {
         name: "progress_tracker",
@@ -56,6 +70,7 @@ const SPECS: &[Spec] = &[
         group: Some("progress"),
         routes: &[],
         effect: Effect::Write,
+        timeout_secs: 120,
     },
     Spec {
         name: "decision_logger",
@@ -65,6 +80,7 @@ const SPECS: &[Spec] = &[
         group: Some("decision"),
         routes: &[],
         effect: Effect::Write,
+        timeout_secs: 120,
     },
     Spec {
         name: "project_admin",
@@ -74,6 +90,7 @@ const SPECS: &[Spec] = &[
         group: None,
         routes: &[("prune", &["project", "prune"])],
         effect: Effect::Destructive,
+        timeout_secs: 120,
     },
 ];
 
@@ -109,6 +126,7 @@ fn run(place: &Place, cli: Cli) -> Printed {
     };
     match cli.command {
         Command::Task(command) => task::execute(&env, command),
+        Command::Graph(command) => super::graph::execute(&env, command),
         Command::Progress(command) => journal::execute_progress(&env, command),
         Command::Decision(command) => journal::execute_decision(&env, command),
         Command::Status => session::execute_status(&env),
@@ -195,7 +213,7 @@ pub(crate) fn tools(home: &Home, project_root: &std::path::Path, memory: Arc<Mem
                 .title(spec.title)
                 .effect(spec.effect)
                 .idempotence(Idempotence::NotIdempotent)
-                .timeout(std::time::Duration::from_secs(120)),
+                .timeout(std::time::Duration::from_secs(spec.timeout_secs)),
                 move |c| call(&place, spec, &c.args),
             )
         })

@@ -132,7 +132,7 @@ fn memory_commands_cover_every_tool_with_the_envelope() {
 fn tools_list_and_call_go_through_the_dispatcher() {
     let home = TestHome::new();
     let list = home.car_json(&["tools", "list"]);
-    assert_eq!(list["tools"].as_array().unwrap().len(), 22);
+    assert_eq!(list["tools"].as_array().unwrap().len(), 23);
     let first = home.car_json(&[
         "tools",
         "call",

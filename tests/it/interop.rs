@@ -18,7 +18,7 @@ fn the_python_mcp_sdk_lists_and_calls_tools() {
     );
     let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(report["server"], "car-mcp");
-    assert_eq!(report["tools"].as_array().unwrap().len(), 22);
+    assert_eq!(report["tools"].as_array().unwrap().len(), 23);
     assert_eq!(report["added"]["id"], "fact-1");
     assert_eq!(report["recalled"][0]["subject"], "deploys");
     assert_eq!(report["error_is_error"], true);

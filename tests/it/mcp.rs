@@ -58,6 +58,7 @@ fn tools_list_matches_the_snapshot_in_one_page() {
             "equivalent",
             "optimize",
             "policy_check",
+            "graph_explorer",
             "context_manager",
             "task_manager",
             "progress_tracker",
@@ -478,7 +479,7 @@ fn car_mcp_subcommand_serves_the_same_server() {
             .as_array()
             .unwrap()
             .len(),
-        22
+        23
     );
     mcp.finish();
 }

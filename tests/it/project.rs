@@ -29,7 +29,11 @@ fn normalize(text: &str, home: &TestHome) -> String {
     let text = &text.replace(tmp, "<tmp>");
     let ts = regex::Regex::new(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z").unwrap();
     let cp = regex::Regex::new(r"cp-\d{8}-\d{6}(-\d+)?").unwrap();
-    cp.replace_all(&ts.replace_all(text, "<ts>"), "cp-<ts>")
+    let duration = regex::Regex::new(r#""duration_ms":\d+"#).unwrap();
+    let text = ts.replace_all(text, "<ts>").into_owned();
+    let text = cp.replace_all(&text, "cp-<ts>");
+    duration
+        .replace_all(&text, "\"duration_ms\":<n>")
         .into_owned()
 }
 
@@ -53,6 +57,7 @@ fn cli_words<'a>(tool: &str, action: &'a str, args: &[&'a str]) -> Vec<&'a str> 
         "task_manager" => Some("task"),
         "progress_tracker" => Some("progress"),
         "decision_logger" => Some("decision"),
+        "graph_explorer" => Some("graph"),
         "context_manager" | "project_admin" => None,
         other => panic!("no group for {other}"),
     };
@@ -66,7 +71,12 @@ fn cli_words<'a>(tool: &str, action: &'a str, args: &[&'a str]) -> Vec<&'a str> 
 fn every_mcp_action_prints_what_the_cli_prints() {
     let cli_home = TestHome::new();
     let mcp_home = TestHome::new();
-    // Same project directory name, so names in the output agree.
+    // Same project directory name, so names in the output agree; the same files to scan.
+    for home in [&cli_home, &mcp_home] {
+        std::fs::create_dir_all(home.project.join("src")).unwrap();
+        std::fs::write(home.project.join("src/lib.rs"), "mod a;\n").unwrap();
+        std::fs::write(home.project.join("src/a.rs"), "pub fn f() {}\n").unwrap();
+    }
     let mut mcp = spawn_mcp(&mcp_home);
     let steps: Vec<(&str, &str, Vec<&str>)> = vec![
         (
@@ -181,6 +191,33 @@ fn every_mcp_action_prints_what_the_cli_prints() {
         ("project_admin", "project", vec!["show"]),
         ("project_admin", "prune", vec!["--dry-run"]),
         ("project_admin", "config", vec!["set", "nope", "1"]),
+        (
+            "graph_explorer",
+            "add-node",
+            vec![
+                "payments",
+                "--kind",
+                "service",
+                "--label",
+                "the payout service",
+            ],
+        ),
+        (
+            "graph_explorer",
+            "add-node",
+            vec!["ledger", "--kind", "service"],
+        ),
+        (
+            "graph_explorer",
+            "link",
+            vec!["payments", "ledger", "--kind", "calls"],
+        ),
+        ("graph_explorer", "edges", vec!["payments"]),
+        ("graph_explorer", "export", vec!["--format", "mermaid"]),
+        ("graph_explorer", "export", vec!["--format", "dot"]),
+        ("graph_explorer", "scan", vec![]),
+        ("graph_explorer", "edges", vec!["src/lib.rs"]),
+        ("graph_explorer", "edges", vec!["nowhere.rs"]),
         // Failures: the same stdout, and stderr after the marker.
         ("task_manager", "claim", vec!["CTX-0003"]),
         ("task_manager", "show", vec!["CTX-0099"]),
