@@ -8,7 +8,9 @@
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use clap::Parser;
+use std::sync::{Mutex, OnceLock};
+
+use clap::{CommandFactory, FromArgMatches};
 use serde_json::{json, Value};
 
 use super::{journal, session, task, Cli, Command, Env, Printed};
@@ -145,6 +147,17 @@ fn run(place: &Place, cli: Cli) -> Printed {
     }
 }
 
+/// Parses a command line as `car` does. The clap command tree is built once and reused (building
+/// it is most of the cost of a small call); parsing is serialized on it, which costs nothing
+/// since each call parses for microseconds.
+fn parse(argv: impl IntoIterator<Item = String>) -> Result<Cli, clap::Error> {
+    static COMMAND: OnceLock<Mutex<clap::Command>> = OnceLock::new();
+    let command = COMMAND.get_or_init(|| Mutex::new(Cli::command()));
+    let mut command = command.lock().unwrap_or_else(|poison| poison.into_inner());
+    let mut matches = command.try_get_matches_from_mut(argv)?;
+    Cli::from_arg_matches_mut(&mut matches).map_err(|e| e.format(&mut command))
+}
+
 /// Runs one tool call: the text on success, [`ToolError::CommandFailed`] otherwise.
 fn call(place: &Place, spec: &Spec, args: &Value) -> Result<Value, ToolError> {
     let action = args["action"].as_str().unwrap_or_default();
@@ -165,7 +178,7 @@ fn call(place: &Place, spec: &Spec, args: &Value) -> Result<Value, ToolError> {
         )));
     }
     let argv = argv(spec, action, &extra);
-    let printed = match Cli::try_parse_from(std::iter::once("car".to_string()).chain(argv)) {
+    let printed = match parse(std::iter::once("car".to_string()).chain(argv)) {
         Ok(cli) => run(place, cli),
         Err(err) => Printed {
             stdout: String::new(),

@@ -87,9 +87,10 @@ impl Project {
                 .iter()
                 .map(|s| (s.to_string(), 0))
                 .collect();
+        // Two index-only counts: by stored status (tasks_status), then the ready part of the
+        // open ones (the partial index tasks_ready).
         let mut stmt = conn.prepare_cached(
-            "SELECT CASE WHEN status = 'open' AND open_deps = 0 THEN 'ready' ELSE status END, COUNT(*)
-             FROM tasks WHERE project_id = ?1 GROUP BY 1",
+            "SELECT status, COUNT(*) FROM tasks WHERE project_id = ?1 GROUP BY status",
         )?;
         let rows = stmt.query_map([self.id], |r| {
             Ok((r.get::<_, String>(0)?, r.get::<_, i64>(1)?))
@@ -99,6 +100,16 @@ impl Project {
             let (status, n) = row?;
             total += n;
             counts.insert(status, n);
+        }
+        let ready: i64 = conn.query_row(
+            "SELECT COUNT(*) FROM tasks INDEXED BY tasks_ready
+             WHERE project_id = ?1 AND status = 'open' AND open_deps = 0",
+            [self.id],
+            |r| r.get(0),
+        )?;
+        counts.insert("ready".into(), ready);
+        if let Some(open) = counts.get_mut("open") {
+            *open -= ready;
         }
         counts.insert("total".into(), total);
         Ok(counts)

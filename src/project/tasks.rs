@@ -519,8 +519,15 @@ impl Project {
         } else {
             filter.limit as i64
         };
+        // The ready queue reads its partial index whatever the planner guesses, so it stays one
+        // short index scan even when few open tasks are ready.
+        let indexed = if status.as_deref() == Some("ready") {
+            "INDEXED BY tasks_ready"
+        } else {
+            ""
+        };
         let sql = format!(
-            "SELECT {TASK_COLUMNS} FROM tasks t LEFT JOIN tasks p ON p.id = t.parent_id
+            "SELECT {TASK_COLUMNS} FROM tasks t {indexed} LEFT JOIN tasks p ON p.id = t.parent_id
              WHERE t.project_id = ?1 AND {condition}
                AND (?3 IS NULL OR EXISTS (SELECT 1 FROM json_each(t.labels) WHERE value = ?3))
                AND (?4 IS NULL OR t.claimed_by = ?4)
@@ -652,8 +659,8 @@ impl Project {
                 Some(r) => task_id(tx, project, r)?,
                 None => tx
                     .query_row(
-                        "SELECT id FROM tasks WHERE project_id = ?1 AND status = 'open'
-                           AND open_deps = 0 ORDER BY priority, number LIMIT 1",
+                        "SELECT id FROM tasks INDEXED BY tasks_ready WHERE project_id = ?1
+                           AND status = 'open' AND open_deps = 0 ORDER BY priority, number LIMIT 1",
                         [project],
                         |r| r.get(0),
                     )
