@@ -105,10 +105,7 @@ fn every_memory_tool_works_and_matches_its_output_schema() {
     let home = TestHome::new();
     let mut mcp = home.spawn_mcp();
     mcp.initialize();
-    let tools = mcp.request("tools/list", json!({}))["result"]["tools"]
-        .as_array()
-        .unwrap()
-        .clone();
+    let tools = mcp.tools();
 
     let fact = mcp.call_ok(
         "memory_add_fact",

@@ -44,10 +44,7 @@ fn verify_over_mcp_checks_tool_calls_against_the_real_registry() {
     let home = TestHome::new();
     let mut mcp = home.spawn_mcp();
     mcp.initialize();
-    let tools = mcp.request("tools/list", json!({}))["result"]["tools"]
-        .as_array()
-        .unwrap()
-        .clone();
+    let tools = mcp.tools();
     let verdict = mcp.call_ok("verify", json!({"proposal": flawed_proposal()}));
     assert_matches_output_schema(&tools, "verify", &verdict);
     assert_eq!(verdict["valid"], false);
@@ -82,10 +79,7 @@ fn simulate_equivalent_and_optimize_over_mcp_match_their_output_schemas() {
     let home = TestHome::new();
     let mut mcp = home.spawn_mcp();
     mcp.initialize();
-    let tools = mcp.request("tools/list", json!({}))["result"]["tools"]
-        .as_array()
-        .unwrap()
-        .clone();
+    let tools = mcp.tools();
     let gated = json!({"actions": [
         {"id": "deploy", "type": "state_write", "parameters": {"key": "deployed", "value": true},
          "preconditions": [{"key": "tests", "operator": "eq", "value": "green"}]},

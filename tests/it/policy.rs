@@ -3,7 +3,7 @@
 
 use std::io::Write;
 use std::path::Path;
-use std::process::{Output, Stdio};
+use std::process::Stdio;
 
 use serde_json::{json, Value};
 
@@ -13,21 +13,6 @@ fn write_rules(project: &Path, name: &str, text: &str) {
     let dir = project.join(".car/policies");
     std::fs::create_dir_all(&dir).unwrap();
     std::fs::write(dir.join(name), text).unwrap();
-}
-
-/// Runs the hook with `payload` on stdin, logging at debug (logs must stay off stdout).
-fn hook(home: &TestHome, payload: &[u8]) -> Output {
-    let mut child = home
-        .command(CAR)
-        .arg("policy-check-hook")
-        .env("RUST_LOG", "debug")
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    child.stdin.take().unwrap().write_all(payload).unwrap();
-    child.wait_with_output().unwrap()
 }
 
 fn bash_payload(home: &TestHome, command: &str) -> Vec<u8> {
@@ -208,7 +193,7 @@ fn the_hook_denies_with_one_json_line_and_stays_silent_on_allow() {
         "git.toml",
         "[[deny_tool_param]]\ntool = \"Bash\"\nparam = \"command\"\ncontains = \"push --force\"\n",
     );
-    let denied = hook(&home, &bash_payload(&home, "git push --force origin main"));
+    let denied = home.hook(&bash_payload(&home, "git push --force origin main"));
     assert_eq!(denied.status.code(), Some(0));
     let doc: Value = serde_json::from_slice(&denied.stdout).unwrap();
     assert_eq!(
@@ -218,13 +203,12 @@ fn the_hook_denies_with_one_json_line_and_stays_silent_on_allow() {
     );
     assert_eq!(String::from_utf8_lossy(&denied.stdout).lines().count(), 1);
 
-    let allowed = hook(&home, &bash_payload(&home, "cargo test"));
+    let allowed = home.hook(&bash_payload(&home, "cargo test"));
     assert_eq!(allowed.status.code(), Some(0));
     assert!(allowed.stdout.is_empty(), "{allowed:?}");
 
     // The hook reads the payload's cwd, not its own working directory.
-    let elsewhere = hook(
-        &home,
+    let elsewhere = home.hook(
         &serde_json::to_vec(
             &json!({"tool_name": "Bash", "tool_input": {"command": "git push --force"},
                                     "cwd": home.other_project("other")}),
@@ -243,7 +227,7 @@ fn the_hook_fails_open_on_garbage_and_closed_on_a_broken_policy_file() {
         b"{\"cwd\": \"/\"}",
         b"[1,2,3]",
     ] {
-        let out = hook(&home, garbage);
+        let out = home.hook(garbage);
         assert_eq!(out.status.code(), Some(0));
         assert!(out.stdout.is_empty(), "{out:?}");
         assert!(
@@ -253,8 +237,7 @@ fn the_hook_fails_open_on_garbage_and_closed_on_a_broken_policy_file() {
     }
     // A megabyte command with non-ASCII tool names is still answered.
     let big = "é".repeat(1024 * 1024);
-    let out = hook(
-        &home,
+    let out = home.hook(
         &serde_json::to_vec(
             &json!({"tool_name": "Bäsh→工具", "tool_input": {"command": big}, "cwd": home.project}),
         )
@@ -264,7 +247,7 @@ fn the_hook_fails_open_on_garbage_and_closed_on_a_broken_policy_file() {
     assert!(out.stdout.is_empty());
 
     write_rules(&home.project, "broken.toml", "deny_tool = [\n");
-    let out = hook(&home, &bash_payload(&home, "ls"));
+    let out = home.hook(&bash_payload(&home, "ls"));
     assert_eq!(out.status.code(), Some(0));
     let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(doc["hookSpecificOutput"]["permissionDecision"], "deny");
@@ -311,7 +294,7 @@ fn the_hook_reads_home_rules_from_the_home_flag_as_well_as_car_home() {
     .unwrap();
     let payload = bash_payload(&home, "shred -u notes.txt");
     // CAR_HOME (the form plugins use) has no rules; the flag, before or after the command, does.
-    assert!(hook(&home, &payload).stdout.is_empty());
+    assert!(home.hook(&payload).stdout.is_empty());
     let flag = flagged.display().to_string();
     for args in [
         vec!["--home", flag.as_str(), "policy-check-hook"],

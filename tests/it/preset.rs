@@ -2,13 +2,12 @@
 //! `car policy-check-hook` on every command of `tests/it/data/shell_corpus.tsv`, the way
 //! Claude Code runs it (one process per call, payload on stdin).
 
-use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::process::{Output, Stdio};
+use std::process::Output;
 
 use serde_json::{json, Value};
 
-use crate::support::{TestHome, CAR};
+use crate::support::TestHome;
 
 /// One corpus line.
 struct Case {
@@ -43,27 +42,13 @@ fn project_home() -> TestHome {
     TestHome::new_in(&PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("preset"))
 }
 
-fn hook(home: &TestHome, payload: &[u8]) -> Output {
-    let mut child = home
-        .command(CAR)
-        .arg("policy-check-hook")
-        .env("RUST_LOG", "debug")
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    child.stdin.take().unwrap().write_all(payload).unwrap();
-    child.wait_with_output().unwrap()
-}
-
 fn bash(home: &TestHome, command: &str) -> Output {
     let payload = json!({
         "session_id": "s1", "transcript_path": "/tmp/t.jsonl", "cwd": home.project,
         "permission_mode": "default", "hook_event_name": "PreToolUse", "tool_name": "Bash",
         "tool_input": {"command": command, "description": "run it"}, "tool_use_id": "toolu_1"
     });
-    hook(home, &serde_json::to_vec(&payload).unwrap())
+    home.hook(&serde_json::to_vec(&payload).unwrap())
 }
 
 /// The deny reason when stdout is exactly one deny line, `None` when it is empty; panics on
@@ -140,7 +125,7 @@ fn a_deny_names_the_rule_and_never_echoes_the_command() {
     let read = |path: PathBuf| {
         let payload = json!({"tool_name": "Read", "cwd": home.project,
             "tool_input": {"file_path": path}});
-        decision("Read", &hook(&home, &serde_json::to_vec(&payload).unwrap()))
+        decision("Read", &home.hook(&serde_json::to_vec(&payload).unwrap()))
     };
     let reason = read(home.project.join(".env")).expect("denied");
     assert!(
@@ -152,7 +137,7 @@ fn a_deny_names_the_rule_and_never_echoes_the_command() {
     // Other tools are not read by the shell rules.
     let payload = json!({"tool_name": "Write", "cwd": home.project,
         "tool_input": {"file_path": "notes.md", "content": "rm -rf / and git reset --hard"}});
-    let out = hook(&home, &serde_json::to_vec(&payload).unwrap());
+    let out = home.hook(&serde_json::to_vec(&payload).unwrap());
     assert_eq!(decision("Write", &out), None);
 }
 
@@ -282,10 +267,7 @@ fn garbage_commands_get_an_answer_and_never_crash_the_hook() {
     // A command that is not a string is not a shell command.
     let payload = json!({"tool_name": "Bash", "cwd": home.project, "tool_input": {"command": ["rm", "-rf", "/"]}});
     assert_eq!(
-        decision(
-            "array",
-            &hook(&home, &serde_json::to_vec(&payload).unwrap())
-        ),
+        decision("array", &home.hook(&serde_json::to_vec(&payload).unwrap())),
         None
     );
 }

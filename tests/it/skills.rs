@@ -20,10 +20,7 @@ fn skills_over_mcp_rank_by_trigger_and_record_and_flag_degraded_ones() {
     let home = TestHome::new();
     let mut mcp = home.spawn_mcp();
     mcp.initialize();
-    let tools = mcp.request("tools/list", json!({}))["result"]["tools"]
-        .as_array()
-        .unwrap()
-        .clone();
+    let tools = mcp.tools();
 
     let saved = mcp.call_ok(
         "skill_ingest",

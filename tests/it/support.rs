@@ -101,6 +101,21 @@ impl TestHome {
             .unwrap()
     }
 
+    /// Runs `car policy-check-hook` with `payload` on stdin, as Claude Code does.
+    pub fn hook(&self, payload: &[u8]) -> Output {
+        let mut child = self
+            .command(CAR)
+            .arg("policy-check-hook")
+            .env("RUST_LOG", "debug")
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        child.stdin.take().unwrap().write_all(payload).unwrap();
+        child.wait_with_output().unwrap()
+    }
+
     pub fn spawn_mcp(&self) -> McpProcess {
         McpProcess::spawn(self.command(CAR_MCP))
     }
@@ -216,6 +231,14 @@ impl McpProcess {
 
     pub fn initialize(&mut self) -> Value {
         self.initialize_with("2025-11-25")
+    }
+
+    /// The server's tool declarations (`tools/list`).
+    pub fn tools(&mut self) -> Vec<Value> {
+        self.request("tools/list", json!({}))["result"]["tools"]
+            .as_array()
+            .unwrap()
+            .clone()
     }
 
     /// Calls a tool and returns the `result` (panics on a JSON-RPC error).
