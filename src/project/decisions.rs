@@ -52,25 +52,8 @@ fn display(number: i64) -> String {
     format!("ADR-{number:04}")
 }
 
-fn number_of(reference: &str) -> Result<i64> {
-    let text = reference.trim();
-    let digits = text
-        .rsplit_once('-')
-        .map_or(text, |(_, n)| n)
-        .trim_start_matches('#');
-    digits
-        .parse::<i64>()
-        .ok()
-        .filter(|n| *n > 0)
-        .ok_or_else(|| {
-            ProjectError::Invalid(format!(
-                "{reference:?} is not a decision id (expected e.g. ADR-0001 or 1)"
-            ))
-        })
-}
-
 fn decision_id(conn: &rusqlite::Connection, project: i64, reference: &str) -> Result<i64> {
-    let number = number_of(reference)?;
+    let number = super::number_of(reference, "decision", "ADR-0001")?;
     conn.query_row(
         "SELECT id FROM decisions WHERE project_id = ?1 AND number = ?2",
         params![project, number],

@@ -65,6 +65,25 @@ pub enum Mode {
 
 pub type Result<T, E = ProjectError> = std::result::Result<T, E>;
 
+/// The number a display id names: `CTX-0001`, `ctx-1`, `#1` or `1` (`ADR-0002` for decisions).
+/// `what` and `example` make the error say what was expected.
+pub(crate) fn number_of(reference: &str, what: &str, example: &str) -> Result<i64> {
+    let text = reference.trim();
+    let digits = text
+        .rsplit_once('-')
+        .map_or(text, |(_, n)| n)
+        .trim_start_matches('#');
+    digits
+        .parse::<i64>()
+        .ok()
+        .filter(|n| *n > 0)
+        .ok_or_else(|| {
+            ProjectError::Invalid(format!(
+                "{reference:?} is not a {what} id (expected e.g. {example} or 1)"
+            ))
+        })
+}
+
 /// One project: its root, its id in the store, and the store.
 #[derive(Clone)]
 pub struct Project {

@@ -1,0 +1,151 @@
+//! Task dependencies: adding one refuses a cycle with its path (a breadth-first search from the
+//! new dependency back to the task), and both directions keep `open_deps` right in the same
+//! transaction. Also the parent check (a task cannot be its own ancestor).
+
+use rusqlite::{params, Transaction};
+
+use super::{display, event, load, prefix, resolved, status_of, task_id, Task};
+use crate::project::{Project, ProjectError, Result};
+
+/// The path from `from` to `to` along dependencies, if any (breadth-first, so the shortest).
+pub(super) fn dependency_path(
+    tx: &rusqlite::Connection,
+    from: i64,
+    to: i64,
+) -> Result<Option<Vec<i64>>> {
+    let mut previous: std::collections::HashMap<i64, i64> = std::collections::HashMap::new();
+    let mut queue = std::collections::VecDeque::from([from]);
+    let mut stmt = tx.prepare_cached("SELECT depends_on FROM task_deps WHERE task_id = ?1")?;
+    while let Some(node) = queue.pop_front() {
+        if node == to {
+            let mut path = vec![to];
+            let mut at = to;
+            while let Some(&p) = previous.get(&at) {
+                path.push(p);
+                at = p;
+            }
+            path.reverse();
+            return Ok(Some(path));
+        }
+        let next: Vec<i64> = stmt
+            .query_map([node], |r| r.get(0))?
+            .collect::<rusqlite::Result<_>>()?;
+        for n in next {
+            if n != from && !previous.contains_key(&n) {
+                previous.insert(n, node);
+                queue.push_back(n);
+            }
+        }
+    }
+    Ok(None)
+}
+
+pub(super) fn number(tx: &rusqlite::Connection, id: i64) -> Result<i64> {
+    Ok(tx.query_row("SELECT number FROM tasks WHERE id = ?1", [id], |r| r.get(0))?)
+}
+
+/// Adds `task` depends-on `on`, refusing a cycle with its path.
+pub(super) fn add_dep(tx: &Transaction<'_>, project: i64, task: i64, on: i64) -> Result<bool> {
+    if task == on {
+        return Err(ProjectError::Conflict(
+            "a task cannot depend on itself".into(),
+        ));
+    }
+    if let Some(path) = dependency_path(tx, on, task)? {
+        let prefix = prefix(tx, project)?;
+        let mut names = vec![display(&prefix, number(tx, task)?)];
+        for id in path {
+            names.push(display(&prefix, number(tx, id)?));
+        }
+        return Err(ProjectError::Conflict(format!(
+            "that dependency would close a cycle: {}",
+            names.join(" → ")
+        )));
+    }
+    let added = tx.execute(
+        "INSERT OR IGNORE INTO task_deps (task_id, depends_on) VALUES (?1, ?2)",
+        params![task, on],
+    )? > 0;
+    if added && !resolved(&status_of(tx, on)?) {
+        tx.execute(
+            "UPDATE tasks SET open_deps = open_deps + 1 WHERE id = ?1",
+            [task],
+        )?;
+    }
+    Ok(added)
+}
+
+pub(super) fn would_parent_cycle(
+    tx: &rusqlite::Connection,
+    task: i64,
+    parent: i64,
+) -> Result<bool> {
+    let mut at = Some(parent);
+    let mut steps = 0;
+    while let Some(node) = at {
+        if node == task {
+            return Ok(true);
+        }
+        steps += 1;
+        if steps > 10_000 {
+            return Ok(true);
+        }
+        at = tx.query_row("SELECT parent_id FROM tasks WHERE id = ?1", [node], |r| {
+            r.get(0)
+        })?;
+    }
+    Ok(false)
+}
+
+impl Project {
+    /// `task` depends on `on` (refused when it would close a cycle). Returns whether it is new.
+    pub fn add_dependency(
+        &self,
+        task: &str,
+        on: &str,
+        actor: Option<&str>,
+    ) -> Result<(Task, bool)> {
+        let project = self.id;
+        let (id, added) = self.store.write(|tx| -> Result<(i64, bool)> {
+            let id = task_id(tx, project, task)?;
+            let dep = task_id(tx, project, on)?;
+            let added = add_dep(tx, project, id, dep)?;
+            if added {
+                let name = display(&prefix(tx, project)?, number(tx, dep)?);
+                event(tx, id, actor, "dependency added", Some(&name))?;
+            }
+            Ok((id, added))
+        })?;
+        Ok((load(&self.store.conn(), self.id, id)?, added))
+    }
+
+    /// Removes a dependency. Returns whether there was one.
+    pub fn remove_dependency(
+        &self,
+        task: &str,
+        on: &str,
+        actor: Option<&str>,
+    ) -> Result<(Task, bool)> {
+        let project = self.id;
+        let (id, removed) = self.store.write(|tx| -> Result<(i64, bool)> {
+            let id = task_id(tx, project, task)?;
+            let dep = task_id(tx, project, on)?;
+            let removed = tx.execute(
+                "DELETE FROM task_deps WHERE task_id = ?1 AND depends_on = ?2",
+                params![id, dep],
+            )? > 0;
+            if removed {
+                if !resolved(&status_of(tx, dep)?) {
+                    tx.execute(
+                        "UPDATE tasks SET open_deps = open_deps - 1 WHERE id = ?1",
+                        [id],
+                    )?;
+                }
+                let name = display(&prefix(tx, project)?, number(tx, dep)?);
+                event(tx, id, actor, "dependency removed", Some(&name))?;
+            }
+            Ok((id, removed))
+        })?;
+        Ok((load(&self.store.conn(), self.id, id)?, removed))
+    }
+}
