@@ -35,13 +35,18 @@ Examples:
   car memory add \"build\" \"run cargo test --workspace before pushing\"
   car memory query \"how do we build?\"
   car memory context \"fix the payout scheduler\"
+  car task create \"Fix retry logic\" --priority P1 && car task claim
+  car context                  # the session-start briefing: ready work, blockers, decisions, memory
+  car skill find \"deploy to staging\"
+  car policy init --preset recommended
   car tools list
   car policy check Bash --params '{\"command\":\"nc -l 9\"}'
   car graph scan && car graph edges src/lib.rs
   car mcp                      # serve MCP over stdio (same as car-mcp)
   car stats                    # what this project holds; car prune archives old closed tasks
 
-Data lives in CAR_HOME (default ~/.car): car.db holds memory and the execution log.";
+Data lives in CAR_HOME (default ~/.car): car.db holds memory, skills, tasks, decisions, the
+context graph and the execution log; policies/ holds user-wide rules.";
 
 /// CAR, the Common Agent Runtime: durable memory and a governed tool registry for coding agents.
 #[derive(Debug, Parser)]
@@ -504,7 +509,7 @@ async fn serve_mcp(env: &Env) -> ExitCode {
 #[command(
     name = "car-mcp",
     version,
-    about = "CAR's MCP server over stdio: memory, skill, plan and policy_check tools behind the policy gate, the car_context prompt and memory resources.",
+    about = "CAR's MCP server over stdio: memory, skill, plan, policy_check and the six project tools (tasks, progress, decisions, context graph, sessions, admin) behind the policy gate, the car_context prompt and memory and skill resources.",
     after_help = "Point an MCP client at this binary, e.g. Claude Code:\n  claude mcp add car -- car-mcp\nEnvironment: CAR_HOME (data directory), CAR_CONFIRM (comma-separated tools the host confirms), RUST_LOG (stderr log level)."
 )]
 pub struct McpCli {
