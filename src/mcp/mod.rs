@@ -201,7 +201,7 @@ impl ServerHandler for McpServer {
                 "completions": {}
             },
             "serverInfo": {"name": "car-mcp", "title": "CAR", "version": env!("CARGO_PKG_VERSION")},
-            "instructions": "CAR gives you durable memory across sessions. Recall with memory_query before you rely on assumptions; remember decisions, conventions and gotchas with memory_add_fact (a fact with the same subject replaces the old one). The car_context prompt assembles a briefing."
+            "instructions": "CAR gives you durable memory and a project's state across sessions. At session start, context_manager {action: \"context\"} briefs you (ready tasks, blockers, decisions, relevant memory). Recall with memory_query before you rely on assumptions; remember decisions, conventions and gotchas with memory_add_fact (a fact with the same subject replaces the old one). Track work with task_manager (list --status ready, claim, complete), record architecture decisions with decision_logger, and look for a saved skill with skill_find before writing a script anew. Check a multi-step plan with verify before running it."
         });
         serde_json::from_value(value).unwrap_or_default()
     }
