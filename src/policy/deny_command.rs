@@ -28,7 +28,9 @@
 //! single-dash word such as `-delete` matches only itself. Positional arguments are the
 //! others, and for `key=value` ones (`dd of=/dev/sda`) the value is a path candidate too.
 //! A path condition holds when some candidate resolves to a listed kind or glob and to no
-//! `path_except` glob (the project and its ancestors are never excepted); conditions in
+//! `path_except` glob (the project and its ancestors are never excepted, and a glob that also
+//! matches the project does not except anything: for a project in `/tmp`, `/tmp/**` is not
+//! scratch space, so its siblings stay protected); conditions in
 //! `path_is` and `path_glob_any` are alternatives.
 //! `root_or_home` is `/`, the home directory, `/home`, `/Users`, `/root` or a glob of their
 //! entries (`/*`); `outside_project` is anything neither the project directory nor inside it
@@ -302,8 +304,13 @@ impl PathTest {
     fn holds(&self, place: &Place, places: &Places) -> bool {
         let home = places.home.as_deref();
         if let Place::Known(path) = place {
+            // An exception is for places apart from the work: one that also covers the project
+            // (a project living in /tmp) does not apply, so its siblings stay protected.
             if !holds_project(path, &places.project)
-                && self.except.iter().any(|g| glob(g, path, home))
+                && self
+                    .except
+                    .iter()
+                    .any(|g| glob(g, path, home) && !glob(g, &places.project, home))
             {
                 return false;
             }
@@ -581,8 +588,12 @@ mod tests {
     }
 
     fn denies(rule: &CommandRule, command: &str) -> bool {
+        denies_in(rule, command, "/work/p")
+    }
+
+    fn denies_in(rule: &CommandRule, command: &str, project: &str) -> bool {
         let places = Places {
-            project: "/work/p".into(),
+            project: project.into(),
             home: Some("/home/u".into()),
         };
         commands_of(command, &places)
@@ -648,7 +659,15 @@ mod tests {
             assert!(!denies(&rm, no), "{no}");
         }
         let in_work = rule("[[deny_command]]\nname='rm'\nreason='r'\nprogram='rm'\nflags_any=['-r']\npath_is=['outside_project']\npath_except=['/work/**']\n");
-        assert!(!denies(&in_work, "rm -r ../sibling"));
+        assert!(
+            denies(&in_work, "rm -r ../sibling"),
+            "an exception that covers the project itself does not apply"
+        );
+        let scratch = rule("[[deny_command]]\nname='rm'\nreason='r'\nprogram='rm'\nflags_any=['-r']\npath_is=['outside_project']\npath_except=['/srv/scratch/**']\n");
+        assert!(!denies(&scratch, "rm -r /srv/scratch/build"));
+        // A project that lives in /tmp keeps its siblings: /tmp is not scratch space for it.
+        assert!(denies_in(&rm, "rm -r ../other", "/tmp/a/p"));
+        assert!(denies_in(&rm, "rm -r /tmp/a/q", "/tmp/a/p"));
         assert!(
             denies(&in_work, "rm -r .."),
             "the project's ancestors are never excepted"
