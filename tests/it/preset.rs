@@ -37,9 +37,16 @@ fn corpus() -> Vec<Case> {
         .collect()
 }
 
-/// A project outside `/tmp`, which the preset treats as scratch space.
+/// A project outside `/tmp`, which the preset treats as scratch space (for projects that live
+/// elsewhere): under the target directory, or `/var/tmp` when the checkout itself is in `/tmp`.
 fn project_home() -> TestHome {
-    TestHome::new_in(&PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("preset"))
+    let target = PathBuf::from(env!("CARGO_TARGET_TMPDIR"));
+    let base = if target.starts_with("/tmp") {
+        PathBuf::from("/var/tmp/car-it")
+    } else {
+        target
+    };
+    TestHome::new_in(&base.join("preset"))
 }
 
 fn bash(home: &TestHome, command: &str) -> Output {
