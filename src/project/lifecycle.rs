@@ -15,7 +15,8 @@ use super::{Project, ProjectError, Result};
 use crate::memory::Memory;
 use crate::store::now;
 
-/// How many ready tasks, blockers and decisions a briefing lists.
+/// How many tasks in progress, blocked tasks and blockers a briefing lists (ready tasks: the
+/// `context.max_ready` setting, default the same).
 const BRIEF_ITEMS: usize = 10;
 const BRIEF_DECISIONS: usize = 5;
 const BRIEF_FACTS: usize = 8;
@@ -141,12 +142,16 @@ impl Project {
         })
     }
 
-    /// Counts, ready tasks, work in progress, blockers, recent decisions, last checkpoint.
+    /// Counts, ready tasks (as many as the `context.max_ready` setting), work in progress,
+    /// blockers, recent decisions, last checkpoint.
     pub fn status(&self) -> Result<Status> {
+        let max_ready = super::config::get(self, "context.max_ready")?
+            .parse()
+            .unwrap_or(BRIEF_ITEMS);
         Ok(Status {
             project: self.info()?,
             tasks: self.counts()?,
-            ready: self.with_status("ready", BRIEF_ITEMS)?,
+            ready: self.with_status("ready", max_ready)?,
             in_progress: self.with_status("claimed", BRIEF_ITEMS)?,
             blocked: self.with_status("blocked", BRIEF_ITEMS)?,
             blockers: self.list_progress(&ProgressFilter {
@@ -512,6 +517,9 @@ mod tests {
             json!([{"displayId": "CTX-0001", "from": "open", "to": "claimed"}])
         );
         assert!(p.resume(Some("nope")).is_err());
+        crate::project::config::set(&p, "context.max_ready", "1").unwrap();
+        p.create_task(new("one more"), None).unwrap();
+        assert_eq!(p.status().unwrap().ready.len(), 1);
         let checks = p.check(false).unwrap();
         assert!(checks.iter().all(|(_, ok, _)| *ok), "{checks:?}");
     }
