@@ -146,7 +146,7 @@ function run(opts) {
     process.stderr.write(`br-bench: importing ${tasks.length} issues\n`);
     const imp = call(["sync", "--import-only", "--json"]);
     process.stderr.write(`br-bench: import ${imp.wall} ms\n`);
-    const count = call(["count", "--json"]);
+    const count = call(["count", "--json", "--include-closed", "--by", "status"]);
     const dbBytes = fs
         .readdirSync(path.join(ws, ".beads"))
         .filter((f) => f.endsWith(".db") || f.includes(".db-"))
