@@ -6,7 +6,7 @@ use std::process::ExitCode;
 use clap::{Args, Subcommand, ValueEnum};
 use serde_json::{json, Map, Value};
 
-use super::{call_tool, finish, open_runtime, read_input, Env, Failure};
+use super::{call_tool, finish, prepare, read_input, Env, Failure};
 use crate::memory::{effective_budget, ContextMode, ContextRequest, Memory};
 use crate::output::render_human;
 
@@ -389,13 +389,9 @@ fn human_query(data: &Value) -> String {
 
 pub async fn run(env: &Env, command: MemoryCommand) -> ExitCode {
     let name = command_name(&command);
-    let runtime = match open_runtime(env) {
-        Ok(r) => r,
-        Err(f) => return finish(env.json, name, Err(f), |_| String::new()),
-    };
-    let call = match as_tool_call(&command) {
-        Ok(call) => call,
-        Err(f) => return finish(env.json, name, Err(f), |_| String::new()),
+    let (runtime, call) = match prepare(env, name, || as_tool_call(&command)) {
+        Ok(prepared) => prepared,
+        Err(code) => return code,
     };
     if let Some((name, tool, args)) = call {
         let result = call_tool(&runtime, tool, args, None).await;

@@ -408,6 +408,19 @@ pub(crate) fn render(
     }
 }
 
+/// Opens the runtime and maps a command to what it runs (`plan`), for the commands that go
+/// through the tools; a failure of either is printed, and its exit code returned as the error.
+pub(crate) fn prepare<T>(
+    env: &Env,
+    command: &str,
+    plan: impl FnOnce() -> Result<T, Failure>,
+) -> Result<(Runtime, T), ExitCode> {
+    let fail = |failure| finish(env.json, command, Err(failure), |_| String::new());
+    let planned = plan().map_err(fail)?;
+    let runtime = open_runtime(env).map_err(fail)?;
+    Ok((runtime, planned))
+}
+
 /// Prints a command's result and returns its exit code.
 pub(crate) fn finish(
     env_json: bool,

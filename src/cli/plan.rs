@@ -7,7 +7,7 @@ use std::process::ExitCode;
 use clap::Subcommand;
 use serde_json::{json, Map, Value};
 
-use super::{call_tool, finish, open_runtime, read_input, Env, Failure};
+use super::{call_tool, finish, prepare, read_input, Env, Failure};
 
 const EXAMPLE: &str = r#"Example proposal (plan.json):
   {"actions": [
@@ -280,13 +280,9 @@ pub async fn run(env: &Env, command: PlanCommand) -> ExitCode {
         PlanCommand::Equivalent { .. } => "plan.equivalent",
         PlanCommand::Optimize { .. } => "plan.optimize",
     };
-    let (tool, args) = match as_tool_call(&command) {
-        Ok(call) => call,
-        Err(f) => return finish(env.json, name, Err(f), |_| String::new()),
-    };
-    let runtime = match open_runtime(env) {
-        Ok(r) => r,
-        Err(f) => return finish(env.json, name, Err(f), |_| String::new()),
+    let (runtime, (tool, args)) = match prepare(env, name, || as_tool_call(&command)) {
+        Ok(prepared) => prepared,
+        Err(code) => return code,
     };
     let result = call_tool(&runtime, tool, args, None).await;
     let invalid = matches!(&result, Ok(data) if data["valid"] == false);

@@ -7,7 +7,7 @@ use std::process::ExitCode;
 use clap::{Subcommand, ValueEnum};
 use serde_json::{json, Map, Value};
 
-use super::{call_tool, finish, open_runtime, read_input, Env, Failure};
+use super::{call_tool, finish, prepare, read_input, Env, Failure};
 use crate::skills::{self, Skills};
 
 #[derive(Debug, Subcommand)]
@@ -331,13 +331,9 @@ fn local(env: &Env, skills: &Skills, command: &SkillCommand) -> Result<Value, Fa
 
 pub async fn run(env: &Env, command: SkillCommand) -> ExitCode {
     let name = command_name(&command);
-    let runtime = match open_runtime(env) {
-        Ok(r) => r,
-        Err(f) => return finish(env.json, name, Err(f), |_| String::new()),
-    };
-    let call = match as_tool_call(&command) {
-        Ok(call) => call,
-        Err(f) => return finish(env.json, name, Err(f), |_| String::new()),
+    let (runtime, call) = match prepare(env, name, || as_tool_call(&command)) {
+        Ok(prepared) => prepared,
+        Err(code) => return code,
     };
     if let Some((tool, args)) = call {
         let result = call_tool(&runtime, tool, args, None).await;

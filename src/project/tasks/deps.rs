@@ -97,6 +97,21 @@ pub(super) fn would_parent_cycle(
     Ok(false)
 }
 
+/// Removes `task` depends-on `on`, keeping `open_deps` right. Returns whether there was one.
+pub(super) fn remove_dep(tx: &Transaction<'_>, task: i64, on: i64) -> Result<bool> {
+    let removed = tx.execute(
+        "DELETE FROM task_deps WHERE task_id = ?1 AND depends_on = ?2",
+        params![task, on],
+    )? > 0;
+    if removed && !resolved(&status_of(tx, on)?) {
+        tx.execute(
+            "UPDATE tasks SET open_deps = open_deps - 1 WHERE id = ?1",
+            [task],
+        )?;
+    }
+    Ok(removed)
+}
+
 impl Project {
     /// `task` depends on `on` (refused when it would close a cycle). Returns whether it is new.
     pub fn add_dependency(
@@ -105,18 +120,7 @@ impl Project {
         on: &str,
         actor: Option<&str>,
     ) -> Result<(Task, bool)> {
-        let project = self.id;
-        let (id, added) = self.store.write(|tx| -> Result<(i64, bool)> {
-            let id = task_id(tx, project, task)?;
-            let dep = task_id(tx, project, on)?;
-            let added = add_dep(tx, project, id, dep)?;
-            if added {
-                let name = display(&prefix(tx, project)?, number(tx, dep)?);
-                event(tx, id, actor, "dependency added", Some(&name))?;
-            }
-            Ok((id, added))
-        })?;
-        Ok((load(&self.store.conn(), self.id, id)?, added))
+        self.change_dependency(task, on, actor, "dependency added", add_dep)
     }
 
     /// Removes a dependency. Returns whether there was one.
@@ -126,26 +130,31 @@ impl Project {
         on: &str,
         actor: Option<&str>,
     ) -> Result<(Task, bool)> {
+        self.change_dependency(task, on, actor, "dependency removed", |tx, _, id, dep| {
+            remove_dep(tx, id, dep)
+        })
+    }
+
+    /// Resolves both ids, applies `change` and records `what` in the history when it changed.
+    fn change_dependency(
+        &self,
+        task: &str,
+        on: &str,
+        actor: Option<&str>,
+        what: &str,
+        change: impl FnOnce(&Transaction<'_>, i64, i64, i64) -> Result<bool>,
+    ) -> Result<(Task, bool)> {
         let project = self.id;
-        let (id, removed) = self.store.write(|tx| -> Result<(i64, bool)> {
+        let (id, changed) = self.store.write(|tx| -> Result<(i64, bool)> {
             let id = task_id(tx, project, task)?;
             let dep = task_id(tx, project, on)?;
-            let removed = tx.execute(
-                "DELETE FROM task_deps WHERE task_id = ?1 AND depends_on = ?2",
-                params![id, dep],
-            )? > 0;
-            if removed {
-                if !resolved(&status_of(tx, dep)?) {
-                    tx.execute(
-                        "UPDATE tasks SET open_deps = open_deps - 1 WHERE id = ?1",
-                        [id],
-                    )?;
-                }
+            let changed = change(tx, project, id, dep)?;
+            if changed {
                 let name = display(&prefix(tx, project)?, number(tx, dep)?);
-                event(tx, id, actor, "dependency removed", Some(&name))?;
+                event(tx, id, actor, what, Some(&name))?;
             }
-            Ok((id, removed))
+            Ok((id, changed))
         })?;
-        Ok((load(&self.store.conn(), self.id, id)?, removed))
+        Ok((load(&self.store.conn(), self.id, id)?, changed))
     }
 }
