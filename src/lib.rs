@@ -12,6 +12,7 @@
 //! ```
 
 pub mod cli;
+pub mod connectors;
 pub mod eval;
 mod home;
 mod mcp;
@@ -21,6 +22,7 @@ mod plan;
 mod policy;
 mod project;
 mod runtime;
+pub mod secrets;
 mod skills;
 mod store;
 
@@ -45,7 +47,8 @@ pub use project::{Project, ProjectError};
 pub use runtime::{
     AllowAll, BuildError, CallOptions, CallOutcome, Confirmation, Context, DispatchError,
     Dispatcher, Effect, ExecStatus, Face, Idempotence, Parallelism, PolicyGate, PolicyVerdict,
-    Registry, Runtime, RuntimeBuilder, Tool, ToolCall, ToolError, ToolSpec, MAX_STRING_BYTES,
+    Registry, Runtime, RuntimeBuilder, Tool, ToolCall, ToolError, ToolSource, ToolSpec,
+    MAX_STRING_BYTES,
 };
 pub use skills::{
     Change as SkillChange, FindQuery as SkillQuery, Ingested as SkillIngested, Match as SkillMatch,

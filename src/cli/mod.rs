@@ -3,6 +3,7 @@
 //! command's `--json` output is the tool's structured result in the envelope.
 
 mod admin;
+mod connector;
 mod doctor;
 mod graph;
 mod inproc;
@@ -115,6 +116,9 @@ pub enum Command {
     Policy(policy::PolicyCommand),
     /// Claude Code PreToolUse hook: reads the hook payload on stdin, prints a deny decision or nothing, always exits 0.
     PolicyCheckHook,
+    /// Remote MCP servers as tool sources: add, enable their tools, test, log in (OAuth).
+    #[command(subcommand, after_help = connector::HELP)]
+    Connector(connector::ConnectorCommand),
     /// List the registry's tools or call any of them.
     #[command(subcommand)]
     Tools(tools::ToolsCommand),
@@ -237,7 +241,8 @@ impl From<crate::store::StoreError> for Failure {
 /// Sets up stderr logging (`RUST_LOG`, default warnings only). stdout stays the protocol's.
 pub fn init_logging() {
     let filter = tracing_subscriber::EnvFilter::try_from_env(home::env::RUST_LOG)
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
+        // rmcp logs transport failures at error level that CAR reports itself, better worded.
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn,rmcp=off"));
     let _ = tracing_subscriber::fmt()
         .with_writer(std::io::stderr)
         .with_env_filter(filter)
@@ -267,6 +272,9 @@ pub(crate) fn open_runtime(env: &Env) -> Result<Runtime, Failure> {
         builder = builder.tool(tool);
     }
     builder
+        .source(Arc::new(crate::connectors::ConnectorTools::new(
+            env.home.root().to_path_buf(),
+        )))
         .policy_engine(Arc::new(policy))
         .build()
         .map_err(|e| Failure::new("build", e.to_string()))
@@ -472,6 +480,7 @@ async fn run(cli: Cli) -> ExitCode {
         Command::PolicyCheckHook => {
             policy::hook(Home::resolve(cli.global.location.home.as_deref()))
         }
+        Command::Connector(command) => connector::run(&env, command).await,
         Command::Tools(command) => tools::run(&env, command).await,
         Command::Executions(args) => tools::executions(&env, args).await,
         Command::Doctor { fix } => doctor::execute(&env, fix).emit(),

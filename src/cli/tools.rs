@@ -69,7 +69,7 @@ pub async fn run(env: &Env, command: ToolsCommand) -> ExitCode {
     };
     match command {
         ToolsCommand::List => {
-            let tools: Vec<Value> = runtime.registry().specs().map(|s| s.to_json()).collect();
+            let tools: Vec<Value> = runtime.specs().iter().map(|s| s.to_json()).collect();
             finish(env.json, name, Ok(json!({"tools": tools})), |data| {
                 let mut out = String::new();
                 for tool in data["tools"].as_array().into_iter().flatten() {

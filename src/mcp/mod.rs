@@ -190,12 +190,59 @@ fn tool_result(outcome: CallOutcome) -> Value {
     }
 }
 
+/// The wire form of a connector tool's call: the remote server's content as it sent it, with
+/// CAR's execution metadata; CAR's own errors (policy, timeout, gone away) as usual.
+fn remote_result(outcome: CallOutcome) -> Value {
+    match outcome.result {
+        Ok(Value::Object(mut remote)) => {
+            let mut meta = match remote.remove("_meta") {
+                Some(Value::Object(meta)) => meta,
+                _ => Default::default(),
+            };
+            meta.insert("car/execution_id".into(), json!(outcome.execution_id));
+            meta.insert("car/status".into(), json!(outcome.status.as_str()));
+            remote.insert("_meta".into(), Value::Object(meta));
+            remote.entry("content").or_insert_with(|| json!([]));
+            Value::Object(remote)
+        }
+        _ => tool_result(outcome),
+    }
+}
+
+/// How often a session checks whether the connector tools changed.
+const TOOLS_WATCH_INTERVAL: std::time::Duration = std::time::Duration::from_millis(500);
+
 impl ServerHandler for McpServer {
+    async fn on_initialized(&self, context: rmcp::service::NotificationContext<RoleServer>) {
+        // Announce changes of the connector tools (enabled or disabled by `car connector`
+        // in another process) until the client goes away.
+        let Some(source) = self.runtime.dispatcher().source().cloned() else {
+            return;
+        };
+        let peer = context.peer;
+        tokio::spawn(async move {
+            let mut seen = source.generation();
+            loop {
+                tokio::time::sleep(TOOLS_WATCH_INTERVAL).await;
+                if peer.is_transport_closed() {
+                    break;
+                }
+                let now = source.generation();
+                if now != seen {
+                    seen = now;
+                    if peer.notify_tool_list_changed().await.is_err() {
+                        break;
+                    }
+                }
+            }
+        });
+    }
+
     fn get_info(&self) -> ServerConfig {
         let value = json!({
             "protocolVersion": ProtocolVersion::V_2025_11_25,
             "capabilities": {
-                "tools": {"listChanged": false},
+                "tools": {"listChanged": true},
                 "resources": {"subscribe": false, "listChanged": false},
                 "prompts": {"listChanged": false},
                 "completions": {}
@@ -215,7 +262,14 @@ impl ServerHandler for McpServer {
         _request: Option<PaginatedRequestParams>,
         _context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, McpError> {
-        from_json(json!({"tools": *self.tools}))
+        match self.runtime.dispatcher().source() {
+            Some(source) => {
+                let mut tools = (*self.tools).clone();
+                tools.extend(source.current().specs().map(|s| s.to_json()));
+                from_json(json!({"tools": tools}))
+            }
+            None => from_json(json!({"tools": *self.tools})),
+        }
     }
 
     async fn call_tool(
@@ -233,6 +287,12 @@ impl ServerHandler for McpServer {
                 _ => None,
             });
         let args = request.arguments.map(Value::Object).unwrap_or(Value::Null);
+        let passthrough = self
+            .runtime
+            .dispatcher()
+            .source()
+            .and_then(|source| source.current().get(&request.name).map(|s| s.passthrough))
+            .unwrap_or(false);
         let options = CallOptions {
             request_id,
             cancel: context.ct.clone(),
@@ -243,7 +303,11 @@ impl ServerHandler for McpServer {
             .await
         {
             Ok(outcome) => {
-                let result: CallToolResult = from_json(tool_result(outcome))?;
+                let result: CallToolResult = from_json(if passthrough {
+                    remote_result(outcome)
+                } else {
+                    tool_result(outcome)
+                })?;
                 Ok(CallToolResponse::Complete(result))
             }
             Err(DispatchError::UnknownTool(name)) => {

@@ -30,6 +30,15 @@ pub trait PolicyGate: Send + Sync {
     fn check(&self, spec: &ToolSpec, args: &Value, context: &Context) -> PolicyVerdict;
 }
 
+/// Tools that come and go while the process runs (a connector's enabled tools). The dispatcher
+/// looks a name up in its own registry first, then here.
+pub trait ToolSource: Send + Sync {
+    /// The tools now. Called on every lookup and listing, so it must be cheap.
+    fn current(&self) -> Arc<Registry>;
+    /// A number that changes whenever the set of tools changes.
+    fn generation(&self) -> u64;
+}
+
 /// The gate used until rules are configured: everything passes.
 #[derive(Debug, Default)]
 pub struct AllowAll;
@@ -72,6 +81,7 @@ pub enum DispatchError {
 #[derive(Clone)]
 pub struct Dispatcher {
     registry: Registry,
+    source: Option<Arc<dyn ToolSource>>,
     store: Arc<Store>,
     policy: Arc<dyn PolicyGate>,
 }
@@ -80,13 +90,32 @@ impl Dispatcher {
     pub fn new(registry: Registry, store: Arc<Store>, policy: Arc<dyn PolicyGate>) -> Dispatcher {
         Dispatcher {
             registry,
+            source: None,
             store,
             policy,
         }
     }
 
+    /// Also routes calls to the tools of `source`.
+    pub fn with_source(mut self, source: Arc<dyn ToolSource>) -> Dispatcher {
+        self.source = Some(source);
+        self
+    }
+
+    /// The built-in tools (fixed for the process's life).
     pub fn registry(&self) -> &Registry {
         &self.registry
+    }
+
+    /// The tools that come and go, if any.
+    pub fn source(&self) -> Option<&Arc<dyn ToolSource>> {
+        self.source.as_ref()
+    }
+
+    fn entry(&self, name: &str) -> Option<Arc<super::registry::Entry>> {
+        self.registry
+            .entry(name)
+            .or_else(|| self.source.as_ref()?.current().entry(name))
     }
 
     /// Runs one call through validation, policy, confirmation and execution, and records it.
@@ -98,7 +127,6 @@ impl Dispatcher {
         options: CallOptions,
     ) -> Result<CallOutcome, DispatchError> {
         let entry = self
-            .registry
             .entry(name)
             .ok_or_else(|| DispatchError::UnknownTool(name.to_string()))?;
         let spec = &entry.tool.spec;

@@ -13,7 +13,7 @@ use std::sync::{Arc, OnceLock};
 pub use context::{Context, Face};
 pub use dispatcher::{
     AllowAll, CallOptions, CallOutcome, DispatchError, Dispatcher, PolicyGate, PolicyVerdict,
-    MAX_STRING_BYTES,
+    ToolSource, MAX_STRING_BYTES,
 };
 pub use executions::ExecStatus;
 pub(crate) use registry::LazyValidator;
@@ -70,6 +70,24 @@ impl Runtime {
         self.skills.as_ref()
     }
 
+    /// Every tool a client may call now: the built-ins, then the enabled connector tools.
+    pub fn specs(&self) -> Vec<ToolSpec> {
+        let mut specs: Vec<ToolSpec> = self.registry().specs().cloned().collect();
+        if let Some(source) = self.dispatcher.source() {
+            specs.extend(source.current().specs().cloned());
+        }
+        specs
+    }
+
+    /// The declaration of one tool, built-in or from a connector.
+    pub fn spec(&self, name: &str) -> Option<ToolSpec> {
+        self.registry().get(name).cloned().or_else(|| {
+            self.dispatcher
+                .source()
+                .and_then(|source| source.current().get(name).cloned())
+        })
+    }
+
     /// Dispatches one call (see [`Dispatcher::call`]).
     pub async fn call(
         &self,
@@ -94,9 +112,17 @@ pub struct RuntimeBuilder {
     policy_engine: Option<Arc<crate::policy::PolicyEngine>>,
     memory: Option<Arc<Memory>>,
     skills: Option<Arc<crate::skills::Skills>>,
+    source: Option<Arc<dyn ToolSource>>,
 }
 
 impl RuntimeBuilder {
+    /// Also serves the tools of `source` (a connector's enabled tools), which may change while
+    /// the runtime runs.
+    pub fn source(mut self, source: Arc<dyn ToolSource>) -> Self {
+        self.source = Some(source);
+        self
+    }
+
     /// Registers a tool.
     pub fn tool(mut self, tool: Tool) -> Self {
         self.tools.push(tool);
@@ -169,8 +195,12 @@ impl RuntimeBuilder {
         // A fresh OnceLock: this set always succeeds.
         let _ = catalog.set(crate::plan::ToolCatalog::from_registry(&registry));
         let policy = self.policy.unwrap_or_else(|| Arc::new(AllowAll));
+        let mut dispatcher = Dispatcher::new(registry, store.clone(), policy);
+        if let Some(source) = self.source {
+            dispatcher = dispatcher.with_source(source);
+        }
         Ok(Runtime {
-            dispatcher: Dispatcher::new(registry, store.clone(), policy),
+            dispatcher,
             store,
             memory: self.memory,
             skills: self.skills,

@@ -71,6 +71,9 @@ pub struct ToolSpec {
     pub parallelism: Parallelism,
     /// How long one call may run before it is stopped with status `timeout`.
     pub timeout: std::time::Duration,
+    /// The handler returns an MCP `CallToolResult` (a connector's tool): the MCP face serves its
+    /// content as is instead of wrapping the value.
+    pub passthrough: bool,
 }
 
 impl ToolSpec {
@@ -88,6 +91,7 @@ impl ToolSpec {
             confirmation: Confirmation::NotRequired,
             parallelism: Parallelism::Safe,
             timeout: std::time::Duration::from_secs(300),
+            passthrough: false,
         }
     }
 
@@ -123,6 +127,12 @@ impl ToolSpec {
 
     pub fn timeout(mut self, timeout: std::time::Duration) -> Self {
         self.timeout = timeout;
+        self
+    }
+
+    /// Marks the result as an MCP `CallToolResult` to pass through (see [`ToolSpec::passthrough`]).
+    pub fn passthrough(mut self) -> Self {
+        self.passthrough = true;
         self
     }
 

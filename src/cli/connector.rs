@@ -1,0 +1,374 @@
+//! `car connector …`: remote MCP servers as tool sources — add, list, see and enable their
+//! tools, refresh, test, remove, sync the team file, log in and out (OAuth).
+
+use std::process::ExitCode;
+
+use clap::{Args, Subcommand};
+use serde_json::Value;
+
+use super::{finish, Env, Failure};
+use crate::connectors::{self, ConnectorError, Connectors, Endpoint, NewConnector};
+use crate::output::table;
+
+pub const HELP: &str = "\
+A connector is a remote MCP server whose tools become CAR tools named mcp_<slug>_<tool>. New
+tools are disabled: they are not listed to agents and cannot be called until you enable them.
+Enabled tools pass CAR's policy gate (deny_tool, deny_connector, parameter rules), run under a
+time bound (300 s unless --timeout) and are logged like every other call.
+
+Secret values (--header values, --env values, OAuth tokens) go to the OS keychain (service
+'car'); $CAR_HOME/connectors.json holds only their names.
+
+Examples:
+  car connector add docs --url https://mcp.example.com/mcp --header 'Authorization=Bearer …'
+  car connector add everything --command npx --arg -y --arg @modelcontextprotocol/server-everything
+  car connector tools everything
+  car connector enable everything echo get-sum
+  car connector test everything
+  car connector login docs          # OAuth 2.1: opens the browser, stores tokens in the keychain
+  car connector sync                # add the connectors of .car/connectors.toml";
+
+#[derive(Debug, Subcommand)]
+pub enum ConnectorCommand {
+    /// Add a remote MCP server (--url for streamable HTTP, --command for a local stdio server) and discover its tools, all disabled.
+    Add(AddArgs),
+    /// List the connectors with their tool counts and state.
+    List,
+    /// A connector's tools: name, canonical mcp_… name, effect, enabled.
+    Tools { slug: String },
+    /// Enable tools (by the server's names, or --all) so agents see and can call them.
+    Enable(ToggleArgs),
+    /// Disable tools (by name, or --all).
+    Disable(ToggleArgs),
+    /// Reconnect and rediscover a connector's tools (enabled choices are kept).
+    Refresh { slug: String },
+    /// Remove a connector and every keychain entry it had.
+    Remove { slug: String },
+    /// Connect, list the tools and report the latency.
+    Test { slug: String },
+    /// Add the connectors listed in the nearest .car/connectors.toml that are missing here.
+    Sync,
+}
+
+#[derive(Debug, Args)]
+#[command(group(clap::ArgGroup::new("endpoint").required(true).args(["url", "command"])))]
+pub struct AddArgs {
+    /// A name for the connector; its slug (lowercase, dashes) prefixes its tools.
+    name: String,
+    /// The server's streamable HTTP endpoint, e.g. https://example.com/mcp.
+    #[arg(long)]
+    url: Option<String>,
+    /// A header sent with every request, NAME=VALUE; the value goes to the keychain (repeatable).
+    #[arg(long = "header", value_name = "NAME=VALUE", requires = "url")]
+    headers: Vec<String>,
+    /// The program that runs a stdio MCP server.
+    #[arg(long)]
+    command: Option<String>,
+    /// An argument of the program (repeatable, in order).
+    #[arg(
+        long = "arg",
+        value_name = "ARG",
+        requires = "command",
+        allow_hyphen_values = true
+    )]
+    args: Vec<String>,
+    /// An environment variable for the program, K=V; the value goes to the keychain (repeatable).
+    #[arg(long = "env", value_name = "K=V", requires = "command")]
+    env: Vec<String>,
+    /// Seconds a call may run before it is cancelled (default 300).
+    #[arg(long, value_name = "SECS", value_parser = clap::value_parser!(u64).range(1..=86_400))]
+    timeout: Option<u64>,
+}
+
+#[derive(Debug, Args)]
+pub struct ToggleArgs {
+    slug: String,
+    /// Tool names, as the server calls them (or their mcp_<slug>_ names).
+    tools: Vec<String>,
+    /// Every tool of the connector.
+    #[arg(long, conflicts_with = "tools")]
+    all: bool,
+}
+
+impl From<ConnectorError> for Failure {
+    fn from(err: ConnectorError) -> Self {
+        let exit = match err {
+            ConnectorError::Invalid(_) => 2,
+            _ => 1,
+        };
+        Failure {
+            exit,
+            ..Failure::new(err.code(), err.to_string())
+        }
+    }
+}
+
+fn pairs(items: &[String], what: &str) -> Result<Vec<(String, String)>, Failure> {
+    items
+        .iter()
+        .map(|item| match item.split_once('=') {
+            Some((name, value)) if !name.trim().is_empty() => {
+                Ok((name.trim().to_string(), value.to_string()))
+            }
+            _ => Err(Failure::usage(format!(
+                "{what} must look like NAME=VALUE (got '{}')",
+                item.split('=').next().unwrap_or_default()
+            ))),
+        })
+        .collect()
+}
+
+fn new_connector(args: AddArgs) -> Result<NewConnector, Failure> {
+    let (endpoint, secrets) = match (args.url, args.command) {
+        (Some(url), None) => {
+            let headers = pairs(&args.headers, "--header")?;
+            let names = headers.iter().map(|(n, _)| n.clone()).collect();
+            (
+                Endpoint::Http {
+                    url,
+                    headers: names,
+                },
+                headers,
+            )
+        }
+        (None, Some(command)) => {
+            let env = pairs(&args.env, "--env")?;
+            let names = env.iter().map(|(n, _)| n.clone()).collect();
+            (
+                Endpoint::Stdio {
+                    command,
+                    args: args.args,
+                    env: names,
+                },
+                env,
+            )
+        }
+        _ => return Err(Failure::usage("give either --url or --command")),
+    };
+    Ok(NewConnector {
+        name: args.name,
+        endpoint,
+        secrets,
+        timeout_secs: args.timeout,
+    })
+}
+
+pub async fn run(env: &Env, command: ConnectorCommand) -> ExitCode {
+    let connectors = Connectors::new(env.home.root().to_path_buf());
+    let (name, result): (&str, Result<Value, Failure>) = match command {
+        ConnectorCommand::Add(args) => (
+            "connector.add",
+            match new_connector(args) {
+                Ok(new) => connectors.add(new).await.map_err(Failure::from),
+                Err(f) => Err(f),
+            },
+        ),
+        ConnectorCommand::List => (
+            "connector.list",
+            connectors
+                .list()
+                .map(|list| {
+                    serde_json::json!({"connectors": list.iter().map(connectors::status).collect::<Vec<_>>()})
+                })
+                .map_err(Failure::from),
+        ),
+        ConnectorCommand::Tools { slug } => (
+            "connector.tools",
+            connectors
+                .get(&slug)
+                .map(|c| serde_json::json!({"slug": slug, "tools": connectors::tool_rows(&c)}))
+                .map_err(Failure::from),
+        ),
+        ConnectorCommand::Enable(args) => (
+            "connector.enable",
+            connectors
+                .set_enabled(&args.slug, &args.tools, args.all, true)
+                .map_err(Failure::from),
+        ),
+        ConnectorCommand::Disable(args) => (
+            "connector.disable",
+            connectors
+                .set_enabled(&args.slug, &args.tools, args.all, false)
+                .map_err(Failure::from),
+        ),
+        ConnectorCommand::Refresh { slug } => (
+            "connector.refresh",
+            connectors.refresh(&slug).await.map_err(Failure::from),
+        ),
+        ConnectorCommand::Remove { slug } => (
+            "connector.remove",
+            connectors.remove(&slug).map_err(Failure::from),
+        ),
+        ConnectorCommand::Test { slug } => (
+            "connector.test",
+            connectors.test(&slug).await.map_err(Failure::from),
+        ),
+        ConnectorCommand::Sync => (
+            "connector.sync",
+            connectors
+                .sync(&env.project_root)
+                .await
+                .map_err(Failure::from),
+        ),
+    };
+    finish(env.json, name, result, |data| human(name, data))
+}
+
+fn text(value: &Value) -> String {
+    match value {
+        Value::String(s) => s.clone(),
+        Value::Null => "-".to_string(),
+        other => other.to_string(),
+    }
+}
+
+fn human(command: &str, data: &Value) -> String {
+    match command {
+        "connector.add" => {
+            let mut out = format!(
+                "added connector '{}' ({}): {} tools discovered, all disabled\n",
+                text(&data["slug"]),
+                text(&data["transport"]),
+                text(&data["tool_count"])
+            );
+            if data["needs_login"] == Value::Bool(true) {
+                out.push_str(&format!(
+                    "the server asks for authorization: run `car connector login {}`\n",
+                    text(&data["slug"])
+                ));
+            } else {
+                out.push_str(&format!(
+                    "see them with `car connector tools {0}`, then `car connector enable {0} TOOL…`\n",
+                    text(&data["slug"])
+                ));
+            }
+            out
+        }
+        "connector.list" => {
+            let rows: Vec<Vec<String>> = data["connectors"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .map(|c| {
+                    vec![
+                        text(&c["slug"]),
+                        text(&c["transport"]),
+                        format!("{}/{}", text(&c["enabled_count"]), text(&c["tool_count"])),
+                        text(&c["auth"]),
+                        text(&c["target"]),
+                        text(&c["last_error"]),
+                    ]
+                })
+                .collect();
+            if rows.is_empty() {
+                "no connectors; add one with `car connector add NAME --url URL`\n".to_string()
+            } else {
+                table(
+                    &[
+                        "SLUG",
+                        "TRANSPORT",
+                        "ENABLED",
+                        "AUTH",
+                        "TARGET",
+                        "LAST ERROR",
+                    ],
+                    &rows,
+                )
+            }
+        }
+        "connector.tools" => {
+            let rows: Vec<Vec<String>> = data["tools"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .map(|t| {
+                    vec![
+                        if t["enabled"] == Value::Bool(true) {
+                            "on"
+                        } else {
+                            "off"
+                        }
+                        .to_string(),
+                        text(&t["canonical"]),
+                        text(&t["effect"]),
+                        text(&t["description"]).chars().take(60).collect(),
+                    ]
+                })
+                .collect();
+            if rows.is_empty() {
+                format!(
+                    "connector '{0}' has no discovered tools; run `car connector refresh {0}`\n",
+                    text(&data["slug"])
+                )
+            } else {
+                table(&["", "TOOL", "EFFECT", "DESCRIPTION"], &rows)
+            }
+        }
+        "connector.enable" | "connector.disable" => {
+            let verb = if command == "connector.enable" {
+                "enabled"
+            } else {
+                "disabled"
+            };
+            format!(
+                "{verb} {} tool(s) of '{}'; {} enabled now\n",
+                text(&data[verb]),
+                text(&data["slug"]),
+                text(&data["enabled_count"])
+            )
+        }
+        "connector.refresh" => format!(
+            "refreshed '{}': {} tools ({} new, {} gone)\n",
+            text(&data["slug"]),
+            text(&data["tool_count"]),
+            data["changes"]["added"].as_array().map_or(0, Vec::len),
+            data["changes"]["removed"].as_array().map_or(0, Vec::len),
+        ),
+        "connector.remove" => format!(
+            "removed '{}' and {} keychain entr{}\n",
+            text(&data["slug"]),
+            text(&data["secrets_deleted"]),
+            if data["secrets_deleted"] == 1 {
+                "y"
+            } else {
+                "ies"
+            }
+        ),
+        "connector.test" => format!(
+            "'{}' answers: {} {} · {} tools · connect {} ms · tools/list {} ms\n",
+            text(&data["slug"]),
+            text(&data["server"]["name"]),
+            text(&data["server"]["version"]),
+            text(&data["tool_count"]),
+            text(&data["connect_ms"]),
+            text(&data["list_ms"]),
+        ),
+        "connector.sync" => {
+            let mut out = format!("team file {}\n", text(&data["file"]));
+            for added in data["added"].as_array().into_iter().flatten() {
+                out.push_str(&format!(
+                    "  added   {} ({} tools, disabled){}\n",
+                    text(&added["slug"]),
+                    text(&added["tool_count"]),
+                    if added["needs_login"] == Value::Bool(true) {
+                        " — needs `car connector login`"
+                    } else {
+                        ""
+                    }
+                ));
+            }
+            for skipped in data["skipped"].as_array().into_iter().flatten() {
+                out.push_str(&format!("  present {}\n", text(skipped)));
+            }
+            for failed in data["failed"].as_array().into_iter().flatten() {
+                out.push_str(&format!(
+                    "  failed  {}: {}\n",
+                    text(&failed["slug"]),
+                    text(&failed["error"])
+                ));
+            }
+            out
+        }
+        _ => crate::output::render_human(data),
+    }
+}
