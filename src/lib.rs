@@ -21,6 +21,7 @@ mod plan;
 mod policy;
 mod project;
 mod runtime;
+pub mod secrets;
 mod skills;
 mod store;
 
