@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Runs CAR's whole test suite: formatting, lints, and every test (unit, integration, doc).
 # Installs what the tests need first (the Python MCP SDK for the interop test, the pinned Claude
-# Code CLI into tools/ for the plugin hook test), so it works on a fresh machine; set
-# CAR_TEST_SKIP_INSTALL=1 to skip the installs.
+# Code CLI into tools/ for the plugin hook test, gnome-keyring, D-Bus, secret-tool and keyctl
+# for the keychain tests), so it works on a fresh machine; set CAR_TEST_SKIP_INSTALL=1 to skip
+# the installs.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -20,6 +21,20 @@ if [ "${CAR_TEST_SKIP_INSTALL:-}" != "1" ]; then
     echo "==> installing Claude Code ${CLAUDE_CODE_VERSION} into tools/ for the plugin hook test"
     npm install --prefix tools --save-exact --no-audit --no-fund --loglevel=error \
       "@anthropic-ai/claude-code@${CLAUDE_CODE_VERSION}"
+  fi
+  missing_debs=()
+  command -v dbus-daemon >/dev/null || missing_debs+=(dbus)
+  command -v gnome-keyring-daemon >/dev/null || missing_debs+=(gnome-keyring)
+  command -v secret-tool >/dev/null || missing_debs+=(libsecret-tools)
+  command -v keyctl >/dev/null || missing_debs+=(keyutils)
+  if [ "${#missing_debs[@]}" -gt 0 ]; then
+    echo "==> installing ${missing_debs[*]} (Debian) for the keychain tests"
+    sudo_cmd=()
+    [ "$(id -u)" = 0 ] || sudo_cmd=(sudo)
+    if ! "${sudo_cmd[@]}" apt-get install -y -qq --no-install-recommends "${missing_debs[@]}" >/dev/null; then
+      "${sudo_cmd[@]}" apt-get update -qq
+      "${sudo_cmd[@]}" apt-get install -y -qq --no-install-recommends "${missing_debs[@]}" >/dev/null
+    fi
   fi
 fi
 

@@ -17,6 +17,9 @@ pub mod env {
     pub const CAR_AGENT_ID: &str = "CAR_AGENT_ID";
     /// The login name, the last fallback for the agent id.
     pub const USER: &str = "USER";
+    /// Which store holds secrets: `auto` (default, the OS keychain), `secret-service`,
+    /// `keyutils`, `macos`, `windows`, or `file` (plaintext `$CAR_HOME/secrets.json`, opt-in).
+    pub const CAR_SECRET_STORE: &str = "CAR_SECRET_STORE";
     /// Log filter for stderr logs (tracing `EnvFilter` syntax), e.g. `debug`.
     pub const RUST_LOG: &str = "RUST_LOG";
 }
