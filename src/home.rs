@@ -20,6 +20,9 @@ pub mod env {
     /// Which store holds secrets: `auto` (default, the OS keychain), `secret-service`,
     /// `keyutils`, `macos`, `windows`, or `file` (plaintext `$CAR_HOME/secrets.json`, opt-in).
     pub const CAR_SECRET_STORE: &str = "CAR_SECRET_STORE";
+    /// The secret of a pre-registered OAuth client for `car connector login --client-id`
+    /// (read from here or from stdin, never from the command line).
+    pub const CAR_OAUTH_CLIENT_SECRET: &str = "CAR_OAUTH_CLIENT_SECRET";
     /// Log filter for stderr logs (tracing `EnvFilter` syntax), e.g. `debug`.
     pub const RUST_LOG: &str = "RUST_LOG";
 }

@@ -7,6 +7,7 @@ use clap::{Args, Subcommand};
 use serde_json::Value;
 
 use super::{finish, Env, Failure};
+use crate::connectors::oauth::{Authorize, LoginOptions, PreregisteredClient};
 use crate::connectors::{self, ConnectorError, Connectors, Endpoint, NewConnector};
 use crate::output::table;
 
@@ -26,6 +27,8 @@ Examples:
   car connector enable everything echo get-sum
   car connector test everything
   car connector login docs          # OAuth 2.1: opens the browser, stores tokens in the keychain
+  car connector login docs --no-browser --scope files:write
+  car connector logout docs         # forget the tokens, keep the connector
   car connector sync                # add the connectors of .car/connectors.toml";
 
 #[derive(Debug, Subcommand)]
@@ -46,6 +49,11 @@ pub enum ConnectorCommand {
     Remove { slug: String },
     /// Connect, list the tools and report the latency.
     Test { slug: String },
+    /// Authorize CAR with an HTTP connector's server (OAuth 2.1 with PKCE), then discover its tools.
+    #[command(long_about = LOGIN_HELP)]
+    Login(LoginArgs),
+    /// Delete a connector's OAuth tokens from the keychain; the connector and its tools stay.
+    Logout { slug: String },
     /// Add the connectors listed in the nearest .car/connectors.toml that are missing here.
     Sync,
 }
@@ -78,6 +86,68 @@ pub struct AddArgs {
     /// Seconds a call may run before it is cancelled (default 300).
     #[arg(long, value_name = "SECS", value_parser = clap::value_parser!(u64).range(1..=86_400))]
     timeout: Option<u64>,
+}
+
+const LOGIN_HELP: &str = "\
+Authorize CAR with an HTTP connector's server (OAuth 2.1 with PKCE), then discover its tools.
+
+CAR asks the server, finds its authorization server (protected resource metadata, RFC 9728;
+authorization server metadata, RFC 8414), registers itself there (dynamic client registration)
+unless you give --client-id, and opens the browser on the authorization page. The browser comes
+back to a listener on 127.0.0.1 (a random port); CAR exchanges the code for tokens and keeps them
+in the OS keychain (account connector/<slug>/oauth), never in connectors.json or the logs.
+Tokens are refreshed before they expire. When a tool needs more permission than was granted,
+the error names the scope: log in again with --scope.
+
+A pre-registered client: --client-id ID, with its secret (if any) in CAR_OAUTH_CLIENT_SECRET or
+on stdin with --client-secret-stdin. Register the redirect URI http://127.0.0.1/callback (the
+port varies; RFC 8252 lets loopback redirects use any port).";
+
+#[derive(Debug, Args)]
+pub struct LoginArgs {
+    slug: String,
+    /// Print the authorization URL to stderr instead of opening a browser, then wait.
+    #[arg(long)]
+    no_browser: bool,
+    /// A client registered with the authorization server beforehand (skips dynamic registration).
+    #[arg(long, value_name = "ID")]
+    client_id: Option<String>,
+    /// Read the pre-registered client's secret from stdin (one line); else CAR_OAUTH_CLIENT_SECRET.
+    #[arg(long, requires = "client_id")]
+    client_secret_stdin: bool,
+    /// A scope to ask for beyond those the server names (repeatable; space-separated lists too).
+    #[arg(long = "scope", value_name = "SCOPE")]
+    scopes: Vec<String>,
+    /// Seconds to wait for the browser to come back.
+    #[arg(long, value_name = "SECS", default_value_t = 300, value_parser = clap::value_parser!(u64).range(5..=3600))]
+    timeout: u64,
+}
+
+fn login_options(args: &LoginArgs) -> Result<LoginOptions, Failure> {
+    let mut options = LoginOptions::new(if args.no_browser {
+        Authorize::Print
+    } else {
+        Authorize::Browser
+    });
+    options.scopes = args.scopes.clone();
+    options.timeout = std::time::Duration::from_secs(args.timeout);
+    if let Some(client_id) = &args.client_id {
+        let secret = if args.client_secret_stdin {
+            let mut line = String::new();
+            std::io::stdin().read_line(&mut line).map_err(|e| {
+                Failure::usage(format!("cannot read the client secret from stdin: {e}"))
+            })?;
+            Some(line.trim_end_matches(['\r', '\n']).to_string())
+        } else {
+            std::env::var(crate::home::env::CAR_OAUTH_CLIENT_SECRET).ok()
+        }
+        .filter(|s| !s.is_empty());
+        options.client = Some(PreregisteredClient {
+            client_id: client_id.clone(),
+            client_secret: secret,
+        });
+    }
+    Ok(options)
 }
 
 #[derive(Debug, Args)]
@@ -202,6 +272,20 @@ pub async fn run(env: &Env, command: ConnectorCommand) -> ExitCode {
         ConnectorCommand::Test { slug } => (
             "connector.test",
             connectors.test(&slug).await.map_err(Failure::from),
+        ),
+        ConnectorCommand::Login(args) => (
+            "connector.login",
+            match login_options(&args) {
+                Ok(options) => connectors
+                    .login(&args.slug, options)
+                    .await
+                    .map_err(Failure::from),
+                Err(f) => Err(f),
+            },
+        ),
+        ConnectorCommand::Logout { slug } => (
+            "connector.logout",
+            connectors.logout(&slug).await.map_err(Failure::from),
         ),
         ConnectorCommand::Sync => (
             "connector.sync",
@@ -334,6 +418,40 @@ fn human(command: &str, data: &Value) -> String {
                 "ies"
             }
         ),
+        "connector.login" => {
+            let scopes: Vec<String> = data["login"]["scopes"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .map(text)
+                .collect();
+            format!(
+                "logged in to '{0}' ({1} client {2}{3}); tokens are in the keychain\n{4} tools discovered, {5} enabled; see them with `car connector tools {0}`\n",
+                text(&data["slug"]),
+                text(&data["login"]["registration"]),
+                text(&data["login"]["client_id"]),
+                if scopes.is_empty() {
+                    String::new()
+                } else {
+                    format!(", scopes {}", scopes.join(" "))
+                },
+                text(&data["tool_count"]),
+                text(&data["enabled_count"]),
+            )
+        }
+        "connector.logout" => {
+            if data["logged_out"] == Value::Bool(true) {
+                format!(
+                    "logged out of '{0}': its tokens are deleted from the keychain; `car connector login {0}` to log in again\n",
+                    text(&data["slug"])
+                )
+            } else {
+                format!(
+                    "'{}' had no OAuth tokens; nothing to do\n",
+                    text(&data["slug"])
+                )
+            }
+        }
         "connector.test" => format!(
             "'{}' answers: {} {} · {} tools · connect {} ms · tools/list {} ms\n",
             text(&data["slug"]),

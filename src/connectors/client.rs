@@ -113,10 +113,12 @@ impl Session {
         match started {
             Ok(service) => Ok(Session { service, stderr }),
             Err(err) => {
-                if err.auth_challenge().is_some() {
-                    return Err(ConnectorError::AuthRequired {
-                        slug: connector.slug.clone(),
-                    });
+                if let Some(challenge) = err.auth_challenge() {
+                    return Err(super::oauth::challenge_error(
+                        &connector.slug,
+                        &connector.endpoint.target(),
+                        challenge,
+                    ));
                 }
                 // Give a stdio server's last words a moment to arrive.
                 tokio::time::sleep(std::time::Duration::from_millis(50)).await;

@@ -17,6 +17,7 @@
 
 pub mod client;
 pub mod config;
+pub mod oauth;
 pub mod team;
 pub mod tools;
 
@@ -48,6 +49,12 @@ pub enum ConnectorError {
     Connect { slug: String, message: String },
     #[error("connector '{slug}' needs authorization: run `car connector login {slug}`")]
     AuthRequired { slug: String },
+    /// The server refused a call for want of scope (`403 insufficient_scope`).
+    #[error("connector '{slug}' needs more permission (scope '{scope}'): run `car connector login {slug} --scope '{scope}'`")]
+    InsufficientScope { slug: String, scope: String },
+    /// Discovery, registration, the browser step or the token exchange failed.
+    #[error("connector '{slug}': authorization failed: {message}")]
+    OAuth { slug: String, message: String },
     #[error("connector '{slug}': {message}")]
     Remote { slug: String, message: String },
     #[error("{0}")]
@@ -63,6 +70,8 @@ impl ConnectorError {
             ConnectorError::Io(_) => "io",
             ConnectorError::Connect { .. } => "connect_failed",
             ConnectorError::AuthRequired { .. } => "auth_required",
+            ConnectorError::InsufficientScope { .. } => "insufficient_scope",
+            ConnectorError::OAuth { .. } => "oauth",
             ConnectorError::Remote { .. } => "remote",
             ConnectorError::Secrets(_) => "keychain",
         }
@@ -127,6 +136,25 @@ impl Connectors {
         }
     }
 
+    /// Connectors whose secrets live in the given store (an embedder that chose one).
+    pub fn with_secrets(home: PathBuf, secrets: Secrets) -> Connectors {
+        let cell = OnceLock::new();
+        let _ = cell.set(Ok(secrets));
+        Connectors {
+            home,
+            secrets: cell,
+        }
+    }
+
+    /// The keychain-backed OAuth credential store of one connector.
+    pub fn oauth_store(&self, slug: &str) -> Result<oauth::KeychainStore, ConnectorError> {
+        Ok(oauth::KeychainStore::new(
+            self.secrets()?.clone(),
+            &self.home,
+            slug,
+        ))
+    }
+
     pub fn home(&self) -> &Path {
         &self.home
     }
@@ -173,7 +201,88 @@ impl Connectors {
                 Endpoint::Stdio { .. } => resolved.env.push((name.clone(), value)),
             }
         }
+        if let (Some(client), Endpoint::Http { url, .. }) = (&connector.oauth, &connector.endpoint)
+        {
+            let store = self.oauth_store(&connector.slug)?;
+            resolved.auth = oauth::authorized_client(&connector.slug, url, client, store).await?;
+        }
         Ok(resolved)
+    }
+
+    /// `car connector login`: authorizes CAR with the connector's server (OAuth 2.1, see
+    /// [`oauth`]), stores the tokens in the keychain, then connects and discovers the tools.
+    /// A `403 insufficient_scope` during discovery starts a step-up authorization.
+    pub async fn login(
+        &self,
+        slug: &str,
+        options: oauth::LoginOptions,
+    ) -> Result<Value, ConnectorError> {
+        let connector = self.get(slug)?;
+        let Endpoint::Http { url, .. } = &connector.endpoint else {
+            return Err(ConnectorError::Invalid(format!(
+                "connector '{slug}' runs a local command; OAuth is for HTTP connectors (give a stdio server its secrets with --env)"
+            )));
+        };
+        let store = self.oauth_store(slug)?;
+        let mut challenge = match &options.challenge {
+            Some(challenge) => Some(challenge.clone()),
+            None => oauth::probe_challenge(url).await,
+        };
+        let mut previous = connector.oauth.clone();
+        let mut step_ups = 0;
+        loop {
+            let authorized = oauth::authorize(
+                slug,
+                url,
+                previous.as_ref(),
+                &store,
+                &options,
+                challenge.as_deref(),
+            )
+            .await?;
+            drop(authorized.manager);
+            let client = authorized.client;
+            let saved = client.clone();
+            config::update(&self.home, move |file| {
+                let entry = file.get_mut(slug)?;
+                entry.oauth = Some(saved);
+                entry.last_error = None;
+                Ok(())
+            })?;
+            match self.refresh(slug).await {
+                Ok(mut out) => {
+                    out["login"] = json!({
+                        "client_id": client.client_id,
+                        "registration": client.registration,
+                        "issuer": client.issuer,
+                        "scopes": client.scopes,
+                        "step_ups": step_ups,
+                    });
+                    return Ok(out);
+                }
+                Err(ConnectorError::InsufficientScope { scope, .. })
+                    if step_ups < oauth::MAX_STEP_UPS =>
+                {
+                    step_ups += 1;
+                    challenge = Some(format!(
+                        "Bearer error=\"insufficient_scope\", scope=\"{scope}\""
+                    ));
+                    previous = Some(client);
+                }
+                Err(err) => return Err(err),
+            }
+        }
+    }
+
+    /// `car connector logout`: deletes the connector's OAuth tokens from the keychain (a
+    /// pre-registered client's secret stays) and keeps the connector.
+    pub async fn logout(&self, slug: &str) -> Result<Value, ConnectorError> {
+        let connector = self.get(slug)?;
+        let had = match connector.oauth {
+            Some(_) => self.oauth_store(slug)?.forget_tokens().await?,
+            None => false,
+        };
+        Ok(json!({"slug": slug, "logged_out": had}))
     }
 
     /// Opens a session with a connector's server.
@@ -263,10 +372,12 @@ impl Connectors {
         let tail = session.stderr_tail();
         session.close().await;
         let tools = listed.map_err(|err| {
-            if err.auth_challenge().is_some() {
-                return ConnectorError::AuthRequired {
-                    slug: connector.slug.clone(),
-                };
+            if let Some(challenge) = err.auth_challenge() {
+                return oauth::challenge_error(
+                    &connector.slug,
+                    &connector.endpoint.target(),
+                    challenge,
+                );
             }
             let mut message = format!("tools/list failed: {err}");
             if !tail.is_empty() {

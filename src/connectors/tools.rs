@@ -225,11 +225,10 @@ async fn remote_call(
         Ok(result) => Ok(result),
         Err(err) if err.auth_challenge().is_some() => {
             pool.forget(slug).await;
+            let challenge = err.auth_challenge().unwrap_or_default();
             Err(ToolError::Failed(
-                ConnectorError::AuthRequired {
-                    slug: slug.to_string(),
-                }
-                .to_string(),
+                super::oauth::challenge_error(slug, &connector.endpoint.target(), challenge)
+                    .to_string(),
             ))
         }
         Err(err) if is_disconnect(&err) || live.session.is_closed() => {
