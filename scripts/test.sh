@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Runs CAR's whole test suite: formatting, lints, and every test (unit, integration, doc).
 # Installs what the tests need first (the Python MCP SDK for the interop test, the pinned Claude
-# Code CLI into tools/ for the plugin hook test, gnome-keyring, D-Bus, secret-tool and keyctl
+# Code CLI into tools/ for the plugin hook test, the MCP conformance suite, Node 22 and
+# oidc-provider into tools/ for the OAuth tests, gnome-keyring, D-Bus, secret-tool and keyctl
 # for the keychain tests), so it works on a fresh machine; set CAR_TEST_SKIP_INSTALL=1 to skip
 # the installs.
 set -euo pipefail
@@ -9,6 +10,9 @@ cd "$(dirname "$0")/.."
 
 PY_MCP_VERSION="2.3.0"
 CLAUDE_CODE_VERSION="2.1.332"
+CONFORMANCE_VERSION="0.1.16"
+OIDC_PROVIDER_VERSION="9.13.3"
+NODE22_VERSION="22.23.3"
 
 if [ "${CAR_TEST_SKIP_INSTALL:-}" != "1" ]; then
   if ! python3 -c "import mcp" 2>/dev/null; then
@@ -21,6 +25,21 @@ if [ "${CAR_TEST_SKIP_INSTALL:-}" != "1" ]; then
     echo "==> installing Claude Code ${CLAUDE_CODE_VERSION} into tools/ for the plugin hook test"
     npm install --prefix tools --save-exact --no-audit --no-fund --loglevel=error \
       "@anthropic-ai/claude-code@${CLAUDE_CODE_VERSION}"
+  fi
+  # The MCP conformance suite (client suites core and auth) and oidc-provider (a real OAuth
+  # authorization server) for tests/it/oauth.rs; the suite needs Node 22, installed as a package
+  # and put first on PATH by the test for the suite's command only.
+  conformance_pkg=tools/node_modules/@modelcontextprotocol/conformance/package.json
+  oidc_pkg=tools/node_modules/oidc-provider/package.json
+  if [ "$(node -p "require('./$conformance_pkg').version" 2>/dev/null || true)" != "$CONFORMANCE_VERSION" ] ||
+     [ "$(node -p "require('./$oidc_pkg').version" 2>/dev/null || true)" != "$OIDC_PROVIDER_VERSION" ]; then
+    echo "==> installing the MCP conformance suite ${CONFORMANCE_VERSION} and oidc-provider ${OIDC_PROVIDER_VERSION} into tools/ for the OAuth tests"
+    npm install --prefix tools --save-exact --no-audit --no-fund --loglevel=error \
+      "@modelcontextprotocol/conformance@${CONFORMANCE_VERSION}" "oidc-provider@${OIDC_PROVIDER_VERSION}"
+  fi
+  if [ "$(tools/node22/node_modules/.bin/node --version 2>/dev/null || true)" != "v${NODE22_VERSION}" ]; then
+    echo "==> installing Node ${NODE22_VERSION} into tools/node22 for the conformance suite"
+    npm install --prefix tools/node22 --save-exact --no-audit --no-fund --loglevel=error "node@${NODE22_VERSION}"
   fi
   missing_debs=()
   command -v dbus-daemon >/dev/null || missing_debs+=(dbus)

@@ -53,7 +53,10 @@ pub enum ConnectorCommand {
     #[command(long_about = LOGIN_HELP)]
     Login(LoginArgs),
     /// Delete a connector's OAuth tokens from the keychain; the connector and its tools stay.
-    Logout { slug: String },
+    Logout {
+        /// The connector's slug.
+        slug: String,
+    },
     /// Add the connectors listed in the nearest .car/connectors.toml that are missing here.
     Sync,
 }
@@ -105,6 +108,7 @@ port varies; RFC 8252 lets loopback redirects use any port).";
 
 #[derive(Debug, Args)]
 pub struct LoginArgs {
+    /// The connector's slug, as `car connector list` shows it.
     slug: String,
     /// Print the authorization URL to stderr instead of opening a browser, then wait.
     #[arg(long)]

@@ -12,6 +12,7 @@
 //! - The OS keychain ([`crate::secrets`], service `car`): `connector/<slug>/header/<Name>`,
 //!   `connector/<slug>/env/<NAME>` and `connector/<slug>/oauth` (tokens, expiry, client
 //!   secret). `car connector remove` deletes every `connector/<slug>/…` entry.
+//! - OAuth 2.1 (`car connector login`/`logout`, refresh, step-up) is in [`oauth`].
 //! - `.car/connectors.toml` ([`team`]), found by walking up from the project: a team's list of
 //!   connectors without secrets; `car connector sync` adds the missing ones.
 

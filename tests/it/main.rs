@@ -13,6 +13,7 @@ mod graph;
 mod interop;
 mod keychain;
 mod mcp;
+mod oauth;
 mod plan;
 mod policy;
 mod preset;
