@@ -243,6 +243,12 @@ pub fn init_logging() {
     let filter = tracing_subscriber::EnvFilter::try_from_env(home::env::RUST_LOG)
         // rmcp logs transport failures at error level that CAR reports itself, better worded.
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn,rmcp=off"));
+    // rmcp's OAuth module logs the authorization code and token-endpoint details at debug:
+    // never below info, whatever RUST_LOG says.
+    let filter = match "rmcp::transport::auth=info".parse() {
+        Ok(directive) => filter.add_directive(directive),
+        Err(_) => filter,
+    };
     let _ = tracing_subscriber::fmt()
         .with_writer(std::io::stderr)
         .with_env_filter(filter)
