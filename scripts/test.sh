@@ -9,6 +9,7 @@ cd "$(dirname "$0")/.."
 
 PY_MCP_VERSION="2.3.0"
 CLAUDE_CODE_VERSION="2.1.332"
+SERVER_EVERYTHING_VERSION="2026.8.31"
 
 if [ "${CAR_TEST_SKIP_INSTALL:-}" != "1" ]; then
   if ! python3 -c "import mcp" 2>/dev/null; then
@@ -21,6 +22,13 @@ if [ "${CAR_TEST_SKIP_INSTALL:-}" != "1" ]; then
     echo "==> installing Claude Code ${CLAUDE_CODE_VERSION} into tools/ for the plugin hook test"
     npm install --prefix tools --save-exact --no-audit --no-fund --loglevel=error \
       "@anthropic-ai/claude-code@${CLAUDE_CODE_VERSION}"
+  fi
+  everything_pkg=tools/node_modules/@modelcontextprotocol/server-everything/package.json
+  installed=$(node -p "require('./$everything_pkg').version" 2>/dev/null || true)
+  if [ "$installed" != "$SERVER_EVERYTHING_VERSION" ]; then
+    echo "==> installing the MCP reference server ${SERVER_EVERYTHING_VERSION} into tools/ for the connector tests"
+    npm install --prefix tools --save-exact --no-audit --no-fund --loglevel=error \
+      "@modelcontextprotocol/server-everything@${SERVER_EVERYTHING_VERSION}"
   fi
   missing_debs=()
   command -v dbus-daemon >/dev/null || missing_debs+=(dbus)

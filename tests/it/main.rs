@@ -8,6 +8,7 @@ mod bad_input;
 mod claude_code;
 mod cli;
 mod concurrency;
+mod connectors;
 mod eval;
 mod graph;
 mod interop;
