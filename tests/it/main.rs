@@ -1,10 +1,10 @@
 //! CAR's integration tests: one binary that drives the real `car`, `car-mcp` and
 //! `car-memgine-eval` binaries (and the embedding example) with a fresh CAR_HOME per test, and the
-//! real Claude Code CLI running `car policy-check-hook` as a plugin hook.
+//! real Claude Code CLI loading, installing and running the plugin in `plugins/car`.
 
 mod admin;
 mod bad_input;
-mod claude_code;
+mod claude;
 mod cli;
 mod concurrency;
 mod eval;
@@ -12,6 +12,7 @@ mod graph;
 mod interop;
 mod mcp;
 mod plan;
+mod plugin;
 mod policy;
 mod preset;
 mod project;
