@@ -9,6 +9,7 @@ mod cli;
 mod concurrency;
 mod eval;
 mod graph;
+mod install;
 mod interop;
 mod mcp;
 mod plan;
