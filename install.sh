@@ -151,7 +151,7 @@ main() {
     case "$arg" in
       --plugin) plugin=1 ;;
       -h | --help)
-        sed -n '2,21p' "$0" | sed 's/^# \{0,1\}//'
+        awk 'NR > 1 && !/^#/ { exit } NR > 1 { sub(/^# ?/, ""); print }' "$0"
         return
         ;;
       *) die "unknown argument: $arg (see --help)" ;;
