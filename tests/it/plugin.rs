@@ -2,7 +2,8 @@
 //! the real Claude Code CLI (pinned, offline): it validates both strictly, loads the plugin with no
 //! errors, lists its commands, agent and MCP server, installs it from the marketplace into a fresh
 //! home, and in a `claude -p` run against a scripted model calls the plugin's memory tools (the
-//! fact lands in `car.db`) while the plugin's hook denies a destructive Bash command.
+//! fact lands in `car.db`) while the plugin's hook denies a destructive Bash command, and runs
+//! the `/car-remember` and `/car-recall` commands with their arguments.
 
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
@@ -474,4 +475,66 @@ fn claude_remembers_and_recalls_through_the_plugin_and_its_hook_denies_a_destruc
     assert!(std::fs::read_to_string(&transcript)
         .unwrap()
         .contains(reason));
+}
+
+/// A slash command's `allowed-tools` is what lets its MCP tool run: no `--allowedTools` here.
+#[test]
+fn the_remember_and_recall_commands_run_their_tools_with_the_arguments() {
+    let tmp = claude_root();
+    let root = tmp.path();
+    let project = root.join("project");
+    std::fs::create_dir_all(project.join(".car")).unwrap();
+    let fact = "Production deploys need a green canary";
+    let session = |prompt: &str, call: ToolCall| {
+        let model = ScriptedModel::start(vec![call], "Done.");
+        let mut cmd = claude(root, &format!("http://127.0.0.1:{}", model.port));
+        cmd.current_dir(&project)
+            .args(["-p", prompt])
+            .arg("--plugin-dir")
+            .arg(plugin_dir())
+            .args(["--output-format", "stream-json", "--verbose"]);
+        let run = run_against(cmd, root, &model);
+        assert_eq!(run.code, Some(0), "{}", run.context);
+        let main_loop: Vec<Value> = model
+            .requests()
+            .into_iter()
+            .filter(|r| r.body["tools"].as_array().is_some_and(|t| !t.is_empty()))
+            .map(|r| r.body)
+            .collect();
+        let last = main_loop
+            .last()
+            .unwrap_or_else(|| panic!("no main-loop request\n{}", run.context));
+        let results = tool_results(last);
+        assert_eq!(results.len(), 1, "{}", run.context);
+        assert_ne!(results[0]["is_error"], true, "{}", run.context);
+        let content: Value = serde_json::from_str(&result_text(&results[0]["content"]))
+            .unwrap_or_else(|e| panic!("{e}\n{}", run.context));
+        (main_loop[0].to_string(), content)
+    };
+
+    let (prompt, saved) = session(
+        &format!("/car:car-remember deploys {fact}"),
+        ToolCall {
+            id: "toolu_remember",
+            name: "mcp__plugin_car_car__memory_add_fact".to_string(),
+            input: json!({"subject": "deploys", "body": fact, "kind": "constraint"}),
+        },
+    );
+    assert!(prompt.contains("Save this to CAR's memory"), "{prompt}");
+    assert!(prompt.contains(&format!("deploys {fact}")), "{prompt}");
+    assert_eq!(
+        (&saved["subject"], &saved["kind"]),
+        (&json!("deploys"), &json!("constraint"))
+    );
+
+    let (prompt, recalled) = session(
+        "/car:car-recall what do deploys need?",
+        ToolCall {
+            id: "toolu_recall",
+            name: "mcp__plugin_car_car__memory_query".to_string(),
+            input: json!({"query": "what do deploys need?"}),
+        },
+    );
+    assert!(prompt.contains("Ask CAR's memory"), "{prompt}");
+    assert_eq!(recalled["results"][0]["body"], json!(fact), "{recalled}");
 }
