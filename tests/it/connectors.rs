@@ -228,12 +228,40 @@ fn http_connector_serves_calls_and_reconnects_after_the_server_went_away() {
     assert_eq!(tested["ok"], true);
     assert!(tested["connect_ms"].as_f64().unwrap() > 0.0);
     assert_eq!(tested["tool_count"], added["tool_count"]);
-    home.car_json(&["connector", "enable", "web-tools", "mcp_web-tools_echo"]);
+    home.car_json(&[
+        "connector",
+        "enable",
+        "web-tools",
+        "mcp_web-tools_echo",
+        "get-sum",
+    ]);
+    let rules = home.project.join(".car/policies");
+    std::fs::create_dir_all(&rules).unwrap();
+    std::fs::write(
+        rules.join("connectors.toml"),
+        "deny_tool = [\"mcp_web-tools_get-sum\"]\n",
+    )
+    .unwrap();
+    let doctor = home.car_json(&["doctor"]);
+    let check = doctor["checks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["check"] == "connectors")
+        .unwrap()
+        .clone();
+    assert_eq!(check["detail"], "1 (2 tools enabled)", "{check}");
 
     let mut mcp = home.spawn_mcp();
     mcp.initialize();
+    assert_eq!(
+        names(&mcp.tools()),
+        ["mcp_web-tools_echo", "mcp_web-tools_get-sum"]
+    );
     let first = mcp.call("mcp_web-tools_echo", json!({"message": "one"}));
     assert_eq!(text_of(&first), "Echo: one", "{first}");
+    let denied = mcp.call("mcp_web-tools_get-sum", json!({"a": 1, "b": 2}));
+    assert_eq!(denied["_meta"]["car/status"], "denied", "{denied}");
 
     // The server goes away: a clear error, not a hang.
     drop(server);
