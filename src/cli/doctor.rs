@@ -91,6 +91,7 @@ pub(crate) fn execute(env: &Env, fix: bool) -> Printed {
     ));
     let (policies_ok, policies) = super::policy::doctor_check(env);
     checks.push(check("policies", policies_ok, policies));
+    checks.push(connectors_check(env));
     checks.push(check(
         "project",
         true,
@@ -119,6 +120,41 @@ pub(crate) fn execute(env: &Env, fix: bool) -> Printed {
         }
         out
     })
+}
+
+/// connectors.json parses, and the keychain is reachable when a connector keeps secrets there.
+fn connectors_check(env: &Env) -> Value {
+    let list = match crate::connectors::config::load(env.home.root()) {
+        Ok(file) => file.connectors,
+        Err(e) => return check("connectors", false, e.to_string()),
+    };
+    if list.is_empty() {
+        return check("connectors", true, "none");
+    }
+    let enabled: usize = list.iter().map(|c| c.enabled.len()).sum();
+    let summary = format!("{} ({enabled} tools enabled)", list.len());
+    let with_secrets = list
+        .iter()
+        .filter(|c| crate::connectors::status(c)["auth"] != "none")
+        .count();
+    if with_secrets == 0 {
+        return check("connectors", true, summary);
+    }
+    match crate::secrets::Secrets::open(env.home.root()) {
+        Ok(secrets) => check(
+            "connectors",
+            true,
+            format!(
+                "{summary}; {with_secrets} keep secrets in the keychain ({})",
+                secrets.backend()
+            ),
+        ),
+        Err(e) => check(
+            "connectors",
+            false,
+            format!("{summary}; {with_secrets} need the keychain, which is unreachable: {e}"),
+        ),
+    }
 }
 
 fn tempfile_probe(dir: &std::path::Path) -> bool {

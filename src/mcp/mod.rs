@@ -203,6 +203,7 @@ fn remote_result(outcome: CallOutcome) -> Value {
             meta.insert("car/status".into(), json!(outcome.status.as_str()));
             remote.insert("_meta".into(), Value::Object(meta));
             remote.entry("content").or_insert_with(|| json!([]));
+            remote.entry("isError").or_insert(json!(false));
             Value::Object(remote)
         }
         _ => tool_result(outcome),

@@ -59,6 +59,8 @@ pub struct Verification {
 #[derive(Clone, Default)]
 pub struct ToolCatalog {
     validators: HashMap<String, Arc<crate::runtime::LazyValidator>>,
+    /// Tools that come and go (enabled connector tools), looked up at verify time.
+    source: Option<Arc<dyn crate::runtime::ToolSource>>,
 }
 
 impl ToolCatalog {
@@ -68,7 +70,25 @@ impl ToolCatalog {
                 .validators()
                 .map(|(name, v)| (name.to_string(), v.clone()))
                 .collect(),
+            source: None,
         }
+    }
+
+    /// Also knows the tools of `source`, as they are when a proposal is checked.
+    pub fn with_source(mut self, source: Option<Arc<dyn crate::runtime::ToolSource>>) -> Self {
+        self.source = source;
+        self
+    }
+
+    fn validator(&self, tool: &str) -> Option<Arc<crate::runtime::LazyValidator>> {
+        self.validators.get(tool).cloned().or_else(|| {
+            let current = self.source.as_ref()?.current();
+            let found = current
+                .validators()
+                .find(|(name, _)| *name == tool)
+                .map(|(_, v)| v.clone());
+            found
+        })
     }
 }
 
@@ -188,7 +208,7 @@ pub fn verify(
             }
             (ActionType::StateWrite | ActionType::StateRead | ActionType::Assertion, _) => continue,
         };
-        match catalog.validators.get(tool) {
+        match catalog.validator(tool) {
             Some(validator) => {
                 let params = Value::Object(action.parameters.clone());
                 let problems = validator.problems(&params);

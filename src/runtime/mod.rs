@@ -193,7 +193,9 @@ impl RuntimeBuilder {
             registry.register(tool)?;
         }
         // A fresh OnceLock: this set always succeeds.
-        let _ = catalog.set(crate::plan::ToolCatalog::from_registry(&registry));
+        let _ = catalog.set(
+            crate::plan::ToolCatalog::from_registry(&registry).with_source(self.source.clone()),
+        );
         let policy = self.policy.unwrap_or_else(|| Arc::new(AllowAll));
         let mut dispatcher = Dispatcher::new(registry, store.clone(), policy);
         if let Some(source) = self.source {

@@ -32,6 +32,8 @@
 //! attribute `username`, so `secret-tool search service car` lists them):
 //!
 //! - `connector/<slug>/header/<Header-Name>` — the value of one HTTP header a connector sends;
+//! - `connector/<slug>/env/<NAME>` — the value of one environment variable a stdio connector's
+//!   server is started with;
 //! - `connector/<slug>/oauth` — the connector's OAuth state as JSON: access and refresh tokens,
 //!   expiry, and the client registration.
 //!

@@ -1,20 +1,24 @@
 //! CAR's integration tests: one binary that drives the real `car`, `car-mcp` and
 //! `car-memgine-eval` binaries (and the embedding example) with a fresh CAR_HOME per test, and the
-//! real Claude Code CLI running `car policy-check-hook` as a plugin hook, and the secrets layer
-//! against a real gnome-keyring on a private D-Bus session.
+//! real Claude Code CLI loading, installing and running the plugin in `plugins/car`, the secrets
+//! layer against a real gnome-keyring on a private D-Bus session, and connectors against real
+//! MCP servers.
 
 mod admin;
 mod bad_input;
-mod claude_code;
+mod claude;
 mod cli;
 mod concurrency;
+mod connectors;
 mod eval;
 mod graph;
+mod install;
 mod interop;
 mod keychain;
 mod mcp;
 mod oauth;
 mod plan;
+mod plugin;
 mod policy;
 mod preset;
 mod project;

@@ -22,7 +22,7 @@ fn initialize_negotiates_each_supported_revision() {
         assert_eq!(
             result["capabilities"],
             json!({"completions": {}, "prompts": {"listChanged": false},
-                   "resources": {"subscribe": false, "listChanged": false}, "tools": {"listChanged": false}})
+                   "resources": {"subscribe": false, "listChanged": false}, "tools": {"listChanged": true}})
         );
         assert_eq!(mcp.request("ping", json!({}))["result"], json!({}));
         mcp.finish();

@@ -216,6 +216,22 @@ impl McpProcess {
         self.wait(&json!(id))
     }
 
+    /// Waits up to `timeout` for a notification with this method (other messages are kept).
+    pub fn wait_notification(&mut self, method: &str, timeout: Duration) -> Option<Value> {
+        if let Some(i) = self.pending.iter().position(|m| m["method"] == method) {
+            return Some(self.pending.remove(i));
+        }
+        let deadline = std::time::Instant::now() + timeout;
+        loop {
+            let left = deadline.checked_duration_since(std::time::Instant::now())?;
+            let message = self.lines.recv_timeout(left).ok()?;
+            if message["method"] == method && message.get("id").is_none() {
+                return Some(message);
+            }
+            self.pending.push(message);
+        }
+    }
+
     pub fn notify(&mut self, method: &str, params: Value) {
         self.send(&json!({"jsonrpc": "2.0", "method": method, "params": params}));
     }

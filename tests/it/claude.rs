@@ -1,11 +1,10 @@
-//! The real Claude Code CLI (pinned, offline) running `car policy-check-hook` as a plugin's
-//! PreToolUse hook. The model is the one part that cannot run here, so a scripted Messages API
-//! server in this module plays it: it asks for a Bash command a project rule denies, then for an
-//! allowed one, then ends the turn. Claude Code itself loads the plugin, runs the hook, enforces
-//! the deny and runs the allowed command.
+//! The real Claude Code CLI (pinned, offline) for the plugin tests, and the scripted Messages API
+//! server that plays the model. The model is the one part that cannot run here: the server answers
+//! the main loop with a fixed list of tool calls, one per turn, then ends the turn; Claude Code
+//! itself loads the plugin, runs its hook, launches its MCP server and calls its tools.
 //!
 //! Claude Code comes from `scripts/test.sh`, which installs `@anthropic-ai/claude-code` into
-//! `tools/`; `CAR_CLAUDE_BIN` points the test at another copy.
+//! `tools/`; `CAR_CLAUDE_BIN` points the tests at another copy.
 
 use std::collections::HashMap;
 use std::io::{BufRead, BufReader, Read, Write};
@@ -19,13 +18,13 @@ use serde_json::{json, Value};
 
 use crate::support::CAR;
 
-const CLAUDE_VERSION: &str = "2.1.332";
+pub const CLAUDE_VERSION: &str = "2.1.332";
 
 /// How long one `claude -p` run may take before the test fails with the logs.
 const RUN_TIMEOUT: Duration = Duration::from_secs(120);
 
 /// The pinned Claude Code binary; panics with how to install it when it is missing.
-fn claude_bin() -> PathBuf {
+pub fn claude_bin() -> PathBuf {
     let path = match std::env::var_os("CAR_CLAUDE_BIN") {
         Some(path) => PathBuf::from(path),
         None => Path::new(env!("CARGO_MANIFEST_DIR")).join("tools/node_modules/.bin/claude"),
@@ -42,32 +41,57 @@ fn claude_bin() -> PathBuf {
 
 /// One request the scripted server received.
 #[derive(Debug, Clone)]
-struct Recorded {
-    method: String,
-    path: String,
-    body: Value,
+pub struct Recorded {
+    pub method: String,
+    pub path: String,
+    pub body: Value,
+}
+
+/// One tool call of the script: the `tool_use` block the model sends.
+#[derive(Debug, Clone)]
+pub struct ToolCall {
+    pub id: &'static str,
+    pub name: String,
+    pub input: Value,
+}
+
+impl ToolCall {
+    pub fn bash(id: &'static str, command: String) -> ToolCall {
+        ToolCall {
+            id,
+            name: "Bash".to_string(),
+            input: json!({"command": command, "description": "scripted"}),
+        }
+    }
+}
+
+/// The model's whole part: its tool calls in order, then the text that ends the turn.
+struct Script {
+    calls: Vec<ToolCall>,
+    last_words: &'static str,
 }
 
 /// What the scripted model says next.
-enum Turn {
-    ToolUse { id: &'static str, command: String },
-    Text(&'static str),
+enum Turn<'a> {
+    ToolUse(&'a ToolCall),
+    Text(&'a str),
 }
 
 /// A Messages API server on 127.0.0.1 whose answers follow a fixed script.
-struct ScriptedModel {
-    port: u16,
+pub struct ScriptedModel {
+    pub port: u16,
     requests: Arc<Mutex<Vec<Recorded>>>,
 }
 
 impl ScriptedModel {
-    /// `denied` and `allowed` are the Bash commands of the first and second tool call.
-    fn start(denied: String, allowed: String) -> ScriptedModel {
+    /// The main loop (the request that offers Bash) gets `calls[n]` when it carries `n` tool
+    /// results, then `last_words`; side requests (titles, summaries) get "ok".
+    pub fn start(calls: Vec<ToolCall>, last_words: &'static str) -> ScriptedModel {
         let listener = TcpListener::bind("127.0.0.1:0").unwrap();
         let port = listener.local_addr().unwrap().port();
         let requests = Arc::new(Mutex::new(Vec::new()));
         let seen = requests.clone();
-        let script = Arc::new((denied, allowed));
+        let script = Arc::new(Script { calls, last_words });
         std::thread::spawn(move || {
             for stream in listener.incoming() {
                 let Ok(stream) = stream else { continue };
@@ -78,12 +102,12 @@ impl ScriptedModel {
         ScriptedModel { port, requests }
     }
 
-    fn requests(&self) -> Vec<Recorded> {
+    pub fn requests(&self) -> Vec<Recorded> {
         self.requests.lock().unwrap().clone()
     }
 
     /// One line per request, for failure messages.
-    fn log(&self) -> String {
+    pub fn log(&self) -> String {
         self.requests()
             .iter()
             .map(|r| {
@@ -96,11 +120,7 @@ impl ScriptedModel {
 }
 
 /// Serves HTTP/1.1 requests on one keep-alive connection until the client closes it.
-fn serve_connection(
-    stream: TcpStream,
-    seen: &Mutex<Vec<Recorded>>,
-    script: &(String, String),
-) -> Option<()> {
+fn serve_connection(stream: TcpStream, seen: &Mutex<Vec<Recorded>>, script: &Script) -> Option<()> {
     let mut writer = stream.try_clone().ok()?;
     let mut reader = BufReader::new(stream);
     loop {
@@ -172,7 +192,7 @@ fn respond(
     method: &str,
     path: &str,
     body: &Value,
-    (denied, allowed): &(String, String),
+    script: &Script,
 ) -> (&'static str, &'static str, String) {
     let route = path.split('?').next().unwrap_or(path);
     match (method, route) {
@@ -186,17 +206,9 @@ fn respond(
             let offers_bash = body["tools"]
                 .as_array()
                 .is_some_and(|tools| tools.iter().any(|t| t["name"] == "Bash"));
-            let results = tool_results(body).len();
-            let turn = match (offers_bash, results) {
-                (true, 0) => Turn::ToolUse {
-                    id: "toolu_denied",
-                    command: denied.clone(),
-                },
-                (true, 1) => Turn::ToolUse {
-                    id: "toolu_allowed",
-                    command: allowed.clone(),
-                },
-                (true, _) => Turn::Text("Both commands were tried."),
+            let turn = match (offers_bash, script.calls.get(tool_results(body).len())) {
+                (true, Some(call)) => Turn::ToolUse(call),
+                (true, None) => Turn::Text(script.last_words),
                 (false, _) => Turn::Text("ok"),
             };
             let model = body["model"].as_str().unwrap_or("claude-scripted");
@@ -216,7 +228,7 @@ fn respond(
 }
 
 /// Every `tool_result` block in a request's messages.
-fn tool_results(body: &Value) -> Vec<Value> {
+pub fn tool_results(body: &Value) -> Vec<Value> {
     body["messages"]
         .as_array()
         .into_iter()
@@ -230,9 +242,8 @@ fn tool_results(body: &Value) -> Vec<Value> {
 
 fn content_and_stop(turn: &Turn) -> (Value, &'static str) {
     match turn {
-        Turn::ToolUse { id, command } => (
-            json!({"type": "tool_use", "id": id, "name": "Bash",
-                   "input": {"command": command, "description": "scripted"}}),
+        Turn::ToolUse(call) => (
+            json!({"type": "tool_use", "id": call.id, "name": call.name, "input": call.input}),
             "tool_use",
         ),
         Turn::Text(text) => (json!({"type": "text", "text": text}), "end_turn"),
@@ -251,8 +262,8 @@ fn message(model: &str, turn: &Turn) -> Value {
 fn sse(model: &str, turn: &Turn) -> String {
     let (content, stop) = content_and_stop(turn);
     let (start, delta) = match turn {
-        Turn::ToolUse { .. } => (
-            json!({"type": "tool_use", "id": content["id"], "name": "Bash", "input": {}}),
+        Turn::ToolUse(call) => (
+            json!({"type": "tool_use", "id": call.id, "name": call.name, "input": {}}),
             json!({"type": "input_json_delta", "partial_json": content["input"].to_string()}),
         ),
         Turn::Text(text) => (
@@ -277,32 +288,20 @@ fn sse(model: &str, turn: &Turn) -> String {
         .collect()
 }
 
-/// Writes a plugin whose only part is the PreToolUse hook running this build's `car`.
-fn write_plugin(dir: &Path) {
-    std::fs::create_dir_all(dir.join(".claude-plugin")).unwrap();
-    std::fs::create_dir_all(dir.join("hooks")).unwrap();
-    std::fs::write(
-        dir.join(".claude-plugin/plugin.json"),
-        json!({"name": "car", "version": "0.0.0", "description": "CAR policy hook under test",
-               "author": {"name": "CAR tests"}, "license": "MIT"})
-        .to_string(),
-    )
-    .unwrap();
-    let command = format!("'{}' policy-check-hook; exit 0", CAR.replace('\'', r"'\''"));
-    std::fs::write(
-        dir.join("hooks/hooks.json"),
-        json!({"hooks": {"PreToolUse": [{"matcher": "Bash",
-               "hooks": [{"type": "command", "command": command, "timeout": 10}]}]}})
-        .to_string(),
-    )
-    .unwrap();
+/// The directory of this build's `car` and `car-mcp`, first on `PATH` so that the plugin's
+/// `car policy-check-hook` and `car-mcp` are this build's.
+pub fn path_with_car() -> std::ffi::OsString {
+    let bin_dir = Path::new(CAR).parent().unwrap().to_path_buf();
+    let rest = std::env::var_os("PATH").unwrap_or_default();
+    std::env::join_paths(std::iter::once(bin_dir).chain(std::env::split_paths(&rest))).unwrap()
 }
 
-/// A `claude` command with a throwaway home and no way to reach anything but `base_url`.
-fn claude(root: &Path, base_url: &str) -> Command {
+/// A `claude` command with a throwaway home (`root/home`), `CAR_HOME` at `root/car-home`, this
+/// build's binaries first on `PATH`, and no way to reach anything but `base_url`.
+pub fn claude(root: &Path, base_url: &str) -> Command {
     let mut cmd = Command::new(claude_bin());
     cmd.env_clear()
-        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+        .env("PATH", path_with_car())
         .env("HOME", root.join("home"))
         .env("CAR_HOME", root.join("car-home"))
         .env("RUST_LOG", "debug")
@@ -313,52 +312,20 @@ fn claude(root: &Path, base_url: &str) -> Command {
     cmd
 }
 
-#[test]
-fn claude_code_runs_the_plugin_hook_which_blocks_a_denied_bash_command_and_lets_another_run() {
-    let tmp = tempfile::tempdir().unwrap();
-    let root = tmp.path();
-    let project = root.join("project");
-    let plugin = root.join("plugin");
-    std::fs::create_dir_all(project.join(".car/policies")).unwrap();
-    std::fs::create_dir_all(root.join("home")).unwrap();
-    std::fs::write(
-        project.join(".car/policies/shell.toml"),
-        "[[deny_tool_param_matching]]\ntool = \"Bash\"\nparam = \"command\"\nmatches = '\\brm\\s+-rf\\b'\n",
-    )
-    .unwrap();
-    write_plugin(&plugin);
+/// What one `claude -p` run left: its exit code, its stream-json lines, and everything to show
+/// when an assertion fails (the model's requests, stdout, stderr).
+pub struct Run {
+    pub code: Option<i32>,
+    pub lines: Vec<Value>,
+    pub context: String,
+}
 
-    let version = claude(root, "http://127.0.0.1:9")
-        .arg("--version")
-        .output()
-        .unwrap();
-    assert!(
-        String::from_utf8_lossy(&version.stdout).starts_with(CLAUDE_VERSION),
-        "expected Claude Code {CLAUDE_VERSION}: {version:?}"
-    );
-    let validate = claude(root, "http://127.0.0.1:9")
-        .args(["plugin", "validate"])
-        .arg(&plugin)
-        .output()
-        .unwrap();
-    assert!(validate.status.success(), "plugin validate: {validate:?}");
-
-    let denied_marker = project.join("denied.marker");
-    let allowed_marker = project.join("allowed.marker");
-    let model = ScriptedModel::start(
-        format!("touch '{}' && rm -rf scratch", denied_marker.display()),
-        format!("touch '{}'", allowed_marker.display()),
-    );
+/// Runs `cmd` (a `claude -p … --output-format stream-json --verbose`) to the end against `model`,
+/// failing the test with the logs if it takes longer than [`RUN_TIMEOUT`].
+pub fn run_against(mut cmd: Command, root: &Path, model: &ScriptedModel) -> Run {
     let stdout_path = root.join("claude.stdout");
     let stderr_path = root.join("claude.stderr");
-    let mut child = claude(root, &format!("http://127.0.0.1:{}", model.port))
-        .current_dir(&project)
-        .args(["-p", "Clean up, then mark the project."])
-        .arg("--plugin-dir")
-        .arg(&plugin)
-        // Root may not use bypassPermissions; allowing Bash still leaves the hook in charge.
-        .args(["--allowedTools", "Bash"])
-        .args(["--output-format", "stream-json", "--verbose"])
+    let mut child = cmd
         .stdout(std::fs::File::create(&stdout_path).unwrap())
         .stderr(std::fs::File::create(&stderr_path).unwrap())
         .spawn()
@@ -385,69 +352,19 @@ fn claude_code_runs_the_plugin_hook_which_blocks_a_denied_bash_command_and_lets_
         model.log(),
         std::fs::read_to_string(&stderr_path).unwrap_or_default()
     );
-    assert_eq!(status.code(), Some(0), "{context}");
-
-    assert!(!denied_marker.exists(), "the denied command ran\n{context}");
-    assert!(
-        allowed_marker.exists(),
-        "the allowed command did not run\n{context}"
-    );
-
-    // The model saw the deny reason in the tool result of the denied call.
-    let reason = "CAR policy: deny_tool_param_matching:Bash.command (param 'command' matches a denied pattern)";
-    let final_request = model
-        .requests()
-        .into_iter()
-        .rfind(|r| r.path.starts_with("/v1/messages") && tool_results(&r.body).len() == 2)
-        .unwrap_or_else(|| panic!("no request carried both tool results\n{context}"));
-    let results = tool_results(&final_request.body);
-    let by_id = |id: &str| {
-        results
-            .iter()
-            .find(|r| r["tool_use_id"] == id)
-            .unwrap_or_else(|| panic!("no tool_result for {id}\n{context}"))
-            .clone()
-    };
-    let denied = by_id("toolu_denied");
-    assert_eq!(denied["is_error"], true, "{denied}");
-    let text = result_text(&denied["content"]);
-    assert!(text.contains(reason), "{text}");
-    assert_eq!(by_id("toolu_allowed")["is_error"], false);
-
-    // Claude Code's own output and its transcript file carry the same reason.
-    let lines: Vec<Value> = stdout
+    let lines = stdout
         .lines()
         .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}\n{context}")))
         .collect();
-    let streamed: Vec<&Value> = lines
-        .iter()
-        .filter(|l| l["type"] == "user")
-        .flat_map(|l| l["message"]["content"].as_array().into_iter().flatten())
-        .filter(|b| b["tool_use_id"] == "toolu_denied")
-        .collect();
-    assert_eq!(streamed.len(), 1, "{context}");
-    assert!(result_text(&streamed[0]["content"]).contains(reason));
-    let last = lines.last().unwrap();
-    assert_eq!(
-        (&last["type"], &last["subtype"], &last["result"]),
-        (
-            &json!("result"),
-            &json!("success"),
-            &json!("Both commands were tried.")
-        ),
-        "{context}"
-    );
-    let transcript = last["session_id"]
-        .as_str()
-        .and_then(|id| find_transcript(&root.join("home/.claude/projects"), id))
-        .unwrap_or_else(|| panic!("no transcript file\n{context}"));
-    assert!(std::fs::read_to_string(&transcript)
-        .unwrap()
-        .contains(reason));
+    Run {
+        code: status.code(),
+        lines,
+        context,
+    }
 }
 
 /// The text of a tool_result's content, a string or a list of text blocks.
-fn result_text(content: &Value) -> String {
+pub fn result_text(content: &Value) -> String {
     match content {
         Value::String(text) => text.clone(),
         Value::Array(blocks) => blocks
@@ -460,7 +377,7 @@ fn result_text(content: &Value) -> String {
 }
 
 /// `<projects>/<escaped cwd>/<session id>.jsonl`.
-fn find_transcript(projects: &Path, session_id: &str) -> Option<PathBuf> {
+pub fn find_transcript(projects: &Path, session_id: &str) -> Option<PathBuf> {
     std::fs::read_dir(projects)
         .ok()?
         .filter_map(Result::ok)
