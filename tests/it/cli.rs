@@ -265,6 +265,7 @@ fn doctor_reports_a_healthy_home() {
             "memory",
             "assistant.json",
             "policies",
+            "connectors",
             "project",
             "task dependencies",
             "claims"
