@@ -46,7 +46,12 @@ pub enum ConnectorCommand {
     /// Reconnect and rediscover a connector's tools (enabled choices are kept).
     Refresh { slug: String },
     /// Remove a connector and every keychain entry it had.
-    Remove { slug: String },
+    Remove {
+        slug: String,
+        /// Remove it even when the keychain cannot be reached (its entries stay there; they are named).
+        #[arg(long)]
+        force: bool,
+    },
     /// Connect, list the tools and report the latency.
     Test { slug: String },
     /// Authorize CAR with an HTTP connector's server (OAuth 2.1 with PKCE), then discover its tools.
@@ -269,9 +274,9 @@ pub async fn run(env: &Env, command: ConnectorCommand) -> ExitCode {
             "connector.refresh",
             connectors.refresh(&slug).await.map_err(Failure::from),
         ),
-        ConnectorCommand::Remove { slug } => (
+        ConnectorCommand::Remove { slug, force } => (
             "connector.remove",
-            connectors.remove(&slug).map_err(Failure::from),
+            connectors.remove(&slug, force).map_err(Failure::from),
         ),
         ConnectorCommand::Test { slug } => (
             "connector.test",
@@ -412,16 +417,24 @@ fn human(command: &str, data: &Value) -> String {
             data["changes"]["added"].as_array().map_or(0, Vec::len),
             data["changes"]["removed"].as_array().map_or(0, Vec::len),
         ),
-        "connector.remove" => format!(
-            "removed '{}' and {} keychain entr{}\n",
-            text(&data["slug"]),
-            text(&data["secrets_deleted"]),
-            if data["secrets_deleted"] == 1 {
-                "y"
-            } else {
-                "ies"
+        "connector.remove" => {
+            let mut out = format!(
+                "removed '{}' and {} keychain entr{}\n",
+                text(&data["slug"]),
+                text(&data["secrets_deleted"]),
+                if data["secrets_deleted"] == 1 {
+                    "y"
+                } else {
+                    "ies"
+                }
+            );
+            if let Some(left) = data["secrets_left"].as_str() {
+                out.push_str(&format!(
+                    "left in the keychain, delete them by hand: {left}\n"
+                ));
             }
-        ),
+            out
+        }
         "connector.login" => {
             let scopes: Vec<String> = data["login"]["scopes"]
                 .as_array()

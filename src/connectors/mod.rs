@@ -486,7 +486,10 @@ impl Connectors {
     }
 
     /// Removes a connector and every keychain entry it had.
-    pub fn remove(&self, slug: &str) -> Result<Value, ConnectorError> {
+    ///
+    /// With `force`, a connector whose keychain cannot be reached is removed anyway and the
+    /// entries left behind are named in `secrets_left`.
+    pub fn remove(&self, slug: &str, force: bool) -> Result<Value, ConnectorError> {
         let connector = self.get(slug)?;
         let has_secrets = connector.oauth.is_some()
             || match &connector.endpoint {
@@ -495,11 +498,14 @@ impl Connectors {
             };
         // The keychain entries go first: a connector left without its secrets can be removed
         // again, while secrets left without a connector would be forgotten.
-        let deleted = if has_secrets {
-            self.secrets()?
-                .delete_prefix(&format!("connector/{slug}/"))?
-        } else {
-            0
+        let prefix = format!("connector/{slug}/");
+        let (deleted, left) = match (has_secrets, force) {
+            (false, _) => (0, None),
+            (true, false) => (self.secrets()?.delete_prefix(&prefix)?, None),
+            (true, true) => match self.secrets().and_then(|s| Ok(s.delete_prefix(&prefix)?)) {
+                Ok(n) => (n, None),
+                Err(err) => (0, Some(format!("{prefix}* ({err})"))),
+            },
         };
         config::update(&self.home, |file| {
             let before = file.connectors.len();
@@ -514,6 +520,7 @@ impl Connectors {
             "removed": true,
             "tools_removed": connector.enabled.len(),
             "secrets_deleted": deleted,
+            "secrets_left": left,
         }))
     }
 

@@ -489,6 +489,7 @@ fn secrets_live_only_in_the_keychain_and_leave_with_the_connector() {
 
     // Removing a connector deletes its keychain entries and nothing else's.
     let (removed, _) = run(&["connector", "remove", "py"]);
+    assert_eq!(removed["secrets_left"], Value::Null);
     assert_eq!(removed["secrets_deleted"], 1);
     let left: Vec<String> = keyring
         .items()
@@ -527,6 +528,50 @@ fn with_no_keychain_a_secret_is_refused_clearly_and_nothing_is_added() {
     assert!(!stderr.contains("abc123"), "{stderr}");
     assert!(!home.home.join("connectors.json").exists());
     assert!(!home.home.join("secrets.json").exists());
+
+    // A connector whose secrets went into a store that is gone now: remove refuses, --force
+    // removes it and names what stayed behind.
+    let bin = everything_bin();
+    let added = home
+        .command(CAR)
+        .env("CAR_SECRET_STORE", "file")
+        .args(["connector", "add", "ev", "--command", bin.to_str().unwrap()])
+        .args(["--arg", "stdio", "--env", "SOME_KEY=v4lue"])
+        .output()
+        .unwrap();
+    assert!(
+        added.status.success(),
+        "{}",
+        String::from_utf8_lossy(&added.stderr)
+    );
+    let no_keychain = |args: &[&str]| {
+        let out = home
+            .command(CAR)
+            .env_remove("DBUS_SESSION_BUS_ADDRESS")
+            .env_remove("CAR_SECRET_STORE")
+            .env("XDG_RUNTIME_DIR", runtime.path())
+            .arg("--json")
+            .args(args)
+            .output()
+            .unwrap();
+        serde_json::from_slice::<Value>(&out.stdout).unwrap()
+    };
+    let refused = no_keychain(&["connector", "remove", "ev"]);
+    assert_eq!(refused["error"]["code"], "keychain", "{refused}");
+    assert_eq!(
+        home.car_json(&["connector", "list"])["connectors"][0]["slug"],
+        "ev"
+    );
+    let forced = no_keychain(&["connector", "remove", "ev", "--force"]);
+    assert_eq!(forced["data"]["removed"], true, "{forced}");
+    assert!(forced["data"]["secrets_left"]
+        .as_str()
+        .unwrap()
+        .starts_with("connector/ev/*"));
+    assert!(home.car_json(&["connector", "list"])["connectors"]
+        .as_array()
+        .unwrap()
+        .is_empty());
 }
 
 #[test]
