@@ -537,7 +537,7 @@ async fn serve_mcp(env: &Env) -> ExitCode {
 #[command(
     name = "car-mcp",
     version,
-    about = "CAR's MCP server over stdio: memory, skill, plan, policy_check and the six project tools (tasks, progress, decisions, context graph, sessions, admin) behind the policy gate, the car_context prompt and memory and skill resources.",
+    about = "CAR's MCP server over stdio: memory, skill, plan, policy_check and the six project tools (tasks, progress, decisions, context graph, sessions, admin), plus the enabled tools of remote MCP servers (car connector), behind the policy gate; the car_context prompt and memory and skill resources.",
     after_help = "Point an MCP client at this binary, e.g. Claude Code:\n  claude mcp add car -- car-mcp\nEnvironment: CAR_HOME (data directory), CAR_CONFIRM (comma-separated tools the host confirms), RUST_LOG (stderr log level)."
 )]
 pub struct McpCli {
