@@ -22,6 +22,7 @@ Secret values (--header values, --env values, OAuth tokens) go to the OS keychai
 
 Examples:
   car connector add docs --url https://mcp.example.com/mcp --header 'Authorization=Bearer …'
+  car connector add docs --url https://mcp.example.com/mcp --header-from-env X-Api-Key=DOCS_KEY
   car connector add everything --command npx --arg -y --arg @modelcontextprotocol/server-everything
   car connector tools everything
   car connector enable everything echo get-sum
@@ -77,6 +78,9 @@ pub struct AddArgs {
     /// A header sent with every request, NAME=VALUE; the value goes to the keychain (repeatable).
     #[arg(long = "header", value_name = "NAME=VALUE", requires = "url")]
     headers: Vec<String>,
+    /// A header whose value is read from an environment variable (kept out of shell history), NAME=VAR.
+    #[arg(long = "header-from-env", value_name = "NAME=VAR", requires = "url")]
+    headers_from_env: Vec<String>,
     /// The program that runs a stdio MCP server.
     #[arg(long)]
     command: Option<String>,
@@ -91,6 +95,9 @@ pub struct AddArgs {
     /// An environment variable for the program, K=V; the value goes to the keychain (repeatable).
     #[arg(long = "env", value_name = "K=V", requires = "command")]
     env: Vec<String>,
+    /// An environment variable for the program whose value is read from this process's variable VAR, K=VAR.
+    #[arg(long = "env-from-env", value_name = "K=VAR", requires = "command")]
+    env_from_env: Vec<String>,
     /// Seconds a call may run before it is cancelled (default 300).
     #[arg(long, value_name = "SECS", value_parser = clap::value_parser!(u64).range(1..=86_400))]
     timeout: Option<u64>,
@@ -197,10 +204,48 @@ fn pairs(items: &[String], what: &str) -> Result<Vec<(String, String)>, Failure>
         .collect()
 }
 
+/// `NAME=VAR` pairs whose values are read from the environment.
+fn pairs_from_env(items: &[String], what: &str) -> Result<Vec<(String, String)>, Failure> {
+    pairs(items, what)?
+        .into_iter()
+        .map(|(name, var)| match std::env::var(&var) {
+            Ok(value) if !value.is_empty() => Ok((name, value)),
+            _ => Err(Failure::usage(format!(
+                "{what} {name}={var}: the environment variable {var} is not set (or empty)"
+            ))),
+        })
+        .collect()
+}
+
+/// Secret values from the command line and from the environment; a name given twice is refused.
+fn secret_values(
+    given: &[String],
+    from_env: &[String],
+    what: &str,
+) -> Result<Vec<(String, String)>, Failure> {
+    let mut all = pairs(given, what)?;
+    all.extend(pairs_from_env(from_env, &format!("{what}-from-env"))?);
+    // Header names are case-insensitive, environment variable names are not.
+    let fold = |name: &str| {
+        if what == "--header" {
+            name.to_ascii_lowercase()
+        } else {
+            name.to_string()
+        }
+    };
+    let mut seen = std::collections::BTreeSet::new();
+    for (name, _) in &all {
+        if !seen.insert(fold(name)) {
+            return Err(Failure::usage(format!("{what} '{name}' is given twice")));
+        }
+    }
+    Ok(all)
+}
+
 fn new_connector(args: AddArgs) -> Result<NewConnector, Failure> {
     let (endpoint, secrets) = match (args.url, args.command) {
         (Some(url), None) => {
-            let headers = pairs(&args.headers, "--header")?;
+            let headers = secret_values(&args.headers, &args.headers_from_env, "--header")?;
             let names = headers.iter().map(|(n, _)| n.clone()).collect();
             (
                 Endpoint::Http {
@@ -211,7 +256,7 @@ fn new_connector(args: AddArgs) -> Result<NewConnector, Failure> {
             )
         }
         (None, Some(command)) => {
-            let env = pairs(&args.env, "--env")?;
+            let env = secret_values(&args.env, &args.env_from_env, "--env")?;
             let names = env.iter().map(|(n, _)| n.clone()).collect();
             (
                 Endpoint::Stdio {

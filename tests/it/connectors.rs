@@ -382,7 +382,10 @@ fn secrets_live_only_in_the_keychain_and_leave_with_the_connector() {
     let header = "hdr-51b0a7-header-value";
     let run = |args: &[&str]| {
         let mut cmd = home.command(CAR);
-        keyring.apply(&mut cmd).env("RUST_LOG", "debug");
+        keyring
+            .apply(&mut cmd)
+            .env("RUST_LOG", "debug")
+            .env("CAR_TEST_PY_TOKEN", token);
         let out = cmd.arg("--json").args(args).output().unwrap();
         let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
         assert!(
@@ -394,7 +397,7 @@ fn secrets_live_only_in_the_keychain_and_leave_with_the_connector() {
         (doc["data"].clone(), stderr)
     };
     let mut logs = String::new();
-    let env_arg = format!("API_TOKEN={token}");
+    // The env value comes from this process's environment, so it is never on a command line.
     let (_, err) = run(&[
         "connector",
         "add",
@@ -403,8 +406,8 @@ fn secrets_live_only_in_the_keychain_and_leave_with_the_connector() {
         "python3",
         "--arg",
         hang_server(),
-        "--env",
-        &env_arg,
+        "--env-from-env",
+        "API_TOKEN=CAR_TEST_PY_TOKEN",
     ]);
     logs.push_str(&err);
     let header_arg = format!("X-Api-Key={header}");
@@ -676,6 +679,30 @@ fn bad_input_is_refused_and_changes_nothing() {
     assert_eq!(out.status.code(), Some(2));
     let out = home.car(&["connector", "add", "x", "--url", "u", "--command", "c"]);
     assert_eq!(out.status.code(), Some(2));
+    let out = home.car(&[
+        "connector",
+        "add",
+        "x",
+        "--url",
+        "http://h/mcp",
+        "--header-from-env",
+        "X-Key=CAR_TEST_SURELY_UNSET",
+    ]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("CAR_TEST_SURELY_UNSET is not set"));
+    let out = home.car(&[
+        "connector",
+        "add",
+        "x",
+        "--url",
+        "http://h/mcp",
+        "--header",
+        "X-Key=a",
+        "--header",
+        "x-key=b",
+    ]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("given twice"));
     assert_eq!(std::fs::read(&config).unwrap(), before);
 }
 
