@@ -227,17 +227,25 @@ fn describe_init(err: &rmcp::service::ClientInitializeError) -> String {
     use rmcp::service::ClientInitializeError as E;
     match err {
         E::TransportError { error, .. } => {
-            let mut cause: &dyn std::error::Error = error;
-            while let Some(inner) = cause.source() {
-                cause = inner;
+            // rmcp's transport errors display only their outer layer ("error sending request");
+            // the cause (refused, DNS, TLS, timeout) is in the debug form of the inner error.
+            let detail = format!("{error:?}");
+            let cause = [
+                ("ConnectionRefused", "the connection was refused"),
+                ("dns error", "the host name does not resolve"),
+                ("failed to lookup address", "the host name does not resolve"),
+                ("certificate", "the server's TLS certificate was not accepted"),
+                ("TimedOut", "the connection timed out"),
+                ("HostUnreachable", "the host is unreachable"),
+                ("NetworkUnreachable", "the network is unreachable"),
+            ]
+            .iter()
+            .find(|(needle, _)| detail.contains(needle))
+            .map(|(_, said)| *said);
+            match cause {
+                Some(said) => format!("{said} (is the server running and the URL right?)"),
+                None => format!("{error} (is the server running and the URL right?)"),
             }
-            let text = cause.to_string();
-            let text = if text.is_empty() {
-                error.to_string()
-            } else {
-                text
-            };
-            format!("{text} (is the server running and the address right?)")
         }
         E::ConnectionClosed(_) => {
             "the server closed the connection during the MCP handshake".to_string()

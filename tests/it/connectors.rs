@@ -607,7 +607,7 @@ fn bad_input_is_refused_and_changes_nothing() {
         (
             vec!["connector", "add", "x", "--url", "http://127.0.0.1:1/mcp"],
             "connect_failed",
-            "cannot connect",
+            "cannot connect: the connection was refused",
         ),
         (
             vec!["connector", "add", "x", "--command", "/no/such/server"],
