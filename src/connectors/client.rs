@@ -234,7 +234,10 @@ fn describe_init(err: &rmcp::service::ClientInitializeError) -> String {
                 ("ConnectionRefused", "the connection was refused"),
                 ("dns error", "the host name does not resolve"),
                 ("failed to lookup address", "the host name does not resolve"),
-                ("certificate", "the server's TLS certificate was not accepted"),
+                (
+                    "certificate",
+                    "the server's TLS certificate was not accepted",
+                ),
                 ("TimedOut", "the connection timed out"),
                 ("HostUnreachable", "the host is unreachable"),
                 ("NetworkUnreachable", "the network is unreachable"),

@@ -600,6 +600,9 @@ struct Loopback {
     port: u16,
 }
 
+/// How long one connection to the loopback listener may take to send its request line.
+const REQUEST_HEAD_TIMEOUT: Duration = Duration::from_secs(3);
+
 const CLOSE_TAB: &str = "<!doctype html><meta charset=utf-8><title>CAR</title><body style=\"font-family:sans-serif\"><h1>CAR is authorized</h1><p>You can close this tab and go back to the terminal.</p></body>";
 const FAILED_TAB: &str = "<!doctype html><meta charset=utf-8><title>CAR</title><body style=\"font-family:sans-serif\"><h1>Authorization failed</h1><p>The terminal says why. You can close this tab.</p></body>";
 
@@ -642,13 +645,24 @@ impl Loopback {
                 .accept()
                 .await
                 .map_err(|e| format!("the loopback listener failed: {e}"))?;
+            // Browsers open speculative connections that never send a request: give each
+            // connection a few seconds, then go back to accepting.
             let mut buffer = Vec::new();
-            let mut chunk = [0u8; 2048];
-            while !buffer.windows(4).any(|w| w == b"\r\n\r\n") && buffer.len() < 16 * 1024 {
-                match stream.read(&mut chunk).await {
-                    Ok(0) | Err(_) => break,
-                    Ok(n) => buffer.extend_from_slice(&chunk[..n]),
+            let read_head = async {
+                let mut chunk = [0u8; 2048];
+                while !buffer.windows(4).any(|w| w == b"\r\n\r\n") && buffer.len() < 16 * 1024 {
+                    match stream.read(&mut chunk).await {
+                        Ok(0) | Err(_) => break,
+                        Ok(n) => buffer.extend_from_slice(&chunk[..n]),
+                    }
                 }
+            };
+            if tokio::time::timeout(REQUEST_HEAD_TIMEOUT, read_head)
+                .await
+                .is_err()
+                || buffer.is_empty()
+            {
+                continue;
             }
             let head = String::from_utf8_lossy(&buffer);
             let target = head
@@ -705,4 +719,59 @@ async fn respond(
     );
     stream.write_all(response.as_bytes()).await?;
     stream.shutdown().await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn the_loopback_listener_skips_idle_and_stray_connections() {
+        let loopback = Loopback::bind().await.unwrap();
+        let port = loopback.port;
+        let waiting = tokio::spawn(loopback.wait(Duration::from_secs(30)));
+        // A browser's speculative connection that sends nothing, then a stray request.
+        let _idle = tokio::net::TcpStream::connect(("127.0.0.1", port))
+            .await
+            .unwrap();
+        let mut stray = tokio::net::TcpStream::connect(("127.0.0.1", port))
+            .await
+            .unwrap();
+        stray
+            .write_all(b"GET /favicon.ico HTTP/1.1\r\nhost: x\r\n\r\n")
+            .await
+            .unwrap();
+        let mut answer = String::new();
+        stray.read_to_string(&mut answer).await.unwrap();
+        assert!(answer.starts_with("HTTP/1.1 404"), "{answer}");
+        let mut real = tokio::net::TcpStream::connect(("127.0.0.1", port))
+            .await
+            .unwrap();
+        real.write_all(b"GET /callback?code=c0de&state=st4te HTTP/1.1\r\nhost: x\r\n\r\n")
+            .await
+            .unwrap();
+        let mut page = String::new();
+        real.read_to_string(&mut page).await.unwrap();
+        assert!(page.contains("close this tab"), "{page}");
+        let callback = waiting.await.unwrap().unwrap();
+        assert_eq!(callback.code, "c0de");
+        assert_eq!(callback.csrf_token, "st4te");
+    }
+
+    #[tokio::test]
+    async fn a_refusal_from_the_authorization_server_is_reported() {
+        let loopback = Loopback::bind().await.unwrap();
+        let port = loopback.port;
+        let waiting = tokio::spawn(loopback.wait(Duration::from_secs(30)));
+        let mut real = tokio::net::TcpStream::connect(("127.0.0.1", port))
+            .await
+            .unwrap();
+        real.write_all(
+            b"GET /callback?error=access_denied&error_description=user+said+no HTTP/1.1\r\n\r\n",
+        )
+        .await
+        .unwrap();
+        let err = waiting.await.unwrap().unwrap_err();
+        assert!(err.contains("access_denied: user said no"), "{err}");
+    }
 }
