@@ -740,3 +740,47 @@ fn the_team_file_is_synced_from_a_subdirectory() {
     let list = home.car_json(&["connector", "list"]);
     assert_eq!(list["connectors"].as_array().unwrap().len(), 1);
 }
+
+#[test]
+fn concurrent_enables_from_many_processes_lose_nothing() {
+    let home = TestHome::new();
+    let added = add_everything_stdio(&home);
+    let tools: Vec<String> = home.car_json(&["connector", "tools", "everything"])["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["name"].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(tools.len() as u64, added["tool_count"].as_u64().unwrap());
+    // One process per tool, all at once, each enabling its own.
+    let children: Vec<_> = tools
+        .iter()
+        .map(|tool| {
+            home.command(CAR)
+                .args(["connector", "enable", "everything", tool])
+                .stdout(Stdio::null())
+                .stderr(Stdio::piped())
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+    for child in children {
+        let out = child.wait_with_output().unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    let listed = home.car_json(&["connector", "list"]);
+    assert_eq!(
+        listed["connectors"][0]["enabled_count"],
+        added["tool_count"]
+    );
+    let config: Value =
+        serde_json::from_slice(&std::fs::read(home.home.join("connectors.json")).unwrap()).unwrap();
+    assert_eq!(
+        config["connectors"][0]["enabled"].as_array().unwrap().len(),
+        tools.len()
+    );
+}
