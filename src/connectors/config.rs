@@ -140,8 +140,20 @@ impl Connector {
     }
 }
 
-/// `mcp_<slug>_<tool>`.
+/// `mcp_<slug>_<tool>`, with every character outside `A-Z a-z 0-9 _ -` of the server's tool
+/// name turned into `_` (hosts such as Claude Code accept only those in tool names; a server may
+/// use dots or slashes).
 pub fn canonical(slug: &str, tool: &str) -> String {
+    let tool: String = tool
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '_' || c == '-' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect();
     format!("mcp_{slug}_{tool}")
 }
 
@@ -274,6 +286,16 @@ mod tests {
         assert_eq!(slugify("a__b").unwrap(), "a-b");
         assert!(slugify("!!!").is_err());
         assert!(slugify(&"x".repeat(41)).is_err());
+    }
+
+    #[test]
+    fn canonical_names_use_only_characters_hosts_accept() {
+        assert_eq!(canonical("gh", "search_issues"), "mcp_gh_search_issues");
+        assert_eq!(canonical("gh", "get-sum"), "mcp_gh_get-sum");
+        assert_eq!(
+            canonical("docs", "files.read/all é"),
+            "mcp_docs_files_read_all__"
+        );
     }
 
     #[test]

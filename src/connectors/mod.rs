@@ -453,10 +453,16 @@ impl Connectors {
                 let mut names = Vec::new();
                 for tool in tools {
                     // Accept the canonical name too.
-                    let bare = tool
-                        .strip_prefix(&format!("mcp_{slug}_"))
-                        .unwrap_or(tool)
-                        .to_string();
+                    let bare = if known.contains(tool) {
+                        tool.clone()
+                    } else {
+                        known
+                            .iter()
+                            .chain(entry.enabled.iter())
+                            .find(|name| canonical(slug, name) == *tool)
+                            .cloned()
+                            .unwrap_or_else(|| tool.clone())
+                    };
                     if enable && !known.contains(&bare) {
                         return Err(ConnectorError::Invalid(format!(
                             "connector '{slug}' has no tool '{tool}'; `car connector tools {slug}` lists them (run `car connector refresh {slug}` if the server added it)"

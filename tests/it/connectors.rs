@@ -321,6 +321,8 @@ fn a_hanging_remote_tool_is_cancelled_at_its_bound_while_other_calls_are_served(
         "--timeout",
         "5",
     ]);
+    // The dotted tool name becomes mcp_slow_files_read, and is enabled by that name.
+    home.car_json(&["connector", "enable", "slow", "mcp_slow_files_read"]);
     home.car_json(&["connector", "enable", "slow", "--all"]);
     let mut command = home.command(CAR_MCP);
     command.env("HANG_MARKER", &marker);
@@ -348,6 +350,8 @@ fn a_hanging_remote_tool_is_cancelled_at_its_bound_while_other_calls_are_served(
         let own = mcp.call_ok("memory_query", json!({"query": "anything"}));
         assert!(own.is_object());
     }
+    let read = mcp.call("mcp_slow_files_read", json!({"path": "a.txt"}));
+    assert_eq!(text_of(&read), "read a.txt", "{read}");
     assert!(started.elapsed() < Duration::from_secs(5));
     let answer = mcp.wait(&json!(hanging));
     let result = &answer["result"];

@@ -1,6 +1,6 @@
 """A stdio MCP server (official Python SDK) for the connector tests: `hang` sleeps until it is
 cancelled and then writes the word "cancelled" to the file named by HANG_MARKER; `ping` answers
-at once; `whoami` returns the value of the environment variable SECRET_ENV_NAME names."""
+at once; `files.read` has a dot in its name; `whoami` returns the value of the environment variable SECRET_ENV_NAME names."""
 import anyio
 import os
 
@@ -31,6 +31,12 @@ async def ping() -> str:
 async def whoami() -> str:
     """Returns the value of the API_TOKEN environment variable (tests check it arrived)."""
     return os.environ.get("API_TOKEN", "<unset>")
+
+
+@server.tool(name="files.read")
+async def files_read(path: str) -> str:
+    """A tool whose name has a dot, which hosts do not accept in tool names."""
+    return f"read {path}"
 
 
 if __name__ == "__main__":
