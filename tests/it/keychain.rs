@@ -157,12 +157,6 @@ impl Keyring {
             .envs(self.env.iter().map(|(k, v)| (k, v)))
     }
 
-    /// The environment `apply` sets.
-    #[allow(dead_code)]
-    pub fn env(&self) -> &[(String, String)] {
-        &self.env
-    }
-
     /// The raw output (stdout and stderr interleaved) of `secret-tool search --all` with the
     /// given attributes, e.g. `&[("service", "car")]`.
     pub fn search(&self, attributes: &[(&str, &str)]) -> String {
