@@ -41,13 +41,15 @@ Examples:
   car skill find \"deploy to staging\"
   car policy init --preset recommended
   car tools list
+  car connector add docs --url https://mcp.example.com/mcp && car connector enable docs --all
   car policy check Bash --params '{\"command\":\"nc -l 9\"}'
   car graph scan && car graph edges src/lib.rs
   car mcp                      # serve MCP over stdio (same as car-mcp)
   car stats                    # what this project holds; car prune archives old closed tasks
 
 Data lives in CAR_HOME (default ~/.car): car.db holds memory, skills, tasks, decisions, the
-context graph and the execution log; policies/ holds user-wide rules.";
+context graph and the execution log; policies/ holds user-wide rules; connectors.json lists remote
+MCP servers (their secrets stay in the OS keychain).";
 
 /// CAR, the Common Agent Runtime: durable memory and a governed tool registry for coding agents.
 #[derive(Debug, Parser)]
