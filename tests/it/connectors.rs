@@ -210,6 +210,33 @@ fn stdio_tools_are_disabled_until_enabled_then_served_and_gated_by_policy() {
         .collect();
     assert_eq!(statuses, ["denied", "ok", "error", "ok"]);
 
+    // verify knows the enabled connector tools and their schemas; a disabled one is unknown.
+    let plan = |tool: &str, params: Value| {
+        let file = home.project.join("plan.json");
+        std::fs::write(
+            &file,
+            json!({"actions": [{"id": "a", "type": "tool_call", "tool": tool, "parameters": params}]})
+                .to_string(),
+        )
+        .unwrap();
+        let out = home
+            .command(CAR)
+            .args(["--json", "plan", "verify", file.to_str().unwrap()])
+            .output()
+            .unwrap();
+        serde_json::from_slice::<Value>(&out.stdout).unwrap()["data"].clone()
+    };
+    let good = plan("mcp_everything_get-sum", json!({"a": 1, "b": 2}));
+    assert_eq!(good["valid"], true, "{good}");
+    let bad = plan("mcp_everything_get-sum", json!({"a": "one", "b": 2}));
+    assert_eq!(bad["valid"], false, "{bad}");
+    assert!(bad["issues"][0]["message"]
+        .as_str()
+        .unwrap()
+        .contains("input schema of 'mcp_everything_get-sum'"));
+    let disabled = plan("mcp_everything_get-env", json!({}));
+    assert_eq!(disabled["valid"], false, "{disabled}");
+
     // Disabling hides it again.
     home.car_json(&["connector", "disable", "everything", "--all"]);
     let listed = home.car_json(&["tools", "list"])["tools"].clone();
