@@ -321,9 +321,6 @@ impl Connectors {
             Endpoint::Http { .. } => header_account,
             Endpoint::Stdio { .. } => env_account,
         };
-        for (name, value) in &new.secrets {
-            self.secrets()?.set(&account(&slug, name), value)?;
-        }
         let undo = |err: ConnectorError| {
             if !new.secrets.is_empty() {
                 if let Ok(secrets) = self.secrets() {
@@ -332,6 +329,14 @@ impl Connectors {
             }
             err
         };
+        if !new.secrets.is_empty() {
+            let secrets = self.secrets()?;
+            for (name, value) in &new.secrets {
+                secrets
+                    .set(&account(&slug, name), value)
+                    .map_err(|e| undo(e.into()))?;
+            }
+        }
         let discovered = self.discover(&connector).await;
         let needs_login = match discovered {
             Ok((tools, _)) => {
