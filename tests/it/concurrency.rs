@@ -108,23 +108,13 @@ fn many_processes_opening_a_fresh_home_at_once_all_succeed() {
     // Regression: a fresh database answered "database is locked" to processes that opened it
     // while the first one switched it to WAL.
     let home = TestHome::new();
-    let children: Vec<_> = (0..10)
+    let runs: Vec<Vec<String>> = (0..10)
         .map(|i| {
-            home.command(crate::support::CAR)
-                .args(["--json", "memory", "add", &format!("s{i}"), "b"])
-                .stdout(std::process::Stdio::piped())
-                .stderr(std::process::Stdio::piped())
-                .spawn()
-                .unwrap()
+            ["--json", "memory", "add", &format!("s{i}"), "b"]
+                .map(String::from)
+                .to_vec()
         })
         .collect();
-    for child in children {
-        let out = child.wait_with_output().unwrap();
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-    }
+    home.car_all_at_once(&runs);
     assert_eq!(home.entry_count(), 10);
 }

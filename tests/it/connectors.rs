@@ -784,25 +784,15 @@ fn concurrent_enables_from_many_processes_lose_nothing() {
         .collect();
     assert_eq!(tools.len() as u64, added["tool_count"].as_u64().unwrap());
     // One process per tool, all at once, each enabling its own.
-    let children: Vec<_> = tools
+    let runs: Vec<Vec<String>> = tools
         .iter()
         .map(|tool| {
-            home.command(CAR)
-                .args(["connector", "enable", "everything", tool])
-                .stdout(Stdio::null())
-                .stderr(Stdio::piped())
-                .spawn()
-                .unwrap()
+            ["connector", "enable", "everything", tool]
+                .map(String::from)
+                .to_vec()
         })
         .collect();
-    for child in children {
-        let out = child.wait_with_output().unwrap();
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-    }
+    home.car_all_at_once(&runs);
     let listed = home.car_json(&["connector", "list"]);
     assert_eq!(
         listed["connectors"][0]["enabled_count"],

@@ -116,6 +116,29 @@ impl TestHome {
         child.wait_with_output().unwrap()
     }
 
+    /// Starts `car ARGS` once per argument list, all at once, and asserts every one succeeded.
+    pub fn car_all_at_once(&self, runs: &[Vec<String>]) {
+        let children: Vec<_> = runs
+            .iter()
+            .map(|args| {
+                self.command(CAR)
+                    .args(args)
+                    .stdout(Stdio::null())
+                    .stderr(Stdio::piped())
+                    .spawn()
+                    .unwrap()
+            })
+            .collect();
+        for (child, args) in children.into_iter().zip(runs) {
+            let out = child.wait_with_output().unwrap();
+            assert!(
+                out.status.success(),
+                "car {args:?}: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+    }
+
     pub fn spawn_mcp(&self) -> McpProcess {
         McpProcess::spawn(self.command(CAR_MCP))
     }
