@@ -188,25 +188,29 @@ fn claude_validates_the_plugin_and_the_marketplace_strictly() {
     );
 }
 
-#[test]
-fn claude_loads_the_plugin_with_its_commands_agent_and_connected_mcp_server() {
-    let tmp = claude_root();
-    let listed = stdout_json(
-        &claude(tmp.path(), NO_MODEL)
-            .arg("--plugin-dir")
-            .arg(plugin_dir())
-            .args(["plugin", "list", "--json"])
-            .output()
-            .unwrap(),
-    );
-    let entry = listed
+/// The entry `id` of `claude … plugin list --json`; panics with the whole list when it is absent.
+fn plugin_entry(claude: &mut Command, id: &str) -> Value {
+    let listed = stdout_json(&claude.args(["plugin", "list", "--json"]).output().unwrap());
+    listed
         .as_array()
         .unwrap()
         .iter()
-        .find(|p| p["id"] == "car@inline")
-        .unwrap_or_else(|| panic!("no car@inline in {listed:#}"));
+        .find(|p| p["id"] == id)
+        .cloned()
+        .unwrap_or_else(|| panic!("no {id} in `claude plugin list --json`: {listed:#}"))
+}
+
+#[test]
+fn claude_loads_the_plugin_with_its_commands_agent_and_connected_mcp_server() {
+    let tmp = claude_root();
+    let entry = plugin_entry(
+        claude(tmp.path(), NO_MODEL)
+            .arg("--plugin-dir")
+            .arg(plugin_dir()),
+        "car@inline",
+    );
     assert_eq!(
-        entry,
+        &entry,
         &json!({"id": "car@inline", "version": env!("CARGO_PKG_VERSION"), "scope": "session",
                 "enabled": true, "installPath": plugin_dir()}),
         "loaded with errors?"
@@ -292,18 +296,7 @@ fn the_marketplace_installs_the_plugin_into_a_fresh_home() {
         .unwrap();
     assert!(install.status.success(), "{install:?}");
 
-    let listed = stdout_json(
-        &claude(tmp.path(), NO_MODEL)
-            .args(["plugin", "list", "--json"])
-            .output()
-            .unwrap(),
-    );
-    let entry = listed
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|p| p["id"] == "car@car")
-        .unwrap_or_else(|| panic!("car@car not installed: {listed:#}"));
+    let entry = plugin_entry(&mut claude(tmp.path(), NO_MODEL), "car@car");
     assert_eq!(
         (
             &entry["version"],
