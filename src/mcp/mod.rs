@@ -288,12 +288,6 @@ impl ServerHandler for McpServer {
                 _ => None,
             });
         let args = request.arguments.map(Value::Object).unwrap_or(Value::Null);
-        let passthrough = self
-            .runtime
-            .dispatcher()
-            .source()
-            .and_then(|source| source.current().get(&request.name).map(|s| s.passthrough))
-            .unwrap_or(false);
         let options = CallOptions {
             request_id,
             cancel: context.ct.clone(),
@@ -304,7 +298,7 @@ impl ServerHandler for McpServer {
             .await
         {
             Ok(outcome) => {
-                let result: CallToolResult = from_json(if passthrough {
+                let result: CallToolResult = from_json(if outcome.passthrough {
                     remote_result(outcome)
                 } else {
                     tool_result(outcome)

@@ -66,6 +66,8 @@ pub struct CallOutcome {
     pub result: Result<Value, ToolError>,
     /// True when the result was replayed from an earlier call with the same request id.
     pub replayed: bool,
+    /// The result is an MCP `CallToolResult` to serve as is ([`ToolSpec::passthrough`]).
+    pub passthrough: bool,
 }
 
 /// A call that could not be routed at all (a protocol error, not a tool error).
@@ -167,6 +169,7 @@ impl Dispatcher {
                             status: recorded.status,
                             result,
                             replayed: true,
+                            passthrough: spec.passthrough,
                         });
                     }
                 }
@@ -204,6 +207,7 @@ impl Dispatcher {
             status,
             result,
             replayed: false,
+            passthrough: spec.passthrough,
         })
     }
 
