@@ -15,7 +15,9 @@
 //! flags_all = ["-d|--delete"]           # each present (`|` separates spellings)
 //! flags_none = ["-n|--dry-run"]         # none present
 //! args_any = ["+*"]                     # a positional argument matches a wildcard
-//! path_in = ["args"]                    # where paths are taken: args, reads (`<`), writes (`>`)
+//! path_in = ["args"]                    # where paths are taken: args, reads (`<`), writes (`>`),
+//!                                       # sources (all positionals but the last: what `cp` reads),
+//!                                       # attached (`@f`, `k=@f`, `k=<f`, `--opt=f` in an argument)
 //! path_is = ["root_or_home", "outside_project", "project_root", "device"]
 //! path_glob_any = ["**/.env", "~/.aws/credentials"]
 //! path_except = ["/tmp/**"]             # paths that never count
@@ -41,9 +43,13 @@
 //! `project_root` and matches no device and no glob.
 //!
 //! `[[deny_path]]` applies the same path conditions to a tool whose param is a path rather
-//! than a command, e.g. Claude Code's `Read` (`file_path`, the default param) or `Grep`
-//! (`path`): `name`, `reason`, `tool` (required), `param`, `path_is`, `path_glob_any`,
-//! `path_except`; a relative path resolves against the project.
+//! than a command: `name`, `reason`, `tool` (required), `param`, `path_is`, `path_glob_any`,
+//! `path_except`; a relative path resolves against the project. With a `param` (a string or a
+//! list of strings) that param is judged; without one, the paths the tool touches by
+//! [`super::claude_tools`] (`Read`'s `file_path`, `Grep`'s `path` and its `glob` under it,
+//! `Artifact`'s uploads; an unknown tool's `file_path`). A glob the call gives (`Grep --glob
+//! .env*`) meets a rule glob when some path could match both, where a component that names
+//! nothing (`*`, `*.*`) stands only for the rule's own wildcards.
 //!
 //! Globs are matched component by component: `*` and `?` within one (dotfiles included),
 //! `**` any number of components, and a trailing `/**` only what is strictly inside (so
@@ -51,6 +57,7 @@
 
 use serde::Deserialize;
 
+use super::claude_tools::{self, Touched};
 use super::commands::{self, Command, Place};
 
 /// One `[[deny_command]]` table as written.
@@ -109,6 +116,13 @@ pub enum PathIn {
     Reads,
     /// Targets of `>`, `>>`, `&>` redirections.
     Writes,
+    /// The positional arguments a copy reads: all but the last (the destination), or all of
+    /// them after `-t DIR`/`--target-directory` (`cp .env /tmp/x` reads `.env`; `cp
+    /// .env.example .env` reads only the example).
+    Sources,
+    /// Files named inside an argument: `@file` and `name=@file` (curl `-d @f`, `-F k=@f`,
+    /// httpie `k@f`), `name=<file` (curl `-F k=<f`), `-d@file`, and `--option=file`.
+    Attached,
 }
 
 /// A kind of path a rule protects.
@@ -290,6 +304,20 @@ impl CommandRule {
                 }
                 PathIn::Reads => candidates.extend(command.reads.iter().map(String::as_str)),
                 PathIn::Writes => candidates.extend(command.writes.iter().map(String::as_str)),
+                PathIn::Sources => {
+                    let targeted = flags.iter().any(|f| {
+                        *f == "-t"
+                            || *f == "--target-directory"
+                            || f.starts_with("--target-directory=")
+                    });
+                    let count = if targeted {
+                        positionals.len()
+                    } else {
+                        positionals.len().saturating_sub(1)
+                    };
+                    candidates.extend(&positionals[..count]);
+                }
+                PathIn::Attached => candidates.extend(rest.iter().filter_map(|a| attached(a))),
             }
         }
         candidates.iter().any(|text| {
@@ -320,6 +348,32 @@ impl PathTest {
                 Place::Known(path) => self.glob_any.iter().any(|g| glob(g, path, home)),
                 Place::Unknown => false,
             }
+    }
+}
+
+impl PathTest {
+    /// [`PathTest::holds`] for a glob of paths a call gave (`Grep`'s `glob` under its `path`):
+    /// a rule glob holds when some path could match both; an exception holds only when it
+    /// covers the whole glob; `path_is` kinds are judged on the glob's literal directory.
+    fn holds_pattern(&self, place: &Place, places: &Places) -> bool {
+        let Place::Known(pattern) = place else {
+            return self.holds(place, places);
+        };
+        let home = places.home.as_deref();
+        if self.except.iter().any(|g| glob(g, pattern, home)) {
+            return false;
+        }
+        let literal: Vec<&str> = pattern
+            .split('/')
+            .filter(|c| !c.is_empty())
+            .take_while(|c| !has_wildcard(c))
+            .collect();
+        let base = Place::Known(format!("/{}", literal.join("/")));
+        self.is.iter().any(|kind| is_kind(*kind, &base, places))
+            || self
+                .glob_any
+                .iter()
+                .any(|g| globs_overlap(g, pattern, home))
     }
 }
 
@@ -367,13 +421,18 @@ pub struct PathRow {
     path_except: Vec<String>,
 }
 
+/// How many entries a `[[deny_path]]` rule looks at under a directory a content search reads.
+const TREE_LIMIT: usize = 100_000;
+
 /// A validated `[[deny_path]]` rule.
 #[derive(Debug, Clone)]
 pub struct PathRule {
     pub name: String,
     pub reason: String,
     tools: Vec<String>,
-    param: String,
+    /// The param holding the path; `None`: the paths the tool touches by
+    /// [`super::claude_tools`].
+    param: Option<String>,
     paths: PathTest,
 }
 
@@ -395,7 +454,7 @@ impl PathRow {
             name,
             reason: self.reason,
             tools: self.tool.into_vec(),
-            param: self.param.unwrap_or_else(|| "file_path".to_string()),
+            param: self.param,
             paths: PathTest {
                 is: self.path_is,
                 glob_any: self.path_glob_any,
@@ -406,8 +465,10 @@ impl PathRow {
 }
 
 impl PathRule {
-    /// The rule's reason when the call's path param meets it. A relative path resolves
-    /// against the project; an absent or non-string param never matches.
+    /// The rule's reason when a path the call touches meets it: the `param` (a string or a
+    /// list of strings) when the rule names one, else the paths of [`claude_tools`]'s mapping.
+    /// A relative path resolves against the project; an absent or non-string param never
+    /// matches.
     pub fn violation(
         &self,
         tool: &str,
@@ -417,11 +478,78 @@ impl PathRule {
         if !self.tools.iter().any(|t| t == tool) {
             return None;
         }
-        let text = params.get(&self.param)?.as_str()?;
-        let place = commands::resolve(text, Some(&places.project), places.home.as_deref(), &[]);
-        self.paths
-            .holds(&place, places)
-            .then(|| self.reason.clone())
+        let touched = match &self.param {
+            Some(param) => match params.get(param) {
+                Some(serde_json::Value::String(path)) => vec![Touched::Path(path.clone())],
+                Some(serde_json::Value::Array(items)) => items
+                    .iter()
+                    .filter_map(serde_json::Value::as_str)
+                    .map(|p| Touched::Path(p.to_string()))
+                    .collect(),
+                _ => Vec::new(),
+            },
+            None => claude_tools::touched_paths(tool, params),
+        };
+        let resolve = |text: &str| {
+            commands::resolve(text, Some(&places.project), places.home.as_deref(), &[])
+        };
+        for touched in &touched {
+            let met = match touched {
+                Touched::Path(text) => self.paths.holds(&resolve(text), places),
+                Touched::Pattern(text) => self.paths.holds_pattern(&resolve(text), places),
+                Touched::Tree { root, glob } => {
+                    let Place::Known(root) = resolve(root) else {
+                        continue;
+                    };
+                    if let Some(file) = self.first_protected_file(&root, glob.as_deref(), places) {
+                        let shown = file
+                            .strip_prefix(&places.project)
+                            .map_or(file.as_str(), |rest| rest.trim_start_matches('/'));
+                        return Some(format!(
+                            "{}; the search would read {shown}: search with a `glob` or `type` that leaves it out, or a narrower `path`",
+                            self.reason
+                        ));
+                    }
+                    false
+                }
+            };
+            if met {
+                return Some(self.reason.clone());
+            }
+        }
+        None
+    }
+
+    /// The first file under `root` that a ripgrep search reads (hidden files included,
+    /// `.gitignore` and `.ignore` respected, only files matching `glob` when one is given) and
+    /// this rule protects. Looks at [`TREE_LIMIT`] entries at most; a file it cannot read is
+    /// skipped, as ripgrep skips it.
+    fn first_protected_file(
+        &self,
+        root: &str,
+        glob: Option<&str>,
+        places: &Places,
+    ) -> Option<String> {
+        let root_path = std::path::Path::new(root);
+        if !root_path.is_dir() {
+            return None;
+        }
+        let mut walk = ignore::WalkBuilder::new(root_path);
+        walk.hidden(false).follow_links(false);
+        if let Some(glob) = glob {
+            let mut overrides = ignore::overrides::OverrideBuilder::new(root_path);
+            if overrides.add(glob).is_ok() {
+                if let Ok(overrides) = overrides.build() {
+                    walk.overrides(overrides);
+                }
+            }
+        }
+        walk.build()
+            .take(TREE_LIMIT)
+            .filter_map(Result::ok)
+            .filter(|entry| entry.file_type().is_some_and(|t| t.is_file()))
+            .filter_map(|entry| entry.path().to_str().map(str::to_string))
+            .find(|path| self.paths.holds(&Place::Known(path.clone()), places))
     }
 }
 
@@ -553,6 +681,66 @@ fn glob_parts(pattern: &[&str], path: &[&str]) -> bool {
             .split_first()
             .is_some_and(|(part, tail)| wild(first, part) && glob_parts(rest, tail)),
     }
+}
+
+/// The file named inside an argument (see [`PathIn::Attached`]).
+fn attached(arg: &str) -> Option<&str> {
+    if let Some((_, file)) = arg.split_once('@') {
+        return Some(file);
+    }
+    if let Some((_, file)) = arg.split_once("=<") {
+        return Some(file);
+    }
+    arg.strip_prefix("--")
+        .and_then(|option| option.split_once('='))
+        .map(|(_, value)| value)
+}
+
+fn has_wildcard(component: &str) -> bool {
+    component.contains(['*', '?', '[', '{'])
+}
+
+/// Whether some path could match both a rule's glob and a glob a call gave. A component of
+/// the given glob that names nothing (`*`, `**`, `*.*`: no letter or digit) stands only for
+/// the rule's wildcards, so `Grep --glob '*'` over a project does not count as reading the
+/// `.env` in it, while `.env*`, `*.env` and `**/.env` do.
+fn globs_overlap(rule: &str, given: &str, home: Option<&str>) -> bool {
+    let expanded;
+    let rule = match rule.strip_prefix("~/") {
+        Some(rest) => {
+            let Some(home) = home else { return false };
+            expanded = format!("{home}/{rest}");
+            expanded.as_str()
+        }
+        None => rule,
+    };
+    let rule: Vec<&str> = rule.split('/').filter(|c| !c.is_empty()).collect();
+    let given: Vec<&str> = given.split('/').filter(|c| !c.is_empty()).collect();
+    overlap_parts(&rule, &given)
+}
+
+fn overlap_parts(rule: &[&str], given: &[&str]) -> bool {
+    match (rule.split_first(), given.split_first()) {
+        (None, None) => true,
+        (Some((&"**", [])), _) => !given.is_empty(),
+        (Some((&"**", rest)), _) => (0..=given.len()).any(|k| overlap_parts(rest, &given[k..])),
+        (_, Some((&"**", rest))) => {
+            // The given `**` absorbs the rule's wildcard components only.
+            let wild_run = rule.iter().take_while(|c| has_wildcard(c)).count();
+            (0..=wild_run).any(|k| overlap_parts(&rule[k..], rest))
+        }
+        (Some((r, r_rest)), Some((g, g_rest))) => {
+            component_overlap(r, g) && overlap_parts(r_rest, g_rest)
+        }
+        _ => false,
+    }
+}
+
+fn component_overlap(rule: &str, given: &str) -> bool {
+    if !has_wildcard(given) {
+        return wild(rule, given);
+    }
+    given.chars().any(|c| c.is_ascii_alphanumeric()) && (wild(given, rule) || wild(rule, given))
 }
 
 /// The commands of a shell string, for rules about `places`.

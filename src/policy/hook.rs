@@ -4,21 +4,17 @@
 //! `<payload cwd>/.car/policies`, and answers the way Claude Code reads hooks.
 //!
 //! Mapping of Claude Code tools to the rule vocabulary: the rule `tool` is Claude's `tool_name`
-//! unchanged and the params are its `tool_input` unchanged, so rules name what Claude sends:
-//!
-//! | Claude tool | rule tool | params rules usually name |
-//! |---|---|---|
-//! | `Bash` | `Bash` | `command` (also `description`, `timeout`) |
-//! | `Write` | `Write` | `file_path`, `content` |
-//! | `Edit` | `Edit` | `file_path`, `old_string`, `new_string` |
-//! | `MultiEdit` | `MultiEdit` | `file_path`, `edits` |
-//! | `NotebookEdit` | `NotebookEdit` | `notebook_path`, `new_source` |
-//! | `WebFetch` | `WebFetch` | `url`, `prompt` |
-//! | `mcp__server__tool` | `mcp__server__tool` | the MCP tool's arguments; `deny_connector = ["server"]` denies them all |
+//! unchanged and the params are its `tool_input` unchanged, so rules name what Claude sends
+//! (`Bash` `command`, `Read` `file_path`, `Grep` `path`/`glob`, `WebFetch` `url`,
+//! `mcp__server__tool` the MCP tool's arguments; `deny_connector = ["server"]` denies a whole
+//! server). What each field of the tools that take a path, a URL or a command holds is the table
+//! of [`super::claude_tools`]: a `[[deny_path]]` rule that names no `param` judges the paths the
+//! tool touches by it (`Read`'s file, what `Grep` searches with its glob, `Artifact`'s uploads).
+//! The plugin runs the hook for every tool (`"matcher": "*"`), so a tool Claude Code adds is
+//! still seen by `deny_tool`, `deny_keyword` and the parameter rules.
 //!
 //! The egress guard sees `Bash` (its `command`) and `WebFetch` (its `url`). `[[deny_command]]`
-//! rules parse `Bash`'s `command` as shell (relative paths against the payload's `cwd`);
-//! `[[deny_path]]` rules read a path param such as `Read`'s `file_path`.
+//! rules parse `Bash`'s `command` as shell (relative paths against the payload's `cwd`).
 //!
 //! Contract: a deny prints exactly one `hookSpecificOutput` JSON line on stdout; an allow prints
 //! nothing; a payload that cannot be evaluated (not JSON, no `tool_name`) fails open — nothing on

@@ -8,6 +8,7 @@
 //! Rate limits are sliding windows kept per process (per `car-mcp` session, per `car` command;
 //! the hook starts a new process per call, so a rate limit there never trips).
 
+mod claude_tools;
 mod commands;
 mod deny_command;
 mod egress;

@@ -7,6 +7,7 @@
 mod admin;
 mod bad_input;
 mod claude;
+mod claude_secrets;
 mod cli;
 mod concurrency;
 mod connectors;

@@ -172,7 +172,7 @@ fn claude_validates_the_plugin_and_the_marketplace_strictly() {
     assert_eq!(
         provides["hooks"],
         json!([{"event": "PreToolUse",
-                "matcher": "Bash|Write|Edit|MultiEdit|WebFetch|NotebookEdit|mcp__.*",
+                "matcher": "*",
                 "type": "command", "command": "car policy-check-hook; exit 0"}])
     );
 

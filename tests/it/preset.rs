@@ -88,7 +88,7 @@ fn decision(command: &str, out: &Output) -> Option<String> {
 fn the_recommended_preset_denies_every_destructive_command_of_the_corpus_and_nothing_else() {
     let home = project_home();
     let data = home.car_json(&["policy", "init", "--preset", "recommended"]);
-    assert_eq!(data["rules"], 20, "{data}");
+    assert_eq!(data["rules"], 21, "{data}");
     let cases = corpus();
     assert!(cases.len() >= 60);
     let mut wrong = Vec::new();
@@ -155,7 +155,7 @@ fn init_refuses_to_overwrite_without_force_and_replaces_with_it() {
     let path = home.project.join(".car/policies/recommended.toml");
     assert_eq!(
         data,
-        json!({"preset": "recommended", "scope": "project", "path": path, "rules": 20, "replaced": false})
+        json!({"preset": "recommended", "scope": "project", "path": path, "rules": 21, "replaced": false})
     );
     let text = std::fs::read_to_string(&path).unwrap();
     assert!(text.contains("[[deny_command]]") && text.starts_with("# CAR's recommended"));
@@ -195,7 +195,7 @@ fn init_global_writes_under_car_home_and_applies_to_every_project() {
     assert_eq!(list["rules"][0]["rule"], "deny_command:git-reset-hard");
     let lint = home.car_json(&["policy", "lint"]);
     assert_eq!(lint["errors"], 0);
-    assert_eq!(lint["files"][0]["rules"], 20);
+    assert_eq!(lint["files"][0]["rules"], 21);
 }
 
 #[test]
@@ -277,4 +277,146 @@ fn garbage_commands_get_an_answer_and_never_crash_the_hook() {
         decision("array", &home.hook(&serde_json::to_vec(&payload).unwrap())),
         None
     );
+}
+
+/// Claude Code's own tools, by the mapping of `car policy-check-hook` (no `param` in the
+/// preset's `[[deny_path]]`): what reads or uploads a secret file is denied, whatever field
+/// holds it; listing names and ordinary files pass.
+#[test]
+fn the_recommended_preset_denies_each_claude_tool_that_reads_or_uploads_a_secret() {
+    let home = project_home();
+    home.car_json(&["policy", "init", "--preset", "recommended"]);
+    let call = |tool: &str, input: Value| {
+        let payload = json!({"tool_name": tool, "cwd": home.project, "tool_input": input,
+            "hook_event_name": "PreToolUse"});
+        decision(tool, &home.hook(&serde_json::to_vec(&payload).unwrap()))
+    };
+    let env = home.project.join(".env");
+    let denied = [
+        ("Read", json!({"file_path": env})),
+        ("Read", json!({"file_path": ".env.production"})),
+        ("Grep", json!({"pattern": "API_KEY", "path": env})),
+        (
+            "Grep",
+            json!({"pattern": "API_KEY", "path": ".env", "output_mode": "content"}),
+        ),
+        ("Grep", json!({"pattern": "API_KEY", "glob": ".env*"})),
+        ("Grep", json!({"pattern": "API_KEY", "glob": "*.env"})),
+        (
+            "Grep",
+            json!({"pattern": "API_KEY", "path": ".", "glob": "**/.env"}),
+        ),
+        ("Grep", json!({"pattern": "BEGIN", "path": "~/.ssh"})),
+        (
+            "NotebookRead",
+            json!({"notebook_path": "~/.aws/credentials"}),
+        ),
+        (
+            "Artifact",
+            json!({"action": "upload_asset", "url": "https://claude.ai/artifact/x",
+            "file_paths": ["logo.png", ".env"]}),
+        ),
+        (
+            "Projects",
+            json!({"method": "project_write", "local_path": ".env"}),
+        ),
+    ];
+    for (tool, input) in &denied {
+        let reason =
+            call(tool, input.clone()).unwrap_or_else(|| panic!("{tool} {input} was allowed"));
+        assert!(
+            reason.starts_with("CAR policy: deny_path:read-secret-files (this file holds a secret")
+                && reason.contains(".env.example"),
+            "{tool}: {reason}"
+        );
+        assert!(!reason.contains("API_KEY"), "{reason}");
+    }
+    let allowed = [
+        (
+            "Read",
+            json!({"file_path": home.project.join("src/main.rs")}),
+        ),
+        ("Read", json!({"file_path": ".env.example"})),
+        ("Read", json!({"file_path": "~/.ssh/id_ed25519.pub"})),
+        ("Grep", json!({"pattern": "API_KEY", "path": "."})),
+        ("Grep", json!({"pattern": "API_KEY"})),
+        ("Grep", json!({"pattern": "fn main", "glob": "*.rs"})),
+        ("Grep", json!({"pattern": "x", "glob": "*"})),
+        (
+            "Grep",
+            json!({"pattern": "API_KEY", "glob": ".env.example"}),
+        ),
+        ("Glob", json!({"pattern": "**/.env*"})),
+        (
+            "Write",
+            json!({"file_path": ".env", "content": "API_KEY=1\n"}),
+        ),
+        (
+            "Projects",
+            json!({"method": "project_read", "path": ".env"}),
+        ),
+        ("WebSearch", json!({"query": "what is in .env"})),
+    ];
+    for (tool, input) in &allowed {
+        assert_eq!(call(tool, input.clone()), None, "{tool} {input}");
+    }
+}
+
+/// `Grep` with `output_mode: "content"` over a directory shows the matching lines of every file
+/// it reads, hidden ones included: with an unignored `.env` under it, the search is denied and
+/// the reason names the file (never its content); once `.env` is gitignored, a glob or a type
+/// leaves it out, or only names are listed, the search passes.
+#[test]
+fn a_content_search_over_a_directory_holding_an_unignored_secret_is_denied() {
+    let home = project_home();
+    home.car_json(&["policy", "init", "--preset", "recommended"]);
+    std::fs::create_dir_all(home.project.join("config")).unwrap();
+    std::fs::write(
+        home.project.join("config/.env.local"),
+        "API_KEY=sk-tree-secret\n",
+    )
+    .unwrap();
+    std::fs::write(
+        home.project.join("main.rs"),
+        "const API_KEY: &str = \"\";\n",
+    )
+    .unwrap();
+    let grep = |input: Value| {
+        let payload = json!({"tool_name": "Grep", "cwd": home.project, "tool_input": input});
+        decision("Grep", &home.hook(&serde_json::to_vec(&payload).unwrap()))
+    };
+    let content = json!({"pattern": "API_KEY", "output_mode": "content"});
+    let reason = grep(content.clone()).expect("denied");
+    assert!(
+        reason.starts_with("CAR policy: deny_path:read-secret-files (")
+            && reason.contains("the search would read config/.env.local"),
+        "{reason}"
+    );
+    assert!(!reason.contains("sk-tree-secret"), "{reason}");
+    assert!(
+        grep(json!({"pattern": "API_KEY", "path": "config", "output_mode": "content"})).is_some()
+    );
+    assert_eq!(
+        grep(json!({"pattern": "API_KEY", "output_mode": "content", "glob": "*.rs"})),
+        None
+    );
+    assert_eq!(
+        grep(json!({"pattern": "API_KEY", "output_mode": "content", "type": "rust"})),
+        None
+    );
+    assert_eq!(grep(json!({"pattern": "API_KEY"})), None);
+    assert_eq!(
+        grep(json!({"pattern": "API_KEY", "output_mode": "count"})),
+        None
+    );
+
+    // Gitignored, the search does not read it (as ripgrep does not).
+    let git = std::process::Command::new("git")
+        .args(["init", "-q"])
+        .current_dir(&home.project)
+        .status()
+        .unwrap();
+    assert!(git.success());
+    std::fs::write(home.project.join(".gitignore"), ".env*\n!.env.example\n").unwrap();
+    assert_eq!(grep(content), None);
 }
