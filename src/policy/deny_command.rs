@@ -1002,35 +1002,10 @@ mod tests {
 
     #[test]
     fn sources_and_attached_files_are_path_candidates() {
-        #[derive(Deserialize)]
-        struct File {
-            deny_command: Vec<Row>,
-        }
         let rule = |extra: &str| {
-            let text = format!(
+            rule(&format!(
                 "[[deny_command]]\nname='s'\nreason='r'\npath_glob_any=['**/.env']\n{extra}"
-            );
-            let file: File = toml::from_str(&text).unwrap();
-            file.deny_command
-                .into_iter()
-                .next()
-                .unwrap()
-                .validate()
-                .unwrap()
-        };
-        let places = Places {
-            project: "/p".into(),
-            home: Some("/home/u".into()),
-        };
-        let env = commands::Env {
-            project: "/p",
-            home: Some("/home/u"),
-        };
-        let denies = |rule: &CommandRule, text: &str| {
-            commands::commands(text, &env)
-                .unwrap()
-                .iter()
-                .any(|c| rule.matches(c, &places))
+            ))
         };
         let sources = rule("path_in=['sources']");
         assert!(denies(&sources, "cp .env /tmp/x"));
