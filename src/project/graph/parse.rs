@@ -3,7 +3,7 @@
 //! `#include`s in C/C++, and a go.mod's module path. Each language is read by a small lexer that
 //! drops comments (and, in Rust and Python, string contents) followed by regular expressions, so a
 //! reference inside a comment or a string is not read as one. What each one misses is listed in
-//! the module doc of `graph` and in the README.
+//! the module doc of `graph` and in docs/graph.md.
 
 use std::sync::LazyLock;
 
