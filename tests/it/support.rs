@@ -59,14 +59,37 @@ impl TestHome {
         dir
     }
 
+    /// `bin` in the project, hermetic: `CAR_HOME` is this test's, `HOME`, `USER` and the
+    /// `XDG_*` directories are pinned under the temp root (so `~` in a rule, a keychain or a
+    /// config file is never the developer's), and no `CAR_*`, D-Bus or log variable is
+    /// inherited. A test that needs one (a keyring's bus, `CAR_SECRET_STORE`) sets it after.
     pub fn command(&self, bin: &str) -> Command {
         let mut cmd = Command::new(bin);
-        cmd.current_dir(&self.project)
-            .env("CAR_HOME", &self.home)
-            .env_remove("CAR_PROJECT_DIR")
-            .env_remove("CAR_CONFIRM")
+        let user_home = self.user_home();
+        cmd.current_dir(&self.project);
+        for (name, _) in std::env::vars_os() {
+            let name = name.to_string_lossy();
+            if name.starts_with("CAR_") || name.starts_with("XDG_") || name.starts_with("DBUS_") {
+                cmd.env_remove(name.as_ref());
+            }
+        }
+        cmd.env("CAR_HOME", &self.home)
+            .env("HOME", &user_home)
+            .env("USER", "car-test")
+            .env("LOGNAME", "car-test")
+            .env("XDG_CONFIG_HOME", user_home.join(".config"))
+            .env("XDG_DATA_HOME", user_home.join(".local/share"))
+            .env("XDG_CACHE_HOME", user_home.join(".cache"))
+            .env("XDG_STATE_HOME", user_home.join(".local/state"))
             .env_remove("RUST_LOG");
         cmd
+    }
+
+    /// The pinned `HOME` of the commands this test runs (created on first use).
+    pub fn user_home(&self) -> PathBuf {
+        let dir = self.project.parent().unwrap().join("user-home");
+        std::fs::create_dir_all(&dir).unwrap();
+        dir
     }
 
     /// Runs `car ARGS` in the project.
