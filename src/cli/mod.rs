@@ -4,6 +4,7 @@
 
 mod admin;
 mod connector;
+mod docs;
 mod doctor;
 mod graph;
 mod inproc;
@@ -75,10 +76,10 @@ pub struct GlobalArgs {
 #[derive(Debug, Args)]
 pub struct LocationArgs {
     /// CAR's data directory (absolute path). Default: ~/.car.
-    #[arg(long, global = true, env = home::env::CAR_HOME, value_name = "DIR")]
+    #[arg(long, global = true, env = home::env::CAR_HOME, hide_env_values = true, value_name = "DIR")]
     pub home: Option<PathBuf>,
     /// The project directory (default: the nearest ancestor with .car/, else the git root, else the current directory).
-    #[arg(long, global = true, env = home::env::CAR_PROJECT_DIR, value_name = "DIR")]
+    #[arg(long, global = true, env = home::env::CAR_PROJECT_DIR, hide_env_values = true, value_name = "DIR")]
     pub project: Option<PathBuf>,
 }
 
@@ -146,6 +147,12 @@ pub enum Command {
     Prune(admin::PruneArgs),
     /// Serve the MCP protocol over stdio (what car-mcp does).
     Mcp(McpArgs),
+    /// Print a shell completion script (bash, zsh, fish, powershell, elvish).
+    #[command(after_help = docs::COMPLETIONS_HELP)]
+    Completions(docs::CompletionsArgs),
+    /// Print the man page, or write one page per command with --out DIR.
+    #[command(after_help = docs::MAN_HELP)]
+    Man(docs::ManArgs),
 }
 
 /// Options of the stdio MCP server.
@@ -457,9 +464,14 @@ pub fn main() -> ExitCode {
     }
     let cli = Cli::parse();
     init_logging();
-    if let Command::PolicyCheckHook = cli.command {
+    match &cli.command {
         // No async runtime, no database.
-        return policy::hook(Home::resolve(cli.global.location.home.as_deref()));
+        Command::PolicyCheckHook => {
+            return policy::hook(Home::resolve(cli.global.location.home.as_deref()))
+        }
+        Command::Completions(args) => return docs::completions(args),
+        Command::Man(args) => return docs::man(cli.global.json, args),
+        _ => {}
     }
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
@@ -488,6 +500,8 @@ async fn run(cli: Cli) -> ExitCode {
         Command::PolicyCheckHook => {
             policy::hook(Home::resolve(cli.global.location.home.as_deref()))
         }
+        Command::Completions(args) => docs::completions(&args),
+        Command::Man(args) => docs::man(cli.global.json, &args),
         Command::Connector(command) => connector::run(&env, command).await,
         Command::Tools(command) => tools::run(&env, command).await,
         Command::Executions(args) => tools::executions(&env, args).await,

@@ -300,3 +300,85 @@ fn a_long_import_reports_progress_on_stderr_and_keeps_stdout_clean() {
     );
     assert_eq!(home.entry_count(), 2500);
 }
+
+/// `car completions SHELL` writes a script the shell really completes with, and `car man` the
+/// pages of the same clap tree; neither shows the values of CAR_HOME or CAR_PROJECT_DIR.
+#[test]
+fn completions_and_man_pages_come_from_the_command_tree() {
+    let home = TestHome::new();
+    let run = |args: &[&str]| {
+        home.command(crate::support::CAR)
+            .args(args)
+            .output()
+            .unwrap()
+    };
+    let bash = run(&["completions", "bash"]);
+    assert!(bash.status.success(), "{bash:?}");
+    let script = home.project.join("car.bash");
+    std::fs::write(&script, &bash.stdout).unwrap();
+    // Completing `car mem<TAB>` and `car memory q<TAB>` in a real bash.
+    let complete = |words: &str, cword: usize| {
+        let out = std::process::Command::new("bash")
+            .arg("-c")
+            .arg(format!(
+                "source '{}'; COMP_WORDS=({words}); COMP_CWORD={cword}; COMP_LINE='{words}'; \
+                 _car car \"${{COMP_WORDS[$COMP_CWORD]}}\" \"${{COMP_WORDS[$COMP_CWORD-1]}}\"; \
+                 printf '%s\\n' \"${{COMPREPLY[@]}}\"",
+                script.display()
+            ))
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{out:?}");
+        String::from_utf8(out.stdout).unwrap()
+    };
+    assert_eq!(complete("car mem", 1).trim(), "memory");
+    assert!(complete("car memory q", 2).lines().any(|w| w == "query"));
+    for (shell, start) in [
+        ("zsh", "#compdef car"),
+        ("fish", "complete -c car"),
+        ("powershell", ""),
+    ] {
+        let out = run(&["completions", shell]);
+        assert!(out.status.success(), "{shell}: {out:?}");
+        let text = String::from_utf8(out.stdout).unwrap();
+        assert!(
+            text.contains(start) && text.contains("memory"),
+            "{shell}: {text:.200}"
+        );
+    }
+    let bad = run(&["completions", "tcsh"]);
+    assert_eq!(bad.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&bad.stderr).contains("possible values: bash"));
+
+    let page = run(&["man"]);
+    assert!(page.status.success());
+    let page = String::from_utf8(page.stdout).unwrap();
+    assert!(
+        page.contains(".TH car 1") && page.contains("memory"),
+        "{page:.300}"
+    );
+    let dir = home.project.join("man1");
+    let data = home.car_json(&["man", "--out", dir.to_str().unwrap()]);
+    let pages: Vec<&str> = data["pages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p.as_str().unwrap())
+        .collect();
+    for want in [
+        "car.1",
+        "car-memory.1",
+        "car-memory-query.1",
+        "car-policy-check-hook.1",
+        "car-completions.1",
+    ] {
+        assert!(pages.contains(&want), "{want} not in {pages:?}");
+    }
+    let query = std::fs::read_to_string(dir.join("car-memory-query.1")).unwrap();
+    assert!(query.contains("memory_query"), "{query}");
+    let home_text = home.home.display().to_string();
+    for name in &pages {
+        let text = std::fs::read_to_string(dir.join(name)).unwrap();
+        assert!(!text.contains(&home_text), "{name} shows CAR_HOME's value");
+    }
+}

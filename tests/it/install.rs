@@ -154,6 +154,24 @@ fn install_sh(tmp: &Path, download_url: &str, env: &[(&str, &str)]) -> Output {
         .unwrap()
 }
 
+/// The man pages `car man --out` writes (one per command).
+fn man_pages() -> Vec<String> {
+    let tmp = tempfile::tempdir().unwrap();
+    let out = Command::new(CAR)
+        .args(["--json", "man", "--out"])
+        .arg(tmp.path())
+        .output()
+        .unwrap();
+    assert_ok(&out, "car man --out");
+    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    doc["data"]["pages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p.as_str().unwrap().to_string())
+        .collect()
+}
+
 fn stderr(out: &Output) -> String {
     String::from_utf8_lossy(&out.stderr).to_string()
 }
@@ -180,9 +198,21 @@ fn package_sh_makes_an_archive_of_the_binaries_license_and_readme_with_its_check
         "car",
         "car-mcp",
         "car-memgine-eval",
+        "completions/",
+        "completions/_car",
+        "completions/car.bash",
+        "completions/car.fish",
+        "completions/car.ps1",
+        "man/",
+        "man/man1/",
     ]
     .iter()
     .map(|name| format!("{top}/{name}"))
+    .chain(
+        man_pages()
+            .iter()
+            .map(|page| format!("{top}/man/man1/{page}")),
+    )
     .collect();
     expected.sort();
     assert_eq!(entries, expected);
@@ -215,9 +245,12 @@ fn package_sh_zips_the_windows_archive_and_sums_every_asset_in_the_directory() {
     let out = tmp.path().join("out");
     std::fs::create_dir_all(&out).unwrap();
     std::fs::write(out.join("install.sh"), "#!/bin/sh\n").unwrap();
+    // The stand-ins cannot run: this build's `car` writes the completions and man pages.
     let packaged = Command::new(repo().join("dist/package.sh"))
         .args(["--target", "x86_64-pc-windows-msvc", "--bin-dir"])
         .arg(&bins)
+        .arg("--docs-bin")
+        .arg(CAR)
         .arg("--out")
         .arg(&out)
         .output()
@@ -232,9 +265,20 @@ fn package_sh_zips_the_windows_archive_and_sums_every_asset_in_the_directory() {
     assert_ok(&listing, "reading the zip");
     let names: Vec<String> = String::from_utf8_lossy(&listing.stdout)
         .lines()
-        .filter(|n| !n.ends_with('/'))
+        .filter(|n| !n.ends_with('/') && !n.contains("/completions/") && !n.contains("/man/"))
         .map(str::to_string)
         .collect();
+    let docs = String::from_utf8_lossy(&listing.stdout)
+        .lines()
+        .filter(|n| n.contains("/completions/") || n.contains("/man/man1/"))
+        .filter(|n| !n.ends_with('/'))
+        .count();
+    assert_eq!(
+        docs,
+        4 + man_pages().len(),
+        "{}",
+        String::from_utf8_lossy(&listing.stdout)
+    );
     assert_eq!(
         names,
         [
