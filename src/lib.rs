@@ -46,9 +46,9 @@ pub use project::tasks::{Filter as TaskFilter, NewTask, Task, TaskUpdate};
 pub use project::{Project, ProjectError};
 pub use runtime::{
     AllowAll, BuildError, CallOptions, CallOutcome, Confirmation, Context, DispatchError,
-    Dispatcher, Effect, ExecStatus, Face, Idempotence, Parallelism, PolicyGate, PolicyVerdict,
-    Registry, Runtime, RuntimeBuilder, Tool, ToolCall, ToolError, ToolSource, ToolSpec,
-    MAX_STRING_BYTES,
+    Dispatcher, Effect, ExecStatus, Face, Gating, Idempotence, Parallelism, PolicyGate,
+    PolicyVerdict, Registry, Runtime, RuntimeBuilder, Tool, ToolCall, ToolError, ToolSource,
+    ToolSpec, MAX_STRING_BYTES,
 };
 pub use skills::{
     Change as SkillChange, FindQuery as SkillQuery, Ingested as SkillIngested, Match as SkillMatch,

@@ -124,7 +124,13 @@ impl PolicyEngine {
         findings.extend(egress::inspect(tool, params, &self.set.egress));
         // Rate limits last: a refusal by another rule still consumes a slot; a refusal by the
         // limit itself consumes nothing.
-        if let Ok(mut windows) = self.windows.lock() {
+        {
+            // A panic while another call held the lock leaves whole windows behind (a window is
+            // only pushed to or popped from): recover them rather than drop every rate limit.
+            let mut windows = self
+                .windows
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
             for (index, rule) in rate_limited {
                 let RuleKind::RateLimitTool {
                     tool: limited,
@@ -187,15 +193,8 @@ impl PolicyEngine {
     }
 }
 
-/// The calls the gate never blocks: `policy_check` reads rules and changes nothing, and it must
-/// stay able to explain a denial (including a load failure).
-const NEVER_GATED: &str = "policy_check";
-
 impl PolicyGate for PolicyEngine {
     fn check(&self, spec: &ToolSpec, args: &Value, _context: &Context) -> PolicyVerdict {
-        if spec.name == NEVER_GATED {
-            return PolicyVerdict::Allow;
-        }
         // The call context carries no state yet, so `require_state` sees an empty state.
         let evaluation = self.evaluate(&spec.name, args, &Map::new(), Admission::Consume);
         for warning in evaluation
@@ -550,6 +549,33 @@ mod tests {
             Decision::Deny,
             "0 denies all"
         );
+    }
+
+    #[test]
+    fn a_poisoned_rate_limit_lock_keeps_its_limits() {
+        let e = engine("[[rate_limit_tool]]\ntool = \"t\"\nmax_calls = 1\ninterval_secs = 3600\n");
+        assert_eq!(check(&e, "t", json!({})).decision, Decision::Allow);
+        std::thread::scope(|scope| {
+            let poisoned = scope.spawn(|| {
+                let _held = e.windows.lock().unwrap();
+                panic!("a call panicked while it held the windows");
+            });
+            assert!(poisoned.join().is_err());
+        });
+        assert!(e.windows.is_poisoned());
+        assert_eq!(denied_by(&check(&e, "t", json!({}))), ["rate_limit_tool:t"]);
+    }
+
+    #[test]
+    fn the_gate_judges_policy_check_like_any_tool_and_the_spec_exempts_it() {
+        let e = engine("deny_tool = [\"policy_check\"]");
+        let spec = ToolSpec::new("policy_check", "d", json!({"type": "object"}));
+        assert!(matches!(
+            e.check(&spec, &json!({}), &Context::default()),
+            PolicyVerdict::Deny { .. }
+        ));
+        let exempt = crate::policy::tools::tool(std::sync::Arc::new(engine("")));
+        assert_eq!(exempt.spec().gating, crate::runtime::Gating::Exempt);
     }
 
     #[test]

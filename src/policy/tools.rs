@@ -59,6 +59,7 @@ pub(crate) fn tool(engine: Arc<PolicyEngine>) -> Tool {
             }),
         )
         .title("Check a call against the policy")
+        .exempt_from_gate()
         .output_schema(output_schema())
         .effect(Effect::Read)
         .idempotence(Idempotence::Idempotent),

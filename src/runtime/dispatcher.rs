@@ -11,7 +11,7 @@ use tokio_util::sync::CancellationToken;
 use super::context::Context;
 use super::executions::{self, Claim, ExecStatus, Finished};
 use super::registry::Registry;
-use super::spec::{Confirmation, Idempotence, ToolSpec};
+use super::spec::{Confirmation, Gating, Idempotence, ToolSpec};
 use super::tool::{ToolCall, ToolError};
 use crate::store::{self, Store};
 
@@ -230,8 +230,10 @@ impl Dispatcher {
         if !problems.is_empty() {
             return Err(ToolError::InvalidArguments(problems.join("; ")));
         }
-        if let PolicyVerdict::Deny { reason } = self.policy.check(spec, &args, context) {
-            return Err(ToolError::Denied(reason));
+        if spec.gating == Gating::Gated {
+            if let PolicyVerdict::Deny { reason } = self.policy.check(spec, &args, context) {
+                return Err(ToolError::Denied(reason));
+            }
         }
         match spec.confirmation {
             Confirmation::Required if !context.has_grant(&format!("confirm:{}", spec.name)) => {

@@ -18,7 +18,7 @@ pub use dispatcher::{
 pub use executions::ExecStatus;
 pub(crate) use registry::LazyValidator;
 pub use registry::{Registry, RegistryError};
-pub use spec::{Confirmation, Effect, Idempotence, Parallelism, ToolSpec};
+pub use spec::{Confirmation, Effect, Gating, Idempotence, Parallelism, ToolSpec};
 pub(crate) use tool::{arg_string, arg_strings};
 pub use tool::{Tool, ToolCall, ToolError};
 

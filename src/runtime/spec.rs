@@ -43,6 +43,17 @@ pub enum Confirmation {
     Required,
 }
 
+/// Whether the policy gate judges a tool's calls.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Gating {
+    /// Every call passes the gate (the default).
+    Gated,
+    /// The gate never blocks it: a tool that only reads the rules and changes nothing, and must
+    /// stay able to explain a denial (`policy_check`). Declared on the spec, honoured by the
+    /// dispatcher, so no gate needs to know tools by name.
+    Exempt,
+}
+
 /// Whether calls of a tool may run beside each other.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Parallelism {
@@ -74,6 +85,7 @@ pub struct ToolSpec {
     /// The handler returns an MCP `CallToolResult` (a connector's tool): the MCP face serves its
     /// content as is instead of wrapping the value.
     pub passthrough: bool,
+    pub gating: Gating,
 }
 
 impl ToolSpec {
@@ -92,6 +104,7 @@ impl ToolSpec {
             parallelism: Parallelism::Safe,
             timeout: std::time::Duration::from_secs(300),
             passthrough: false,
+            gating: Gating::Gated,
         }
     }
 
@@ -133,6 +146,12 @@ impl ToolSpec {
     /// Marks the result as an MCP `CallToolResult` to pass through (see [`ToolSpec::passthrough`]).
     pub fn passthrough(mut self) -> Self {
         self.passthrough = true;
+        self
+    }
+
+    /// Exempts the tool from the policy gate (see [`Gating::Exempt`]).
+    pub fn exempt_from_gate(mut self) -> Self {
+        self.gating = Gating::Exempt;
         self
     }
 
