@@ -8,7 +8,8 @@ use clap::{CommandFactory, Parser, ValueEnum};
 
 const AFTER_HELP: &str = "\
 Examples:
-  car-memgine-eval                            # ../shared/data/statebench/dev.jsonl
+  car-memgine-eval --data dev.jsonl           # a StateBench split (JSON Lines)
+  car-memgine-eval --data tests/it/data/statebench/dev-sample.jsonl   # the sample in a checkout
   car-memgine-eval --data dev.jsonl --json    # one JSON document on stdout
   car-memgine-eval --track supersession --track causality --limit 10
   car-memgine-eval --mode fast --budget 4000
@@ -28,7 +29,8 @@ Exit status: 0 done, 1 bad or unreadable input, 2 bad command line.";
 #[derive(Debug, Parser)]
 #[command(name = "car-memgine-eval", version, after_help = AFTER_HELP)]
 struct Cli {
-    /// The StateBench JSONL file [default: ../shared/data/statebench/dev.jsonl if it exists].
+    /// The StateBench JSONL file (a checkout ships a 20-timeline sample of the dev split in
+    /// tests/it/data/statebench/dev-sample.jsonl).
     #[arg(long, value_name = "PATH")]
     data: Option<PathBuf>,
     /// Token budget of the memgine context and of the transcript.
@@ -64,10 +66,10 @@ const COMMAND: &str = "memgine-eval";
 fn main() -> ExitCode {
     let cli = Cli::parse();
     car::cli::init_logging();
-    let Some(data) = cli.data.clone().or_else(car::eval::default_data) else {
+    let Some(data) = cli.data.clone() else {
         let message = format!(
-            "{} does not exist here; pass --data PATH",
-            car::eval::DEFAULT_DATA
+            "no StateBench file given; pass --data PATH (a checkout of CAR has a sample in {})",
+            car::eval::SAMPLE_DATA
         );
         if cli.json {
             println!("{}", car::envelope_failure(COMMAND, "usage", &message));

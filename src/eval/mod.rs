@@ -22,8 +22,9 @@ pub use score::Report;
 
 pub type Result<T, E = EvalError> = std::result::Result<T, E>;
 
-/// The StateBench dev split, relative to the working directory, used when `--data` is not given.
-pub const DEFAULT_DATA: &str = "../shared/data/statebench/dev.jsonl";
+/// A 20-timeline sample of the StateBench dev split (MIT, its licence beside it) that ships
+/// in the repository, for trying the evaluation from a checkout; `--data` names any other file.
+pub const SAMPLE_DATA: &str = "tests/it/data/statebench/dev-sample.jsonl";
 
 /// Progress is reported after this many timelines (and after the last one).
 pub const PROGRESS_EVERY: usize = 20;
@@ -112,12 +113,6 @@ impl Config {
             contexts: None,
         }
     }
-}
-
-/// `DEFAULT_DATA` if it exists.
-pub fn default_data() -> Option<PathBuf> {
-    let path = PathBuf::from(DEFAULT_DATA);
-    path.is_file().then_some(path)
 }
 
 /// How far a run is.

@@ -7,9 +7,10 @@ use std::process::{Command, Output};
 use serde_json::{json, Value};
 
 const EVAL: &str = env!("CARGO_BIN_EXE_car-memgine-eval");
+/// The first 20 timelines of the StateBench dev split (MIT; its licence is beside it).
 const DEV: &str = concat!(
     env!("CARGO_MANIFEST_DIR"),
-    "/../shared/data/statebench/dev.jsonl"
+    "/tests/it/data/statebench/dev-sample.jsonl"
 );
 
 fn eval(dir: &Path, args: &[&str]) -> Output {
@@ -309,7 +310,7 @@ fn a_malformed_line_fails_with_its_line_number() {
 }
 
 #[test]
-fn without_data_and_without_the_default_file_the_usage_error_exits_2() {
+fn without_data_the_usage_error_names_the_sample_and_exits_2() {
     let dir = tempfile::tempdir().unwrap();
     let nested: PathBuf = dir.path().join("work");
     std::fs::create_dir(&nested).unwrap();
@@ -317,4 +318,5 @@ fn without_data_and_without_the_default_file_the_usage_error_exits_2() {
     assert_eq!(out.status.code(), Some(2));
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(stderr.contains("pass --data PATH"), "{stderr}");
+    assert!(stderr.contains("dev-sample.jsonl"), "{stderr}");
 }
