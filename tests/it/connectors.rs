@@ -48,8 +48,27 @@ struct HttpServer {
 }
 
 impl HttpServer {
+    /// On a port nobody holds: a port picked by the OS can be taken by another test before the
+    /// server binds it (server-everything takes a number, not a socket), so a server that exits
+    /// at start is retried on another port.
+    fn start_any() -> HttpServer {
+        for _ in 0..10 {
+            if let Some(server) = HttpServer::try_start(free_port()) {
+                return server;
+            }
+        }
+        panic!("server-everything did not start on any of 10 ports");
+    }
+
+    /// On `port` (a restart on the port the connector knows).
     fn start(port: u16) -> HttpServer {
-        let child = Command::new(everything_bin())
+        HttpServer::try_start(port)
+            .unwrap_or_else(|| panic!("server-everything did not start on port {port}"))
+    }
+
+    /// `None` when the server exits before it listens (the port was taken).
+    fn try_start(port: u16) -> Option<HttpServer> {
+        let mut child = Command::new(everything_bin())
             .arg("streamableHttp")
             .env("PORT", port.to_string())
             .stdout(Stdio::null())
@@ -57,14 +76,19 @@ impl HttpServer {
             .spawn()
             .unwrap();
         let deadline = Instant::now() + Duration::from_secs(30);
-        while TcpStream::connect(("127.0.0.1", port)).is_err() {
+        loop {
+            if child.try_wait().unwrap().is_some() {
+                return None;
+            }
+            if TcpStream::connect(("127.0.0.1", port)).is_ok() {
+                return Some(HttpServer { child, port });
+            }
             assert!(
                 Instant::now() < deadline,
                 "server-everything did not listen"
             );
             std::thread::sleep(Duration::from_millis(50));
         }
-        HttpServer { child, port }
     }
 
     fn url(&self) -> String {
@@ -246,8 +270,8 @@ fn stdio_tools_are_disabled_until_enabled_then_served_and_gated_by_policy() {
 #[test]
 fn http_connector_serves_calls_and_reconnects_after_the_server_went_away() {
     let home = TestHome::new();
-    let port = free_port();
-    let server = HttpServer::start(port);
+    let server = HttpServer::start_any();
+    let port = server.port;
     let added = home.car_json(&["connector", "add", "Web Tools", "--url", &server.url()]);
     assert_eq!(added["slug"], "web-tools");
     assert_eq!(added["transport"], "http");
@@ -408,7 +432,7 @@ fn a_hanging_remote_tool_is_cancelled_at_its_bound_while_other_calls_are_served(
 fn secrets_live_only_in_the_keychain_and_leave_with_the_connector() {
     let keyring = Keyring::start();
     let home = TestHome::new();
-    let server = HttpServer::start(free_port());
+    let server = HttpServer::start_any();
     let token = "tok-7d1c0ffee-env-value";
     let header = "hdr-51b0a7-header-value";
     let run = |args: &[&str]| {
