@@ -248,20 +248,20 @@ impl Dispatcher {
         };
         let cancel = call.cancel.clone();
         let work = (entry.tool.handler)(call);
-        tokio::select! {
+        tokio::pin!(work);
+        let stopped = tokio::select! {
             biased;
-            _ = options.cancel.cancelled() => {
-                cancel.cancel();
-                Err(ToolError::Cancelled)
-            }
-            outcome = tokio::time::timeout(spec.timeout, work) => match outcome {
-                Ok(result) => result,
-                Err(_) => {
-                    cancel.cancel();
-                    Err(ToolError::Timeout(spec.timeout.as_secs()))
-                }
+            _ = options.cancel.cancelled() => Err(ToolError::Cancelled),
+            outcome = tokio::time::timeout(spec.timeout, &mut work) => match outcome {
+                Ok(result) => return result,
+                Err(_) => Err(ToolError::Timeout(spec.timeout.as_secs())),
             },
-        }
+        };
+        // The tool's token trips, and a tool that honours it gets a moment to stop on its own
+        // (kill a child, tell a remote server, write what it must); one that does not is dropped.
+        cancel.cancel();
+        let _ = tokio::time::timeout(CANCEL_GRACE, work).await;
+        stopped
     }
 
     async fn claim(&self, call: executions::KeyedCall) -> Result<Claim, DispatchError> {
@@ -283,6 +283,9 @@ impl Dispatcher {
         .await
     }
 }
+
+/// How long a cancelled or timed-out tool may take to stop after its token trips.
+const CANCEL_GRACE: std::time::Duration = std::time::Duration::from_secs(1);
 
 async fn blocking<T: Send + 'static>(
     work: impl FnOnce() -> store::Result<T> + Send + 'static,

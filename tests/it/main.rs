@@ -13,6 +13,7 @@ mod concurrency;
 mod connectors;
 mod eval;
 mod graph;
+mod inproc_mcp;
 mod install;
 mod interop;
 mod keychain;
