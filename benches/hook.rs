@@ -16,6 +16,13 @@
 //! interpreter (default `python3`; `scripts/bench-hook.sh` passes the real one behind any shim).
 //! Results go to `bench-results/hook.json`.
 
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::print_stdout,
+    clippy::print_stderr
+)] // test, bench and example code may unwrap and print
+
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};

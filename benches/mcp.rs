@@ -15,6 +15,13 @@
 //! `target/release`); `PEER_CMD` is the peer's command line (default: node and the peer under
 //! `tools/`; `PEER_CMD=none` skips the peer). Results go to `bench-results/mcp.json`.
 
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::print_stdout,
+    clippy::print_stderr
+)] // test, bench and example code may unwrap and print
+
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;

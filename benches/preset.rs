@@ -12,6 +12,13 @@
 //! config and audit log there) and a project outside `/tmp` holding the preset, written by
 //! `car policy init --preset recommended`. Results: `bench-results/preset.md` and `.json`.
 
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::print_stdout,
+    clippy::print_stderr
+)] // test, bench and example code may unwrap and print
+
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};

@@ -10,6 +10,13 @@
 //! `CAR_BIN_DIR` holds `car` and `car-mcp` (default target/release). `BENCH_TASKS` (default
 //! 100000), `BENCH_DEPS_PER_TASK` (2), `BENCH_CALLS` (200). Results: bench-results/tasks.json.
 
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::print_stdout,
+    clippy::print_stderr
+)] // test, bench and example code may unwrap and print
+
 use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};

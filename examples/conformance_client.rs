@@ -12,6 +12,13 @@
 //!
 //! Secrets go to an opt-in file store in a temporary CAR home that is deleted on exit.
 
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::print_stdout,
+    clippy::print_stderr
+)] // test, bench and example code may unwrap and print
+
 use std::process::ExitCode;
 use std::sync::Arc;
 

@@ -4,6 +4,13 @@
 //! Run it: `cargo run --example embed` and point an MCP client at it. The tool `reset_cache`
 //! needs confirmation: grant it with `CAR_CONFIRM=reset_cache`.
 
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::print_stdout,
+    clippy::print_stderr
+)] // test, bench and example code may unwrap and print
+
 use std::sync::Arc;
 use std::time::Duration;
 

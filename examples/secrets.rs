@@ -6,6 +6,13 @@
 //! with exit code 1 (2 for bad usage). The store is chosen by `CAR_SECRET_STORE`; the home by
 //! `CAR_HOME`.
 
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::print_stdout,
+    clippy::print_stderr
+)] // test, bench and example code may unwrap and print
+
 use std::io::Read;
 use std::process::ExitCode;
 

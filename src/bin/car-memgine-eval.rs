@@ -4,6 +4,7 @@
 use std::path::PathBuf;
 use std::process::ExitCode;
 
+use car::cli::console;
 use clap::{CommandFactory, Parser, ValueEnum};
 
 const AFTER_HELP: &str = "\
@@ -72,7 +73,10 @@ fn main() -> ExitCode {
             car::eval::SAMPLE_DATA
         );
         if cli.json {
-            println!("{}", car::envelope_failure(COMMAND, "usage", &message));
+            console::stdout(&format!(
+                "{}\n",
+                car::envelope_failure(COMMAND, "usage", &message)
+            ));
         }
         let _ = Cli::command()
             .error(clap::error::ErrorKind::MissingRequiredArgument, message)
@@ -90,18 +94,29 @@ fn main() -> ExitCode {
         contexts: cli.contexts,
         ..car::eval::Config::new(data)
     };
+    // A bar for a person at a terminal; JSON Lines on stderr otherwise (the documented stream).
+    let bar = car::cli::progress::Reporter::new("memgine-eval", cli.json);
     let mut progress = |p: car::eval::Progress| {
-        eprintln!(
-            r#"{{"type":"progress","done":{},"total":{}}}"#,
-            p.done, p.total
-        );
+        if bar.is_bar() {
+            bar.update("replay", p.done as u64, Some(p.total as u64));
+        } else {
+            console::stderr_line(&format!(
+                r#"{{"type":"progress","done":{},"total":{}}}"#,
+                p.done, p.total
+            ));
+        }
     };
-    match car::eval::run(&config, &mut progress) {
+    let result = car::eval::run(&config, &mut progress);
+    bar.finish();
+    match result {
         Ok(outcome) => {
             if cli.json {
-                println!("{}", car::envelope_success(COMMAND, outcome.to_json()));
+                console::stdout(&format!(
+                    "{}\n",
+                    car::envelope_success(COMMAND, outcome.to_json())
+                ));
             } else {
-                print!("{}", outcome.to_table());
+                console::stdout(&outcome.to_table());
             }
             ExitCode::SUCCESS
         }
@@ -109,9 +124,12 @@ fn main() -> ExitCode {
             let (code, exit) = (err.code(), err.exit_code());
             let message = format!("{:#}", anyhow::Error::new(err));
             if cli.json {
-                println!("{}", car::envelope_failure(COMMAND, code, &message));
+                console::stdout(&format!(
+                    "{}\n",
+                    car::envelope_failure(COMMAND, code, &message)
+                ));
             }
-            eprintln!("error: {message}");
+            console::stderr_line(&format!("error: {message}"));
             ExitCode::from(exit)
         }
     }

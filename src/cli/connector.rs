@@ -140,10 +140,12 @@ pub struct LoginArgs {
 }
 
 fn login_options(args: &LoginArgs) -> Result<LoginOptions, Failure> {
+    let notice: crate::connectors::oauth::Notice =
+        std::sync::Arc::new(|text: &str| super::console::stderr_line(text));
     let mut options = LoginOptions::new(if args.no_browser {
-        Authorize::Print
+        Authorize::Print(notice)
     } else {
-        Authorize::Browser
+        Authorize::Browser(notice)
     });
     options.scopes = args.scopes.clone();
     options.timeout = std::time::Duration::from_secs(args.timeout);

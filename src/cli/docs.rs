@@ -8,7 +8,8 @@ use std::process::ExitCode;
 use clap::{Args, CommandFactory};
 use serde_json::json;
 
-use super::{finish, write_stdout, Cli, Failure};
+use super::console::stdout as write_stdout;
+use super::{finish, Cli, Failure};
 
 /// Arguments of `car completions`.
 #[derive(Debug, Args)]

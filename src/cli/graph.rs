@@ -2,7 +2,6 @@
 //! edges, list a node's edges, link and add nodes by hand, export the whole graph. `execute`
 //! returns what it would print, so an MCP tool can run the same command in-process.
 
-use std::io::IsTerminal;
 use std::path::PathBuf;
 
 use clap::{Subcommand, ValueEnum};
@@ -108,34 +107,16 @@ fn data(project: &Project, command: &GraphCommand, json: bool) -> Result<Value, 
     match command {
         GraphCommand::Scan { path } => {
             let path = path.clone().unwrap_or_else(|| PathBuf::from("."));
-            // Progress only on a terminal: a `\r` line, or JSON Lines under --json.
-            let terminal = std::io::stderr().is_terminal();
-            let progress = |stage: Progress| {
-                if !terminal {
-                    return;
+            let reporter = super::progress::Reporter::new("graph.scan", json);
+            let progress = |stage: Progress| match stage {
+                Progress::Walked(n) => reporter.update("walk", n as u64, None),
+                Progress::Writing(done, total) => {
+                    reporter.update("write", done as u64, Some(total as u64))
                 }
-                let (name, done, total) = match stage {
-                    Progress::Walked(n) => ("walk", n, None),
-                    Progress::Writing(done, total) => ("write", done, Some(total)),
-                    Progress::Resolving => ("resolve", 0, None),
-                };
-                if json {
-                    eprintln!(
-                        "{}",
-                        json!({"type": "progress", "command": "graph.scan", "stage": name, "files": done, "total": total})
-                    );
-                } else {
-                    match total {
-                        Some(total) => eprint!("\r\x1b[K{name}: {done}/{total} files"),
-                        None if name == "resolve" => eprint!("\r\x1b[Kresolving references"),
-                        None => eprint!("\r\x1b[K{name}: {done} files"),
-                    }
-                }
+                Progress::Resolving => reporter.update("resolve", 0, None),
             };
             let report = graph::scan(project, &path, &progress);
-            if terminal && !json {
-                eprint!("\r\x1b[K");
-            }
+            reporter.finish();
             to_value(report?)
         }
         GraphCommand::Edges { node, direction } => {

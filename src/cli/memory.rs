@@ -491,17 +491,23 @@ fn local(env: &Env, memory: &Memory, command: MemoryCommand) -> Result<Value, Fa
         }
         MemoryCommand::Import { file } => {
             let notes = Memory::read_notes(&file).map_err(|e| Failure::usage(e.to_string()))?;
-            // Progress of a long import: JSON Lines on stderr, about every 2% of the notes.
+            // Progress of a long import: a bar on a terminal; otherwise JSON Lines on stderr,
+            // about every 2% of the notes.
             let step = (notes.len() / 50).max(1000);
+            let bar = super::progress::Reporter::new("memory.import", env.json);
             let mut report = |done: usize, total: usize| {
-                if total > step && (done.is_multiple_of(step) || done == total) {
-                    eprintln!(
-                        "{}",
-                        json!({"type": "progress", "phase": "import", "done": done, "total": total})
+                if bar.is_bar() {
+                    bar.update("import", done as u64, Some(total as u64));
+                } else if total > step && (done.is_multiple_of(step) || done == total) {
+                    super::console::stderr_line(
+                        &json!({"type": "progress", "phase": "import", "done": done, "total": total})
+                        .to_string(),
                     );
                 }
             };
-            let written = memory.import_notes(&notes, &mut report)?;
+            let written = memory.import_notes(&notes, &mut report);
+            bar.finish();
+            let written = written?;
             Ok(
                 json!({"path": file.display().to_string(), "imported": written.len(),
                       "ids": written.iter().map(|w| w.id.clone()).collect::<Vec<_>>()}),

@@ -4,6 +4,7 @@
 
 mod admin;
 mod connector;
+pub mod console;
 mod docs;
 mod doctor;
 mod graph;
@@ -12,6 +13,7 @@ mod journal;
 mod memory;
 mod plan;
 mod policy;
+pub mod progress;
 mod session;
 mod skill;
 mod task;
@@ -366,13 +368,6 @@ pub(crate) async fn call_tool(
     Ok(outcome.result?)
 }
 
-/// Writes to stdout; a reader that went away (`car … | head`) is not an error worth a panic.
-fn write_stdout(text: &str) {
-    use std::io::Write;
-    let mut out = std::io::stdout().lock();
-    let _ = out.write_all(text.as_bytes()).and_then(|()| out.flush());
-}
-
 /// What a command printed: its stdout, its stderr and its exit status. Commands that MCP tools
 /// run in-process build one of these, so the tool returns exactly what `car … --json` prints.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -385,9 +380,9 @@ pub(crate) struct Printed {
 impl Printed {
     /// Writes it out and returns the exit code.
     pub fn emit(self) -> ExitCode {
-        write_stdout(&self.stdout);
+        console::stdout(&self.stdout);
         if !self.stderr.is_empty() {
-            eprint!("{}", self.stderr);
+            console::stderr(&self.stderr);
         }
         ExitCode::from(self.exit)
     }
@@ -479,7 +474,7 @@ pub fn main() -> ExitCode {
     {
         Ok(rt) => rt,
         Err(e) => {
-            eprintln!("error: cannot start the async runtime: {e}");
+            console::stderr_line(&format!("error: cannot start the async runtime: {e}"));
             return ExitCode::FAILURE;
         }
     };
@@ -526,7 +521,7 @@ async fn serve_mcp(env: &Env) -> ExitCode {
     let runtime = match open_runtime(env) {
         Ok(runtime) => runtime,
         Err(failure) => {
-            eprintln!("car-mcp: {}", failure.message);
+            console::stderr_line(&format!("car-mcp: {}", failure.message));
             return ExitCode::from(failure.exit);
         }
     };
@@ -570,7 +565,7 @@ pub fn mcp_main() -> ExitCode {
     let env = match resolve(&cli.location, false) {
         Ok(env) => env,
         Err(failure) => {
-            eprintln!("car-mcp: {}", failure.message);
+            console::stderr_line(&format!("car-mcp: {}", failure.message));
             return ExitCode::from(failure.exit);
         }
     };
@@ -580,7 +575,7 @@ pub fn mcp_main() -> ExitCode {
     {
         Ok(rt) => rt.block_on(serve_mcp(&env)),
         Err(e) => {
-            eprintln!("car-mcp: cannot start the async runtime: {e}");
+            console::stderr_line(&format!("car-mcp: cannot start the async runtime: {e}"));
             ExitCode::FAILURE
         }
     }

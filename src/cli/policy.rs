@@ -301,7 +301,8 @@ pub async fn run(env: &Env, command: PolicyCommand) -> ExitCode {
 /// `car policy-check-hook` with the resolved home (`--home`, else `CAR_HOME`, else `~/.car`):
 /// always exits 0; stdout holds the deny JSON or nothing.
 pub fn hook(home: Result<Home, HomeError>) -> ExitCode {
-    let note = |message: &str| eprintln!("car policy-check-hook: {message}");
+    let note =
+        |message: &str| super::console::stderr_line(&format!("car policy-check-hook: {message}"));
     let home = match home {
         Ok(home) => home,
         Err(e) => {
@@ -324,7 +325,7 @@ pub fn hook(home: Result<Home, HomeError>) -> ExitCode {
                 note(&format!("warning: {warning}"));
             }
         }
-        HookAnswer::Deny { output } => super::write_stdout(&format!("{output}\n")),
+        HookAnswer::Deny { output } => super::console::stdout(&format!("{output}\n")),
         HookAnswer::FailOpen { note: message } => note(&message),
     }
     ExitCode::SUCCESS

@@ -65,14 +65,18 @@ pub(crate) const MAX_STEP_UPS: usize = 2;
 /// A future a custom [`Authorize`] step returns.
 pub type AuthorizeFuture = Pin<Box<dyn Future<Output = Result<(), String>> + Send>>;
 
+/// What the login tells the user while it waits (the face decides where it goes: the CLI
+/// writes it to stderr).
+pub type Notice = Arc<dyn Fn(&str) + Send + Sync>;
+
 /// How the authorization URL reaches the user's browser.
 #[derive(Clone)]
 pub enum Authorize {
-    /// Open the system browser (`open`, `xdg-open`, `start`); the URL is printed to stderr
-    /// too, for when no browser opens.
-    Browser,
-    /// Print the URL to stderr and wait (`--no-browser`).
-    Print,
+    /// Open the system browser (`open`, `xdg-open`, `start`); the URL goes to the notice too,
+    /// for when no browser opens.
+    Browser(Notice),
+    /// Give the URL to the notice and wait (`--no-browser`).
+    Print(Notice),
     /// Hand the URL to a function that plays the browser: it must end with a GET of the
     /// redirect to the loopback listener (tests and the conformance client).
     Custom(Arc<dyn Fn(String) -> AuthorizeFuture + Send + Sync>),
@@ -81,8 +85,8 @@ pub enum Authorize {
 impl std::fmt::Debug for Authorize {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(match self {
-            Authorize::Browser => "Browser",
-            Authorize::Print => "Print",
+            Authorize::Browser(_) => "Browser",
+            Authorize::Print(_) => "Print",
             Authorize::Custom(_) => "Custom",
         })
     }
@@ -558,16 +562,16 @@ pub(crate) async fn authorize(
 async fn open(how: &Authorize, slug: &str, url: String) -> Result<(), String> {
     match how {
         Authorize::Custom(step) => step(url).await,
-        Authorize::Print => {
-            eprintln!("To authorize CAR for connector '{slug}', open this URL in a browser:\n\n  {url}\n\nWaiting for the authorization server to redirect back…");
+        Authorize::Print(notice) => {
+            notice(&format!("To authorize CAR for connector '{slug}', open this URL in a browser:\n\n  {url}\n\nWaiting for the authorization server to redirect back…"));
             Ok(())
         }
-        Authorize::Browser => {
+        Authorize::Browser(notice) => {
             let opened = open_browser(&url);
             if opened {
-                eprintln!("Opened the browser to authorize CAR for connector '{slug}'. If it did not open, visit:\n\n  {url}\n\nWaiting for the authorization server to redirect back…");
+                notice(&format!("Opened the browser to authorize CAR for connector '{slug}'. If it did not open, visit:\n\n  {url}\n\nWaiting for the authorization server to redirect back…"));
             } else {
-                eprintln!("Could not open a browser. To authorize CAR for connector '{slug}', open this URL:\n\n  {url}\n\nWaiting for the authorization server to redirect back…");
+                notice(&format!("Could not open a browser. To authorize CAR for connector '{slug}', open this URL:\n\n  {url}\n\nWaiting for the authorization server to redirect back…"));
             }
             Ok(())
         }

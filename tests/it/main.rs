@@ -4,6 +4,13 @@
 //! layer against a real gnome-keyring on a private D-Bus session, and connectors against real
 //! MCP servers.
 
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::print_stdout,
+    clippy::print_stderr
+)] // test, bench and example code may unwrap and print
+
 mod admin;
 mod bad_input;
 mod claude;
