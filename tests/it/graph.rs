@@ -501,3 +501,50 @@ fn bad_graph_input_gets_clear_errors_and_writes_nothing() {
         "nothing written"
     );
 }
+
+/// Long work shows a bar to a person at a terminal (a pty from `script`) and JSON Lines progress
+/// on stderr otherwise; stdout carries only the result either way.
+#[test]
+fn a_scan_shows_a_bar_on_a_terminal_and_json_lines_elsewhere() {
+    let home = TestHome::new();
+    let files: Vec<(String, String)> = (0..40)
+        .map(|i| (format!("src/m{i}.rs"), format!("pub fn f{i}() {{}}\n")))
+        .collect();
+    let files: Vec<(&str, &str)> = files
+        .iter()
+        .map(|(a, b)| (a.as_str(), b.as_str()))
+        .collect();
+    write(&home.project, &files);
+    let out = home.car(&["--json", "graph", "scan"]);
+    assert!(out.status.success());
+    let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(doc["success"], true);
+    let lines: Vec<Value> = String::from_utf8_lossy(&out.stderr)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}")))
+        .collect();
+    assert!(!lines.is_empty());
+    for line in &lines {
+        assert_eq!(
+            (&line["type"], &line["command"]),
+            (&json!("progress"), &json!("graph.scan")),
+            "{line}"
+        );
+    }
+
+    std::fs::write(home.project.join("src/new.rs"), "pub fn g() {}\n").unwrap();
+    let mut script = home.command("script");
+    script
+        .args(["-qec"])
+        .arg(format!("{} graph scan", crate::support::CAR))
+        .arg("/dev/null");
+    let out = script.output().unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let screen = String::from_utf8_lossy(&out.stdout);
+    assert!(screen.contains("Scanned"), "{screen}");
+    assert!(!screen.contains("\"type\":\"progress\""), "{screen}");
+    assert!(
+        screen.contains("\u{1b}[2K"),
+        "the bar was drawn and cleared: {screen:?}"
+    );
+}
