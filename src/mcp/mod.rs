@@ -19,7 +19,7 @@ use rmcp::service::{RequestContext, RoleServer};
 use rmcp::{ErrorData as McpError, ServerHandler, ServiceExt};
 use serde_json::{json, Value};
 
-use crate::memory::{ContextMode, ContextRequest, Memory};
+use crate::memory::surfaces::{CONTEXT_PROMPT, FACT_RESOURCE, FACT_RESOURCES};
 use crate::runtime::{CallOptions, CallOutcome, Context, DispatchError, Face, Runtime, ToolError};
 
 /// The protocol revisions CAR serves (newest preferred). 2025-03-26 is left out on purpose: it
@@ -52,7 +52,12 @@ pub struct McpServer {
 
 impl McpServer {
     pub fn new(runtime: Runtime) -> McpServer {
-        let tools = runtime.registry().specs().map(|s| s.to_json()).collect();
+        let tools = runtime
+            .registry()
+            .specs()
+            .filter(|s| s.listed)
+            .map(|s| s.to_json())
+            .collect();
         McpServer {
             runtime,
             context: Context::new(Face::Mcp),
@@ -88,30 +93,58 @@ impl McpServer {
             .map_err(|e| ServeError::Session(e.to_string()))
     }
 
-    fn memory(&self) -> Result<Arc<Memory>, McpError> {
-        self.runtime
-            .memory()
-            .cloned()
-            .ok_or_else(|| McpError::invalid_params("this server has no memory", None))
+    /// Runs an unlisted operation (the prompt, a resource) through the dispatcher: the schema
+    /// check, the policy gate and the execution log see it like a tool call.
+    async fn operate(
+        &self,
+        name: &str,
+        args: Value,
+        cancel: tokio_util::sync::CancellationToken,
+    ) -> Result<Value, McpError> {
+        let options = CallOptions {
+            request_id: None,
+            cancel,
+        };
+        match self
+            .runtime
+            .operate(name, args, &self.context, options)
+            .await
+        {
+            Ok(outcome) => outcome.result.map_err(|e| match e {
+                ToolError::InvalidArguments(m) => McpError::invalid_params(m, None),
+                ToolError::NotFound(m) => McpError::resource_not_found(m, None),
+                ToolError::Denied(_) | ToolError::ConfirmationRequired(_) => {
+                    McpError::invalid_request(e.to_string(), None)
+                }
+                other => McpError::internal_error(other.to_string(), None),
+            }),
+            Err(DispatchError::UnknownTool(_)) => Err(McpError::invalid_params(
+                format!("this server does not serve {name}"),
+                None,
+            )),
+            Err(err @ DispatchError::Store(_)) => {
+                Err(McpError::internal_error(err.to_string(), None))
+            }
+        }
     }
 
     /// `car://memory/skill/{name}`: the active skill as JSON.
-    async fn read_skill(&self, uri: &str, name: &str) -> Result<ReadResourceResponse, McpError> {
-        let skills =
-            self.runtime.skills().cloned().ok_or_else(|| {
-                McpError::resource_not_found("this server has no skill store", None)
-            })?;
+    async fn read_skill(
+        &self,
+        uri: &str,
+        name: &str,
+        cancel: tokio_util::sync::CancellationToken,
+    ) -> Result<ReadResourceResponse, McpError> {
         // A name in a URI may be percent-encoded (spaces, slashes).
         let name = percent_decode(name);
-        let wanted = name.clone();
-        let skill = tokio::task::spawn_blocking(move || skills.get(&wanted))
-            .await
-            .map_err(|e| McpError::internal_error(e.to_string(), None))?
-            .map_err(|e| McpError::internal_error(e.to_string(), None))?
-            .ok_or_else(|| {
-                McpError::resource_not_found(format!("no active skill '{name}'"), None)
-            })?;
-        let text = serde_json::to_string_pretty(&crate::skills::tools::skill_json(&skill))
+        let skill = self
+            .operate(
+                crate::skills::tools::SKILL_RESOURCE,
+                json!({"name": name}),
+                cancel,
+            )
+            .await?;
+        let text = serde_json::to_string_pretty(&skill)
             .map_err(|e| McpError::internal_error(e.to_string(), None))?;
         let result: ReadResourceResult = from_json(json!({"contents": [{
             "uri": uri, "mimeType": "application/json", "text": text
@@ -343,46 +376,42 @@ impl ServerHandler for McpServer {
     async fn get_prompt(
         &self,
         request: GetPromptRequestParams,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<GetPromptResponse, McpError> {
-        if request.name != "car_context" {
+        if request.name != CONTEXT_PROMPT {
             return Err(McpError::invalid_params(
                 format!(
-                    "unknown prompt '{}'; the only prompt is car_context",
+                    "unknown prompt '{}'; the only prompt is {CONTEXT_PROMPT}",
                     request.name
                 ),
                 None,
             ));
         }
-        let memory = self.memory()?;
-        let args = request.arguments.unwrap_or_default();
-        let query = args
+        let args = Value::Object(request.arguments.unwrap_or_default());
+        if args
             .get("query")
             .and_then(Value::as_str)
-            .filter(|q| !q.trim().is_empty())
-            .ok_or_else(|| {
-                McpError::invalid_params("car_context needs the argument 'query'", None)
-            })?
-            .to_string();
-        let mode = match args.get("mode").and_then(Value::as_str) {
-            None | Some("full") => ContextMode::Full,
-            Some("fast") => ContextMode::Fast,
-            Some(other) => {
+            .is_none_or(|q| q.trim().is_empty())
+        {
+            return Err(McpError::invalid_params(
+                "car_context needs the argument 'query'",
+                None,
+            ));
+        }
+        if let Some(mode) = args.get("mode").and_then(Value::as_str) {
+            if mode != "full" && mode != "fast" {
                 return Err(McpError::invalid_params(
-                    format!("mode must be 'full' or 'fast', not '{other}'"),
+                    format!("mode must be 'full' or 'fast', not '{mode}'"),
                     None,
-                ))
+                ));
             }
-        };
-        let mut context_request = ContextRequest::new(&query);
-        context_request.mode = mode;
-        let assembled = tokio::task::spawn_blocking(move || memory.context(&context_request))
-            .await
-            .map_err(|e| McpError::internal_error(e.to_string(), None))?
-            .map_err(|e| McpError::internal_error(e.to_string(), None))?;
+        }
+        let briefing = self
+            .operate(CONTEXT_PROMPT, args, context.ct.clone())
+            .await?;
         let result: GetPromptResult = from_json(json!({
-            "description": format!("CAR briefing for: {query}"),
-            "messages": [{"role": "user", "content": {"type": "text", "text": assembled.text}}]
+            "description": briefing["description"],
+            "messages": [{"role": "user", "content": {"type": "text", "text": briefing["text"]}}]
         }))?;
         Ok(GetPromptResponse::Complete(result))
     }
@@ -413,35 +442,38 @@ impl ServerHandler for McpServer {
     async fn list_resources(
         &self,
         request: Option<PaginatedRequestParams>,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<ListResourcesResult, McpError> {
-        let Some(memory) = self.runtime.memory().cloned() else {
+        if self.runtime.memory().is_none() {
             return from_json(json!({"resources": []}));
-        };
+        }
         let after = match request.and_then(|r| r.cursor) {
             None => 0,
             Some(cursor) => cursor.parse::<i64>().map_err(|_| {
                 McpError::invalid_params(format!("invalid cursor '{cursor}'"), None)
             })?,
         };
-        let page =
-            tokio::task::spawn_blocking(move || memory.list_entries(after, RESOURCES_PER_PAGE + 1))
-                .await
-                .map_err(|e| McpError::internal_error(e.to_string(), None))?
-                .map_err(|e| McpError::internal_error(e.to_string(), None))?;
+        let page = self
+            .operate(
+                FACT_RESOURCES,
+                json!({"after": after, "limit": RESOURCES_PER_PAGE + 1}),
+                context.ct.clone(),
+            )
+            .await?;
+        let page = page["entries"].as_array().cloned().unwrap_or_default();
         let more = page.len() > RESOURCES_PER_PAGE;
         let shown = &page[..page.len().min(RESOURCES_PER_PAGE)];
         let resources: Vec<Value> = shown
             .iter()
             .map(|n| {
-                json!({"uri": format!("{FACT_URI}{}", n.id), "name": n.id, "title": n.subject,
-                            "mimeType": "text/plain"})
+                json!({"uri": format!("{FACT_URI}{}", n["id"].as_str().unwrap_or_default()),
+                       "name": n["id"], "title": n["subject"], "mimeType": "text/plain"})
             })
             .collect();
         let mut result = json!({"resources": resources});
         if more {
             if let Some(last) = shown.last() {
-                result["nextCursor"] = json!(last.seq.to_string());
+                result["nextCursor"] = json!(last["seq"].to_string());
             }
         }
         from_json(result)
@@ -474,11 +506,11 @@ impl ServerHandler for McpServer {
     async fn read_resource(
         &self,
         request: ReadResourceRequestParams,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<ReadResourceResponse, McpError> {
         let uri = request.uri.clone();
         if let Some(name) = uri.strip_prefix(SKILL_URI) {
-            return self.read_skill(&uri, name).await;
+            return self.read_skill(&uri, name, context.ct.clone()).await;
         }
         let Some(id) = uri.strip_prefix(FACT_URI).filter(|id| !id.is_empty()) else {
             return Err(McpError::resource_not_found(
@@ -486,26 +518,11 @@ impl ServerHandler for McpServer {
                 None,
             ));
         };
-        let memory = self.memory()?;
-        let id_owned = id.to_string();
-        let node = tokio::task::spawn_blocking(move || memory.get(&id_owned, ""))
-            .await
-            .map_err(|e| McpError::internal_error(e.to_string(), None))?
-            .map_err(|e| McpError::internal_error(e.to_string(), None))?
-            .ok_or_else(|| McpError::resource_not_found(format!("no memory entry '{id}'"), None))?;
-        let mut text = format!(
-            "{}\n\n{}\n\nid: {}\nkind: {}\ncreated: {}\n",
-            node.subject,
-            node.body,
-            node.id,
-            node.kind.as_str(),
-            node.created_at
-        );
-        if let Some(by) = &node.superseded_by {
-            text.push_str(&format!("superseded by: {by} (not current)\n"));
-        }
+        let entry = self
+            .operate(FACT_RESOURCE, json!({"id": id}), context.ct.clone())
+            .await?;
         let result: ReadResourceResult = from_json(json!({"contents": [{
-            "uri": uri, "mimeType": "text/plain", "text": text
+            "uri": uri, "mimeType": "text/plain", "text": entry["text"]
         }]}))?;
         Ok(ReadResourceResponse::Complete(result))
     }

@@ -9,6 +9,7 @@ mod model;
 mod notes;
 mod proactive;
 mod retrieve;
+pub(crate) mod surfaces;
 pub(crate) mod text;
 mod tools;
 mod write;
@@ -23,7 +24,13 @@ pub use context::{effective_budget, AssembledContext, ContextMode, ContextReques
 pub use model::{Kind, Node, Scope};
 pub use notes::Note;
 pub use proactive::{EvaluationCase, InterveneRequest, Trigger};
-pub use tools::tools;
+
+/// Every memory tool, and the unlisted operations MCP serves as its prompt and resources.
+pub fn tools(memory: std::sync::Arc<Memory>) -> Vec<crate::runtime::Tool> {
+    let mut all = tools::tools(memory.clone());
+    all.extend(surfaces::tools(memory));
+    all
+}
 pub use write::{NewEntry, Written};
 
 use crate::store::{self, Store, StoreError};

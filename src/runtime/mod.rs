@@ -70,9 +70,15 @@ impl Runtime {
         self.skills.as_ref()
     }
 
-    /// Every tool a client may call now: the built-ins, then the enabled connector tools.
+    /// Every tool a client may call now: the built-ins, then the enabled connector tools
+    /// (not the unlisted operations, see [`ToolSpec::listed`]).
     pub fn specs(&self) -> Vec<ToolSpec> {
-        let mut specs: Vec<ToolSpec> = self.registry().specs().cloned().collect();
+        let mut specs: Vec<ToolSpec> = self
+            .registry()
+            .specs()
+            .filter(|s| s.listed)
+            .cloned()
+            .collect();
         if let Some(source) = self.dispatcher.source() {
             specs.extend(source.current().specs().cloned());
         }
@@ -88,8 +94,24 @@ impl Runtime {
         })
     }
 
-    /// Dispatches one call (see [`Dispatcher::call`]).
+    /// Dispatches one call of a tool (see [`Dispatcher::call`]); an unlisted operation is not a
+    /// tool and is refused as unknown.
     pub async fn call(
+        &self,
+        name: &str,
+        args: serde_json::Value,
+        context: &Context,
+        options: CallOptions,
+    ) -> Result<CallOutcome, DispatchError> {
+        if self.registry().get(name).is_some_and(|spec| !spec.listed) {
+            return Err(DispatchError::UnknownTool(name.to_string()));
+        }
+        self.dispatcher.call(name, args, context, options).await
+    }
+
+    /// Dispatches one call of an unlisted operation (the MCP prompt, a resource) or a tool:
+    /// the same schema check, policy gate, time bound and execution log.
+    pub async fn operate(
         &self,
         name: &str,
         args: serde_json::Value,
@@ -227,7 +249,9 @@ mod tests {
             .build()
             .unwrap();
         let names: Vec<&str> = runtime.registry().validators().map(|(n, _)| n).collect();
-        assert_eq!(names.len(), 17, "{names:?}");
+        // 17 tools and 4 unlisted operations (the prompt and the resources).
+        assert_eq!(names.len(), 21, "{names:?}");
+        assert_eq!(runtime.specs().len(), 17);
         for (name, validator) in runtime.registry().validators() {
             assert!(
                 validator.compiles(),

@@ -86,6 +86,10 @@ pub struct ToolSpec {
     /// content as is instead of wrapping the value.
     pub passthrough: bool,
     pub gating: Gating,
+    /// Listed in `tools/list` and `car tools list`. An unlisted tool is an operation a face
+    /// serves another way (the MCP prompt, the resources): it still passes the dispatcher —
+    /// schema, policy gate, time bound, execution log — but is not callable as a tool.
+    pub listed: bool,
 }
 
 impl ToolSpec {
@@ -105,6 +109,7 @@ impl ToolSpec {
             timeout: std::time::Duration::from_secs(300),
             passthrough: false,
             gating: Gating::Gated,
+            listed: true,
         }
     }
 
@@ -146,6 +151,12 @@ impl ToolSpec {
     /// Marks the result as an MCP `CallToolResult` to pass through (see [`ToolSpec::passthrough`]).
     pub fn passthrough(mut self) -> Self {
         self.passthrough = true;
+        self
+    }
+
+    /// Keeps the operation out of the tool lists (see [`ToolSpec::listed`]).
+    pub fn unlisted(mut self) -> Self {
+        self.listed = false;
         self
     }
 

@@ -251,7 +251,7 @@ pub fn tools(skills: Arc<Skills>) -> Vec<Tool> {
         },
     ));
 
-    let s = skills;
+    let s = skills.clone();
     tools.push(Tool::blocking(
         ToolSpec::new(
             "skill_report",
@@ -288,5 +288,33 @@ pub fn tools(skills: Arc<Skills>) -> Vec<Tool> {
         },
     ));
 
+    // The MCP resource car://memory/skill/{name}: unlisted, so it passes the gate and the log
+    // like a tool without being one.
+    tools.push(Tool::blocking(
+        ToolSpec::new(
+            SKILL_RESOURCE,
+            "One active skill as JSON (MCP resource car://memory/skill/{name}).",
+            json!({
+                "type": "object",
+                "properties": {"name": {"type": "string", "minLength": 1, "description": NAME}},
+                "required": ["name"],
+                "additionalProperties": false
+            }),
+        )
+        .title("A saved skill")
+        .effect(Effect::Read)
+        .unlisted(),
+        move |call| {
+            let name = call.args["name"].as_str().unwrap_or_default();
+            let skill = skills
+                .get(name)?
+                .ok_or_else(|| ToolError::NotFound(format!("no active skill '{name}'")))?;
+            Ok(skill_json(&skill))
+        },
+    ));
+
     tools
 }
+
+/// The operation behind the skill resource.
+pub const SKILL_RESOURCE: &str = "skill_resource";

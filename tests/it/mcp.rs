@@ -543,3 +543,100 @@ fn project_scope_global_scope_and_tenants_never_mix() {
     );
     b.finish();
 }
+
+/// The prompt and the resources pass the dispatcher like tools: a policy rule denying
+/// `car_context` denies the prompt, one denying `memory_fact_resource` denies reading a fact,
+/// each read is in the execution log, and neither is a tool (`tools/list`, `tools/call`).
+#[test]
+fn the_prompt_and_resources_pass_the_policy_gate_and_the_execution_log() {
+    let home = TestHome::new();
+    let fact = home.car_json(&["memory", "add", "release", "we release on Tuesdays"]);
+    let id = fact["id"].as_str().unwrap().to_string();
+    let mut mcp = home.spawn_mcp();
+    mcp.initialize();
+    let prompt = json!({"name": "car_context", "arguments": {"query": "when do we release"}});
+    let allowed = mcp.request("prompts/get", prompt.clone());
+    assert!(
+        allowed["result"]["messages"][0]["content"]["text"]
+            .as_str()
+            .unwrap()
+            .contains("Tuesdays"),
+        "{allowed}"
+    );
+    let uri = format!("car://memory/fact/{id}");
+    let read = mcp.request("resources/read", json!({"uri": uri}));
+    assert!(
+        read["result"]["contents"][0]["text"]
+            .as_str()
+            .unwrap()
+            .contains("Tuesdays"),
+        "{read}"
+    );
+    let names: Vec<String> = mcp
+        .tools()
+        .iter()
+        .map(|t| t["name"].as_str().unwrap().to_string())
+        .collect();
+    assert!(
+        !names
+            .iter()
+            .any(|n| n == "car_context" || n.ends_with("_resource") || n.ends_with("_resources")),
+        "{names:?}"
+    );
+    let as_tool = mcp.request(
+        "tools/call",
+        json!({"name": "car_context", "arguments": {"query": "x"}}),
+    );
+    assert_eq!(as_tool["error"]["code"], -32602, "{as_tool}");
+    mcp.finish();
+
+    std::fs::create_dir_all(home.project.join(".car/policies")).unwrap();
+    std::fs::write(
+        home.project.join(".car/policies/surfaces.toml"),
+        "deny_tool = [\"car_context\", \"memory_fact_resource\"]\n",
+    )
+    .unwrap();
+    let mut mcp = home.spawn_mcp();
+    mcp.initialize();
+    let denied = mcp.request("prompts/get", prompt);
+    assert!(
+        denied["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("denied by policy"),
+        "{denied}"
+    );
+    let denied = mcp.request("resources/read", json!({"uri": uri}));
+    assert!(
+        denied["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("deny_tool:memory_fact_resource"),
+        "{denied}"
+    );
+    mcp.finish();
+    let log = home.car_json(&["executions", "--limit", "20"]);
+    let seen: Vec<(String, String)> = log["executions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| {
+            (
+                r["tool"].as_str().unwrap().to_string(),
+                r["status"].as_str().unwrap().to_string(),
+            )
+        })
+        .filter(|(tool, _)| tool == "car_context" || tool == "memory_fact_resource")
+        .collect();
+    for want in [
+        ("car_context", "ok"),
+        ("memory_fact_resource", "ok"),
+        ("car_context", "denied"),
+        ("memory_fact_resource", "denied"),
+    ] {
+        assert!(
+            seen.iter().any(|(t, s)| t == want.0 && s == want.1),
+            "{want:?} not in the execution log: {seen:?}"
+        );
+    }
+}
