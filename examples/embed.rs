@@ -15,8 +15,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use car::{
-    confirm_grants_from_env, Confirmation, Context, Effect, Face, Home, Idempotence, McpServer,
-    Memory, Runtime, Store, Tool, ToolError, ToolSpec,
+    confirm_grants_from_env, App, Confirmation, Context, Effect, Face, Home, Idempotence,
+    McpServer, Memory, Store, Tool, ToolError, ToolSpec,
 };
 use serde_json::json;
 
@@ -62,15 +62,12 @@ async fn main() -> anyhow::Result<()> {
         |_call| Ok(json!({"reset": true})),
     );
 
-    let runtime = Runtime::builder()
+    let app = App::builder()
         .memory(Arc::new(memory))
         .tool(wait)
         .tool(reset)
         .build()?;
     let context = Context::new(Face::Mcp).grants(confirm_grants_from_env());
-    McpServer::new(runtime)
-        .context(context)
-        .serve_stdio()
-        .await?;
+    McpServer::new(app).context(context).serve_stdio().await?;
     Ok(())
 }

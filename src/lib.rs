@@ -5,12 +5,13 @@
 //! Embedding:
 //! ```no_run
 //! # async fn run() -> anyhow::Result<()> {
-//! use car::{McpServer, Runtime, Context, Face};
-//! let runtime = Runtime::builder().build()?;
-//! McpServer::new(runtime).context(Context::new(Face::Mcp)).serve_stdio().await?;
+//! use car::{App, Context, Face, McpServer};
+//! let app = App::builder().build()?;
+//! McpServer::new(app).context(Context::new(Face::Mcp)).serve_stdio().await?;
 //! # Ok(()) }
 //! ```
 
+mod app;
 pub mod cli;
 pub mod connectors;
 pub mod eval;
@@ -26,6 +27,7 @@ pub mod secrets;
 mod skills;
 mod store;
 
+pub use app::{App, AppBuilder, AppError};
 pub use home::{confirm_grants_from_env, env, project_root, Home, HomeError};
 pub use mcp::McpServer;
 pub use memory::{

@@ -389,12 +389,12 @@ fn human_query(data: &Value) -> String {
 
 pub async fn run(env: &Env, command: MemoryCommand) -> ExitCode {
     let name = command_name(&command);
-    let (runtime, call) = match prepare(env, name, || as_tool_call(&command)) {
+    let (app, call) = match prepare(env, name, || as_tool_call(&command)) {
         Ok(prepared) => prepared,
         Err(code) => return code,
     };
     if let Some((name, tool, args)) = call {
-        let result = call_tool(&runtime, tool, args, None).await;
+        let result = call_tool(&app, tool, args, None).await;
         return finish(env.json, name, result, |data| match tool {
             "memory_query" => human_query(data),
             "memory_add_fact" | "memory_save_knowledge" | "memory_save_procedural" => {
@@ -405,7 +405,7 @@ pub async fn run(env: &Env, command: MemoryCommand) -> ExitCode {
             _ => render_human(data),
         });
     }
-    let Some(memory) = runtime.memory().cloned() else {
+    let Some(memory) = app.memory().cloned() else {
         return finish(
             env.json,
             name,

@@ -26,12 +26,11 @@ use std::sync::Arc;
 use clap::{Args, Parser, Subcommand};
 use serde_json::Value;
 
+use crate::app::App;
 use crate::home::{self, Home};
 use crate::mcp::McpServer;
-use crate::memory::Memory;
 use crate::output;
-use crate::policy::PolicyEngine;
-use crate::runtime::{CallOptions, Context, DispatchError, Face, Runtime, ToolError};
+use crate::runtime::{CallOptions, Context, DispatchError, Face, ToolError};
 use crate::store::Store;
 
 const AFTER_HELP: &str = "\
@@ -269,32 +268,13 @@ pub fn init_logging() {
 
 /// Opens the store and memory of a project and builds the runtime over them, behind the
 /// policy engine of `<CAR_HOME>/policies` and `<project>/.car/policies` (loaded once).
-pub(crate) fn open_runtime(env: &Env) -> Result<Runtime, Failure> {
-    let store = Arc::new(Store::open(&env.home.db_path())?);
-    let memory = Memory::open(
-        store,
-        Some(&env.project_root),
-        Some(&env.home.assistant_json()),
-    )?;
-    let policy = PolicyEngine::load(&env.home.policies_dir(), &env.project_root);
-    if let Some(failure) = &policy.rules().failure {
-        tracing::warn!("policy rules did not load, every call will be denied: {failure}");
-    }
-    let skills = crate::skills::Skills::new(memory.store().clone());
-    let memory = Arc::new(memory);
-    let mut builder = Runtime::builder()
-        .skills(Arc::new(skills))
-        .memory(memory.clone());
-    for tool in inproc::tools(&env.home, &env.project_root, memory) {
-        builder = builder.tool(tool);
-    }
-    builder
-        .source(Arc::new(crate::connectors::ConnectorTools::new(
-            env.home.root().to_path_buf(),
-        )))
-        .policy_engine(Arc::new(policy))
-        .build()
-        .map_err(|e| Failure::new("build", e.to_string()))
+/// CAR for this command, opened through the composition root (with the project commands the
+/// MCP tools run in-process).
+pub(crate) fn open_app(env: &Env) -> Result<App, Failure> {
+    App::open(&env.home, &env.project_root, |memory| {
+        inproc::tools(&env.home, &env.project_root, memory.clone())
+    })
+    .map_err(|e| Failure::new("open", e.to_string()))
 }
 
 /// The project this command works on, in the store under CAR_HOME.
@@ -354,7 +334,7 @@ pub(crate) fn read_input(path: &std::path::Path) -> Result<String, Failure> {
 
 /// Calls a tool through the dispatcher as the CLI face.
 pub(crate) async fn call_tool(
-    runtime: &Runtime,
+    app: &App,
     name: &str,
     args: Value,
     request_id: Option<String>,
@@ -364,7 +344,7 @@ pub(crate) async fn call_tool(
         request_id,
         ..CallOptions::default()
     };
-    let outcome = runtime.call(name, args, &context, options).await?;
+    let outcome = app.runtime().call(name, args, &context, options).await?;
     Ok(outcome.result?)
 }
 
@@ -432,11 +412,11 @@ pub(crate) fn prepare<T>(
     env: &Env,
     command: &str,
     plan: impl FnOnce() -> Result<T, Failure>,
-) -> Result<(Runtime, T), ExitCode> {
+) -> Result<(App, T), ExitCode> {
     let fail = |failure| finish(env.json, command, Err(failure), |_| String::new());
     let planned = plan().map_err(fail)?;
-    let runtime = open_runtime(env).map_err(fail)?;
-    Ok((runtime, planned))
+    let app = open_app(env).map_err(fail)?;
+    Ok((app, planned))
 }
 
 /// Prints a command's result and returns its exit code.
@@ -518,14 +498,14 @@ async fn run(cli: Cli) -> ExitCode {
 
 /// Serves MCP on stdio for `car mcp` and `car-mcp`.
 async fn serve_mcp(env: &Env) -> ExitCode {
-    let runtime = match open_runtime(env) {
-        Ok(runtime) => runtime,
+    let app = match open_app(env) {
+        Ok(app) => app,
         Err(failure) => {
             console::stderr_line(&format!("car-mcp: {}", failure.message));
             return ExitCode::from(failure.exit);
         }
     };
-    if let Some(memory) = runtime.memory().cloned() {
+    if let Some(memory) = app.memory().cloned() {
         // Build the index beside the handshake rather than on the first query.
         tokio::task::spawn_blocking(move || {
             if let Err(e) = memory.warm() {
@@ -534,7 +514,7 @@ async fn serve_mcp(env: &Env) -> ExitCode {
         });
     }
     let context = Context::new(Face::Mcp).grants(home::confirm_grants_from_env());
-    match McpServer::new(runtime).context(context).serve_stdio().await {
+    match McpServer::new(app).context(context).serve_stdio().await {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             tracing::error!("{e}");

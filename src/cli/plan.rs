@@ -280,11 +280,11 @@ pub async fn run(env: &Env, command: PlanCommand) -> ExitCode {
         PlanCommand::Equivalent { .. } => "plan.equivalent",
         PlanCommand::Optimize { .. } => "plan.optimize",
     };
-    let (runtime, (tool, args)) = match prepare(env, name, || as_tool_call(&command)) {
+    let (app, (tool, args)) = match prepare(env, name, || as_tool_call(&command)) {
         Ok(prepared) => prepared,
         Err(code) => return code,
     };
-    let result = call_tool(&runtime, tool, args, None).await;
+    let result = call_tool(&app, tool, args, None).await;
     let invalid = matches!(&result, Ok(data) if data["valid"] == false);
     let code = match &command {
         PlanCommand::Verify { .. } => finish(env.json, name, result, render_verify),

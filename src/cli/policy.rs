@@ -9,7 +9,7 @@ use std::process::ExitCode;
 use clap::Subcommand;
 use serde_json::{json, Value};
 
-use super::{call_tool, finish, open_runtime, Env, Failure};
+use super::{call_tool, finish, open_app, Env, Failure};
 use crate::home::{Home, HomeError};
 use crate::policy::hook::{self, HookAnswer};
 use crate::policy::preset::{self, Overwrite, PresetError};
@@ -226,12 +226,12 @@ pub async fn run(env: &Env, command: PolicyCommand) -> ExitCode {
                     return finish(env.json, name, Err(f), |_| String::new());
                 }
             };
-            let runtime = match open_runtime(env) {
+            let app = match open_app(env) {
                 Ok(r) => r,
                 Err(f) => return finish(env.json, name, Err(f), |_| String::new()),
             };
             let result = call_tool(
-                &runtime,
+                &app,
                 "policy_check",
                 json!({"tool": tool, "params": params}),
                 None,

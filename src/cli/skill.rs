@@ -331,12 +331,12 @@ fn local(env: &Env, skills: &Skills, command: &SkillCommand) -> Result<Value, Fa
 
 pub async fn run(env: &Env, command: SkillCommand) -> ExitCode {
     let name = command_name(&command);
-    let (runtime, call) = match prepare(env, name, || as_tool_call(&command)) {
+    let (app, call) = match prepare(env, name, || as_tool_call(&command)) {
         Ok(prepared) => prepared,
         Err(code) => return code,
     };
     if let Some((tool, args)) = call {
-        let result = call_tool(&runtime, tool, args, None).await;
+        let result = call_tool(&app, tool, args, None).await;
         return finish(env.json, name, result, |data| match tool {
             "skill_ingest" => human_ingest(data),
             "skill_find" => human_skills(
@@ -350,7 +350,14 @@ pub async fn run(env: &Env, command: SkillCommand) -> ExitCode {
             _ => format!("{}\n", skill_line(&data["skill"])),
         });
     }
-    let skills = Skills::new(runtime.store().clone());
+    let Some(skills) = app.skills().cloned() else {
+        return finish(
+            env.json,
+            name,
+            Err(Failure::new("failed", "skills are not available")),
+            |_| String::new(),
+        );
+    };
     let result = local(env, &skills, &command);
     finish(env.json, name, result, |data| match &command {
         SkillCommand::Show { .. } => human_show(data),

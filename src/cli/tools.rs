@@ -5,7 +5,7 @@ use std::process::ExitCode;
 use clap::{Args, Subcommand};
 use serde_json::{json, Value};
 
-use super::{call_tool, finish, open_runtime, Env, Failure};
+use super::{call_tool, finish, open_app, Env, Failure};
 use crate::output::render_human;
 use crate::runtime::executions;
 
@@ -63,13 +63,13 @@ pub async fn run(env: &Env, command: ToolsCommand) -> ExitCode {
         ToolsCommand::List => "tools.list",
         ToolsCommand::Call { .. } => "tools.call",
     };
-    let runtime = match open_runtime(env) {
-        Ok(r) => r,
+    let app = match open_app(env) {
+        Ok(app) => app,
         Err(f) => return finish(env.json, name, Err(f), |_| String::new()),
     };
     match command {
         ToolsCommand::List => {
-            let tools: Vec<Value> = runtime.specs().iter().map(|s| s.to_json()).collect();
+            let tools: Vec<Value> = app.runtime().specs().iter().map(|s| s.to_json()).collect();
             finish(env.json, name, Ok(json!({"tools": tools})), |data| {
                 let mut out = String::new();
                 for tool in data["tools"].as_array().into_iter().flatten() {
@@ -89,7 +89,7 @@ pub async fn run(env: &Env, command: ToolsCommand) -> ExitCode {
             request_id,
         } => {
             let result = match parse_params(&params) {
-                Ok(args) => call_tool(&runtime, &tool, args, request_id).await,
+                Ok(args) => call_tool(&app, &tool, args, request_id).await,
                 Err(f) => Err(f),
             };
             finish(env.json, name, result, render_human)
@@ -98,11 +98,14 @@ pub async fn run(env: &Env, command: ToolsCommand) -> ExitCode {
 }
 
 pub async fn executions(env: &Env, args: ExecutionsArgs) -> ExitCode {
-    let result = open_runtime(env).and_then(|runtime| {
-        executions::recent(runtime.store(), args.tool.as_deref(), args.limit)
-            .map(|rows| json!({"executions": rows}))
-            .map_err(Failure::from)
-    });
+    // One table: the store alone, not the whole of CAR (policies, connectors, the import).
+    let result = crate::store::Store::open(&env.home.db_path())
+        .map_err(Failure::from)
+        .and_then(|store| {
+            executions::recent(&store, args.tool.as_deref(), args.limit)
+                .map(|rows| json!({"executions": rows}))
+                .map_err(Failure::from)
+        });
     finish(env.json, "executions.list", result, |data| {
         let rows = data["executions"].as_array().cloned().unwrap_or_default();
         if rows.is_empty() {

@@ -19,8 +19,9 @@ use rmcp::service::{RequestContext, RoleServer};
 use rmcp::{ErrorData as McpError, ServerHandler, ServiceExt};
 use serde_json::{json, Value};
 
+use crate::app::App;
 use crate::memory::surfaces::{CONTEXT_PROMPT, FACT_RESOURCE, FACT_RESOURCES};
-use crate::runtime::{CallOptions, CallOutcome, Context, DispatchError, Face, Runtime, ToolError};
+use crate::runtime::{CallOptions, CallOutcome, Context, DispatchError, Face, ToolError};
 
 /// The protocol revisions CAR serves (newest preferred). 2025-03-26 is left out on purpose: it
 /// requires JSON-RPC batches, which CAR refuses; a client asking for it is offered 2025-11-25.
@@ -42,24 +43,25 @@ pub enum ServeError {
     Session(String),
 }
 
-/// An MCP server over a [`Runtime`].
+/// An MCP server over an [`App`].
 #[derive(Clone)]
 pub struct McpServer {
-    runtime: Runtime,
+    app: App,
     context: Context,
     tools: Arc<Vec<Value>>,
 }
 
 impl McpServer {
-    pub fn new(runtime: Runtime) -> McpServer {
-        let tools = runtime
+    pub fn new(app: App) -> McpServer {
+        let tools = app
+            .runtime()
             .registry()
             .specs()
             .filter(|s| s.listed)
             .map(|s| s.to_json())
             .collect();
         McpServer {
-            runtime,
+            app,
             context: Context::new(Face::Mcp),
             tools: Arc::new(tools),
         }
@@ -106,7 +108,8 @@ impl McpServer {
             cancel,
         };
         match self
-            .runtime
+            .app
+            .runtime()
             .operate(name, args, &self.context, options)
             .await
         {
@@ -250,7 +253,7 @@ impl ServerHandler for McpServer {
     async fn on_initialized(&self, context: rmcp::service::NotificationContext<RoleServer>) {
         // Announce changes of the connector tools (enabled or disabled by `car connector`
         // in another process) until the client goes away.
-        let Some(source) = self.runtime.dispatcher().source().cloned() else {
+        let Some(source) = self.app.runtime().dispatcher().source().cloned() else {
             return;
         };
         let peer = context.peer;
@@ -296,7 +299,7 @@ impl ServerHandler for McpServer {
         _request: Option<PaginatedRequestParams>,
         _context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, McpError> {
-        match self.runtime.dispatcher().source() {
+        match self.app.runtime().dispatcher().source() {
             Some(source) => {
                 let mut tools = (*self.tools).clone();
                 tools.extend(source.current().specs().map(|s| s.to_json()));
@@ -326,7 +329,8 @@ impl ServerHandler for McpServer {
             cancel: context.ct.clone(),
         };
         match self
-            .runtime
+            .app
+            .runtime()
             .call(&request.name, args, &self.context, options)
             .await
         {
@@ -357,7 +361,7 @@ impl ServerHandler for McpServer {
         _request: Option<PaginatedRequestParams>,
         _context: RequestContext<RoleServer>,
     ) -> Result<ListPromptsResult, McpError> {
-        let prompts = if self.runtime.memory().is_some() {
+        let prompts = if self.app.memory().is_some() {
             json!([{
                 "name": "car_context",
                 "title": "CAR context briefing",
@@ -444,7 +448,7 @@ impl ServerHandler for McpServer {
         request: Option<PaginatedRequestParams>,
         context: RequestContext<RoleServer>,
     ) -> Result<ListResourcesResult, McpError> {
-        if self.runtime.memory().is_none() {
+        if self.app.memory().is_none() {
             return from_json(json!({"resources": []}));
         }
         let after = match request.and_then(|r| r.cursor) {
@@ -491,7 +495,7 @@ impl ServerHandler for McpServer {
             "description": "One memory entry by id (as returned by memory_query).",
             "mimeType": "text/plain"
         })];
-        if self.runtime.skills().is_some() {
+        if self.app.skills().is_some() {
             templates.push(json!({
                 "uriTemplate": format!("{SKILL_URI}{{name}}"),
                 "name": "skill",

@@ -8,7 +8,7 @@ mod registry;
 mod spec;
 mod tool;
 
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
 
 pub use context::{Context, Face};
 pub use dispatcher::{
@@ -22,7 +22,6 @@ pub use spec::{Confirmation, Effect, Gating, Idempotence, Parallelism, ToolSpec}
 pub(crate) use tool::{arg_string, arg_strings};
 pub use tool::{Tool, ToolCall, ToolError};
 
-use crate::memory::Memory;
 use crate::store::{Store, StoreError};
 
 /// Why a runtime could not be built.
@@ -34,13 +33,12 @@ pub enum BuildError {
     Store(#[from] StoreError),
 }
 
-/// A registry, a dispatcher and (optionally) the memory engine behind the memory tools.
+/// A registry, the dispatcher in front of it and the store executions are recorded in. It
+/// knows no capability: the composition root (`crate::app`) registers their tools.
 #[derive(Clone)]
 pub struct Runtime {
     dispatcher: Dispatcher,
     store: Arc<Store>,
-    memory: Option<Arc<Memory>>,
-    skills: Option<Arc<crate::skills::Skills>>,
 }
 
 impl Runtime {
@@ -58,16 +56,6 @@ impl Runtime {
 
     pub fn store(&self) -> &Arc<Store> {
         &self.store
-    }
-
-    /// The memory engine, when the runtime serves the memory tools.
-    pub fn memory(&self) -> Option<&Arc<Memory>> {
-        self.memory.as_ref()
-    }
-
-    /// The skill store, when the runtime serves the skill tools.
-    pub fn skills(&self) -> Option<&Arc<crate::skills::Skills>> {
-        self.skills.as_ref()
     }
 
     /// Every tool a client may call now: the built-ins, then the enabled connector tools
@@ -122,18 +110,12 @@ impl Runtime {
     }
 }
 
-/// Assembles a [`Runtime`]. Every runtime serves the four plan tools (`verify`, `simulate`,
-/// `equivalent`, `optimize`); with [`RuntimeBuilder::memory`] also the eight memory tools; with
-/// [`RuntimeBuilder::policy_engine`] also `policy_check`; with [`RuntimeBuilder::skills`] also
-/// the four skill tools.
+/// Assembles a [`Runtime`] from tools, a store, a gate and a tool source.
 #[derive(Default)]
 pub struct RuntimeBuilder {
     tools: Vec<Tool>,
     store: Option<Arc<Store>>,
     policy: Option<Arc<dyn PolicyGate>>,
-    policy_engine: Option<Arc<crate::policy::PolicyEngine>>,
-    memory: Option<Arc<Memory>>,
-    skills: Option<Arc<crate::skills::Skills>>,
     source: Option<Arc<dyn ToolSource>>,
 }
 
@@ -151,112 +133,38 @@ impl RuntimeBuilder {
         self
     }
 
+    /// Registers tools.
+    pub fn tools(mut self, tools: impl IntoIterator<Item = Tool>) -> Self {
+        self.tools.extend(tools);
+        self
+    }
+
     /// The store executions are recorded in (default: a private in-memory database).
     pub fn store(mut self, store: Arc<Store>) -> Self {
         self.store = Some(store);
         self
     }
 
-    /// The policy gate every call passes (default: [`AllowAll`]). A custom gate serves no
-    /// `policy_check`; see [`RuntimeBuilder::policy_engine`].
+    /// The policy gate every call passes (default: [`AllowAll`]).
     pub fn policy(mut self, policy: Arc<dyn PolicyGate>) -> Self {
         self.policy = Some(policy);
-        self.policy_engine = None;
-        self
-    }
-
-    /// Uses this policy engine as the gate and serves `policy_check`, which evaluates it.
-    pub fn policy_engine(mut self, engine: Arc<crate::policy::PolicyEngine>) -> Self {
-        self.policy = Some(engine.clone());
-        self.policy_engine = Some(engine);
-        self
-    }
-
-    /// Serves the eight memory tools from this engine (and uses its store).
-    pub fn memory(mut self, memory: Arc<Memory>) -> Self {
-        self.memory = Some(memory);
-        self
-    }
-
-    /// Serves the four skill tools from this store.
-    pub fn skills(mut self, skills: Arc<crate::skills::Skills>) -> Self {
-        self.skills = Some(skills);
         self
     }
 
     pub fn build(self) -> Result<Runtime, BuildError> {
-        let store = match (self.store, &self.memory) {
-            (Some(store), _) => store,
-            (None, Some(memory)) => memory.store().clone(),
-            (None, None) => Arc::new(Store::open_in_memory()?),
+        let store = match self.store {
+            Some(store) => store,
+            None => Arc::new(Store::open_in_memory()?),
         };
         let mut registry = Registry::default();
-        if let Some(memory) = &self.memory {
-            for tool in crate::memory::tools(memory.clone()) {
-                registry.register(tool)?;
-            }
-        }
-        if let Some(skills) = &self.skills {
-            for tool in crate::skills::tools(skills.clone()) {
-                registry.register(tool)?;
-            }
-        }
-        // The plan tools check proposals against the whole registry, including tools
-        // registered after them: they read a catalog of names and compiled input schemas
-        // (no handlers, so no reference cycle) that is filled once the registry is complete.
-        let catalog = Arc::new(OnceLock::new());
-        for tool in crate::plan::tools(catalog.clone()) {
-            registry.register(tool)?;
-        }
-        if let Some(engine) = &self.policy_engine {
-            registry.register(crate::policy::tool(engine.clone()))?;
-        }
         for tool in self.tools {
             registry.register(tool)?;
         }
-        // A fresh OnceLock: this set always succeeds.
-        let _ = catalog.set(
-            crate::plan::ToolCatalog::from_registry(&registry).with_source(self.source.clone()),
-        );
         let policy = self.policy.unwrap_or_else(|| Arc::new(AllowAll));
         let mut dispatcher = Dispatcher::new(registry, store.clone(), policy);
         if let Some(source) = self.source {
             dispatcher = dispatcher.with_source(source);
         }
-        Ok(Runtime {
-            dispatcher,
-            store,
-            memory: self.memory,
-            skills: self.skills,
-        })
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn every_built_in_tool_schema_compiles() {
-        let dir = tempfile::tempdir().unwrap();
-        let engine = crate::policy::PolicyEngine::load(&dir.path().join("home"), dir.path());
-        let runtime = Runtime::builder()
-            .memory(Arc::new(Memory::in_memory().unwrap()))
-            .policy_engine(Arc::new(engine))
-            .skills(Arc::new(crate::skills::Skills::new(Arc::new(
-                Store::open_in_memory().unwrap(),
-            ))))
-            .build()
-            .unwrap();
-        let names: Vec<&str> = runtime.registry().validators().map(|(n, _)| n).collect();
-        // 17 tools and 4 unlisted operations (the prompt and the resources).
-        assert_eq!(names.len(), 21, "{names:?}");
-        assert_eq!(runtime.specs().len(), 17);
-        for (name, validator) in runtime.registry().validators() {
-            assert!(
-                validator.compiles(),
-                "{name}'s input schema does not compile"
-            );
-        }
+        Ok(Runtime { dispatcher, store })
     }
 }

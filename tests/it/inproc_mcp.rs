@@ -7,7 +7,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use car::{Effect, McpServer, Memory, Runtime, Store, Tool, ToolError, ToolSpec};
+use car::{App, Effect, McpServer, Memory, Store, Tool, ToolError, ToolSpec};
 use serde_json::{json, Value};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader, DuplexStream, Lines};
 
@@ -49,14 +49,14 @@ impl Client {
                 }
             },
         );
-        let runtime = Runtime::builder()
+        let app = App::builder()
             .memory(Arc::new(memory))
             .tool(wait)
             .build()
             .unwrap();
         let (client, server) = tokio::io::duplex(1 << 20);
         let (server_read, server_write) = tokio::io::split(server);
-        tokio::spawn(McpServer::new(runtime).serve(server_read, server_write));
+        tokio::spawn(McpServer::new(app).serve(server_read, server_write));
         let (read, writer) = tokio::io::split(client);
         Client {
             writer,
