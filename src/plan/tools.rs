@@ -21,7 +21,7 @@ fn proposal_schema(description: &str) -> Value {
             "id": {"type": "string", "description": "Default: 12 hex characters of a UUIDv4."},
             "source": {"type": "string", "description": "Who wrote the proposal. Default: \"unknown\"."},
             "timestamp": {"type": "string", "description": "RFC 3339. Default: now."},
-            "context": {"description": "Passed through, not interpreted."},
+            "context": crate::runtime::schema::any_value("Passed through, not interpreted."),
             "actions": {"type": "array", "minItems": 1, "items": {
                 "type": "object",
                 "properties": {
@@ -37,7 +37,7 @@ fn proposal_schema(description: &str) -> Value {
                             "key": {"type": "string"},
                             "operator": {"type": "string", "default": "eq",
                                          "description": "eq, neq, gt, lt, gte, lte (numbers), exists, not_exists, contains (substring or array member). Any other operator fails."},
-                            "value": {},
+                            "value": crate::runtime::schema::any_value("The value the key is compared with (not needed by exists/not_exists)."),
                             "description": {"type": "string"}
                         },
                         "required": ["key"]
@@ -67,7 +67,7 @@ fn issue_schema() -> Value {
     json!({
         "type": "object",
         "properties": {
-            "action_id": {"type": ["string", "null"], "description": "null for an issue of the whole proposal"},
+            "action_id": crate::runtime::schema::nullable_described("string", "null for an issue of the whole proposal"),
             "severity": {"type": "string", "enum": ["error", "warning", "info"]},
             "message": {"type": "string"},
             "tier": {"type": "string", "enum": ["decision_procedure", "heuristic", "sampled"]}
@@ -210,7 +210,9 @@ pub(crate) fn tools(catalog: Arc<OnceLock<ToolCatalog>>) -> Vec<Tool> {
                 "states_tested": {"type": "integer"},
                 "used_default_states": {"type": "boolean"},
                 "divergence": {"type": "object", "properties": {
-                    "state": {"type": "object"}, "key": {"type": "string"}, "a": {}, "b": {}
+                    "state": {"type": "object"}, "key": {"type": "string"},
+                    "a": crate::runtime::schema::any_value("The key's value after proposal_a (null when absent)."),
+                    "b": crate::runtime::schema::any_value("The key's value after proposal_b (null when absent).")
                 }, "required": ["state", "key", "a", "b"]}
             },
             "required": ["equivalent", "tier", "states_tested", "used_default_states"]

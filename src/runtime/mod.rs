@@ -5,6 +5,7 @@ mod context;
 mod dispatcher;
 pub(crate) mod executions;
 mod registry;
+pub(crate) mod schema;
 mod spec;
 mod tool;
 

@@ -97,12 +97,12 @@ fn skill_schema() -> Value {
                     "fail_count": {"type": "integer"},
                     "success_ratio": {"type": "number"},
                     "degraded": {"type": "boolean"},
-                    "last_used_at": {"type": ["string", "null"]}
+                    "last_used_at": crate::runtime::schema::nullable("string")
                 },
                 "required": ["success_count", "fail_count", "success_ratio", "degraded"]
             },
             "degraded": {"type": "boolean"},
-            "superseded_by": {"type": ["string", "null"]},
+            "superseded_by": crate::runtime::schema::nullable("string"),
             "score": {"type": "number"},
             "note": {"type": "string"}
         },

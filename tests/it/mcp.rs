@@ -640,3 +640,43 @@ fn the_prompt_and_resources_pass_the_policy_gate_and_the_execution_log() {
         );
     }
 }
+
+/// The MCP Inspector CLI (pinned in scripts/test.sh), in its strict mode, finds nothing
+/// unportable in CAR's tool schemas: no `type: [T, "null"]`, no schema without a keyword.
+#[test]
+fn the_mcp_inspector_reports_no_schema_warnings_in_strict_mode() {
+    let inspector = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tools/node_modules/.bin/mcp-inspector");
+    assert!(
+        inspector.exists(),
+        "the MCP Inspector is not installed at {}: run scripts/test.sh (it installs \
+         @modelcontextprotocol/inspector into tools/)",
+        inspector.display()
+    );
+    let home = TestHome::new();
+    let out = home
+        .command(inspector.to_str().unwrap())
+        .args([
+            "--cli",
+            crate::support::CAR_MCP,
+            "--method",
+            "tools/list",
+            "--strict",
+        ])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    let listed: Value = serde_json::from_slice(&out.stdout).unwrap();
+    // What car-mcp serves: the 17 capability tools and the 6 project tools.
+    assert_eq!(listed["tools"].as_array().unwrap().len(), 23);
+    let warnings: Vec<&str> = stderr
+        .lines()
+        .filter(|l| l.starts_with("Warning"))
+        .collect();
+    assert!(
+        warnings.is_empty(),
+        "{} warnings:\n{stderr}",
+        warnings.len()
+    );
+}
