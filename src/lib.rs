@@ -44,7 +44,7 @@ pub use policy::{
     Admission, Basis, Decision, Evaluation, Finding, LoadFailure, PolicyEngine,
     Severity as FindingSeverity, Source as FindingSource,
 };
-pub use project::tasks::{Filter as TaskFilter, NewTask, Task, TaskUpdate};
+pub use project::tasks::{Filter as TaskFilter, NewTask, Task, TaskStatus, TaskUpdate};
 pub use project::{Project, ProjectError};
 pub use runtime::{
     AllowAll, BuildError, CallOptions, CallOutcome, Confirmation, Context, DispatchError,

@@ -23,6 +23,63 @@ pub const STATUSES: &[&str] = &["open", "claimed", "done", "blocked", "cancelled
 const DEFAULT_PREFIX: &str = "CTX";
 const MAX_TITLE_CHARS: usize = 500;
 
+/// A task's status as every face shows it: the stored one, or `ready` for an open task whose
+/// dependencies are all done (derived in one place, [`TaskStatus::shown`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum TaskStatus {
+    Open,
+    Ready,
+    Claimed,
+    Blocked,
+    Done,
+    Cancelled,
+}
+
+impl TaskStatus {
+    /// The status shown for a stored one and the count of dependencies not done yet.
+    fn shown(stored: &str, open_deps: i64) -> rusqlite::Result<TaskStatus> {
+        Ok(match stored {
+            "open" if open_deps == 0 => TaskStatus::Ready,
+            "open" => TaskStatus::Open,
+            "claimed" => TaskStatus::Claimed,
+            "blocked" => TaskStatus::Blocked,
+            "done" => TaskStatus::Done,
+            "cancelled" => TaskStatus::Cancelled,
+            other => {
+                return Err(rusqlite::Error::FromSqlConversionFailure(
+                    0,
+                    rusqlite::types::Type::Text,
+                    format!("unknown task status '{other}'").into(),
+                ))
+            }
+        })
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            TaskStatus::Open => "open",
+            TaskStatus::Ready => "ready",
+            TaskStatus::Claimed => "claimed",
+            TaskStatus::Blocked => "blocked",
+            TaskStatus::Done => "done",
+            TaskStatus::Cancelled => "cancelled",
+        }
+    }
+}
+
+impl std::fmt::Display for TaskStatus {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl PartialEq<&str> for TaskStatus {
+    fn eq(&self, other: &&str) -> bool {
+        self.as_str() == *other
+    }
+}
+
 /// One task as every face shows it.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Task {
@@ -31,8 +88,7 @@ pub struct Task {
     #[serde(skip)]
     pub id: i64,
     pub title: String,
-    /// The stored status, or `ready` for an open task with nothing to wait for.
-    pub status: String,
+    pub status: TaskStatus,
     pub priority: String,
     pub labels: Vec<String>,
     pub parent: Option<String>,
@@ -72,7 +128,7 @@ pub struct Link {
     #[serde(rename = "displayId")]
     pub display_id: String,
     pub title: String,
-    pub status: String,
+    pub status: TaskStatus,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -176,11 +232,7 @@ fn task_from_row(prefix: &str, row: &Row<'_>) -> rusqlite::Result<Task> {
         id: row.get("id")?,
         display_id: display(prefix, row.get("number")?),
         title: row.get("title")?,
-        status: if status == "open" && open_deps == 0 {
-            "ready".into()
-        } else {
-            status
-        },
+        status: TaskStatus::shown(&status, open_deps)?,
         priority: format!("P{}", row.get::<_, i64>("priority")?),
         labels: serde_json::from_str(&labels).unwrap_or_default(),
         parent: row
@@ -346,11 +398,7 @@ impl Project {
                 Ok(Link {
                     display_id: display(&prefix, r.get(0)?),
                     title: r.get(1)?,
-                    status: if status == "open" && open_deps == 0 {
-                        "ready".into()
-                    } else {
-                        status
-                    },
+                    status: TaskStatus::shown(&status, open_deps)?,
                 })
             })?;
             Ok(rows.collect::<rusqlite::Result<_>>()?)
