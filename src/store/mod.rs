@@ -272,41 +272,31 @@ impl Store {
     }
 }
 
-/// The current time as RFC 3339 UTC with milliseconds, the format of every timestamp CAR stores.
+/// The format of every timestamp CAR stores: RFC 3339 UTC with milliseconds, fixed width, so
+/// SQLite's text comparison orders them in time.
+const TIMESTAMP: &str = "%Y-%m-%dT%H:%M:%S%.3fZ";
+
+/// The current time in [`TIMESTAMP`]'s format.
 pub fn now() -> String {
-    let now = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap_or_default();
-    format_unix_millis(now.as_millis() as i64)
+    chrono::Utc::now().format(TIMESTAMP).to_string()
 }
 
 /// The time `ago` before now, in the same format as [`now`] (so the two compare as text).
 pub fn now_minus(ago: Duration) -> String {
-    let now = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap_or_default();
-    format_unix_millis(now.saturating_sub(ago).as_millis() as i64)
+    let ago = chrono::TimeDelta::from_std(ago).unwrap_or(chrono::TimeDelta::MAX);
+    let then = chrono::Utc::now()
+        .checked_sub_signed(ago)
+        .unwrap_or(chrono::DateTime::<chrono::Utc>::MIN_UTC);
+    then.format(TIMESTAMP).to_string()
 }
 
-/// Formats milliseconds since the epoch as `YYYY-MM-DDTHH:MM:SS.mmmZ`.
+/// Formats milliseconds since the epoch in [`TIMESTAMP`]'s format.
+#[cfg(test)]
 fn format_unix_millis(millis: i64) -> String {
-    let secs = millis.div_euclid(1000);
-    let ms = millis.rem_euclid(1000);
-    let days = secs.div_euclid(86_400);
-    let rem = secs.rem_euclid(86_400);
-    let (h, m, s) = (rem / 3600, (rem % 3600) / 60, rem % 60);
-    // Howard Hinnant's days-from-civil inverse.
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let y = yoe + era * 400;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = doy - (153 * mp + 2) / 5 + 1;
-    let mo = if mp < 10 { mp + 3 } else { mp - 9 };
-    let y = if mo <= 2 { y + 1 } else { y };
-    format!("{y:04}-{mo:02}-{d:02}T{h:02}:{m:02}:{s:02}.{ms:03}Z")
+    chrono::DateTime::<chrono::Utc>::from_timestamp_millis(millis)
+        .unwrap_or_default()
+        .format(TIMESTAMP)
+        .to_string()
 }
 
 #[cfg(test)]
