@@ -676,15 +676,23 @@ fn components(path: &str) -> Vec<&str> {
     path.split('/').filter(|c| !c.is_empty()).collect()
 }
 
+/// Component-wise glob matching in O(pattern × path): `matched[i][j]` says whether
+/// `pattern[i..]` matches `path[j..]` (a recursive search is exponential in the number of `**`).
 fn glob_parts(pattern: &[&str], path: &[&str]) -> bool {
-    match pattern.split_first() {
-        None => path.is_empty(),
-        Some((&"**", [])) => !path.is_empty(),
-        Some((&"**", rest)) => (0..=path.len()).any(|k| glob_parts(rest, &path[k..])),
-        Some((first, rest)) => path
-            .split_first()
-            .is_some_and(|(part, tail)| wild(first, part) && glob_parts(rest, tail)),
+    let (n, m) = (pattern.len(), path.len());
+    let mut matched = vec![vec![false; m + 1]; n + 1];
+    matched[n][m] = true;
+    for i in (0..n).rev() {
+        for j in (0..=m).rev() {
+            matched[i][j] = match pattern[i] {
+                // A trailing `**` is strictly inside: at least one component.
+                "**" if i + 1 == n => j < m,
+                "**" => matched[i + 1][j] || (j < m && matched[i][j + 1]),
+                part => j < m && wild(part, path[j]) && matched[i + 1][j + 1],
+            };
+        }
     }
+    matched[0][0]
 }
 
 /// The file named inside an argument (see [`PathIn::Attached`]).
@@ -715,21 +723,35 @@ fn globs_overlap(rule: &str, given: &str, home: Option<&str>) -> bool {
     overlap_parts(&components(&rule), &components(given))
 }
 
+/// [`glob_parts`] for two globs, in O(rule × given): `met[i][j]` says whether some path matches
+/// both `rule[i..]` and `given[j..]` (the given side comes from the agent, so no recursion that
+/// a glob full of `**` could make exponential).
 fn overlap_parts(rule: &[&str], given: &[&str]) -> bool {
-    match (rule.split_first(), given.split_first()) {
-        (None, None) => true,
-        (Some((&"**", [])), _) => !given.is_empty(),
-        (Some((&"**", rest)), _) => (0..=given.len()).any(|k| overlap_parts(rest, &given[k..])),
-        (_, Some((&"**", rest))) => {
-            // The given `**` absorbs the rule's wildcard components only.
-            let wild_run = rule.iter().take_while(|c| has_wildcard(c)).count();
-            (0..=wild_run).any(|k| overlap_parts(&rule[k..], rest))
+    let (n, m) = (rule.len(), given.len());
+    let mut met = vec![vec![false; m + 1]; n + 1];
+    met[n][m] = true;
+    for i in (0..=n).rev() {
+        for j in (0..=m).rev() {
+            if i == n && j == m {
+                continue;
+            }
+            met[i][j] = if i < n && rule[i] == "**" {
+                if i + 1 == n {
+                    j < m
+                } else {
+                    met[i + 1][j] || (j < m && met[i][j + 1])
+                }
+            } else if j < m && given[j] == "**" {
+                // The given `**` absorbs the rule's wildcard components only.
+                met[i][j + 1] || (i < n && has_wildcard(rule[i]) && met[i + 1][j])
+            } else if i < n && j < m {
+                component_overlap(rule[i], given[j]) && met[i + 1][j + 1]
+            } else {
+                false
+            };
         }
-        (Some((r, r_rest)), Some((g, g_rest))) => {
-            component_overlap(r, g) && overlap_parts(r_rest, g_rest)
-        }
-        _ => false,
     }
+    met[0][0]
 }
 
 fn component_overlap(rule: &str, given: &str) -> bool {
@@ -974,6 +996,27 @@ mod tests {
             err("[[deny_command]]\nname='x'\nreason='r'\nprogram='rm'\npath_in=['args']\n")
                 .contains("path_in")
         );
+    }
+
+    #[test]
+    fn many_double_stars_match_in_polynomial_time() {
+        let pattern = "/**/a/**/a/**/a/**/a/**/a/**/a/**/a/**/a/**/b";
+        let path = format!("/{}", vec!["a"; 60].join("/"));
+        assert!(!glob(pattern, &path, None));
+        assert!(glob(pattern, &format!("{path}/b"), None));
+        assert!(glob("/tmp/**", "/tmp/x/y", None) && !glob("/tmp/**", "/tmp", None));
+        assert!(glob("**/.env", "/p/.env", None) && glob("**/.env", "/.env", None));
+    }
+
+    #[test]
+    fn a_given_glob_full_of_double_stars_is_judged_in_polynomial_time() {
+        let given = format!("/p/{}/x", vec!["**"; 200].join("/"));
+        assert!(!globs_overlap("**/.env", &given, None));
+        assert!(globs_overlap(
+            "**/.env",
+            &format!("/p/{}/.env*", vec!["**"; 200].join("/")),
+            None
+        ));
     }
 
     #[test]
