@@ -26,15 +26,15 @@ pub use rules::LoadFailure;
 pub(crate) use tools::tool;
 
 /// The outcome of one evaluation.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum Decision {
     Allow,
     Deny,
 }
 
-/// Why the decision is what it is.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+/// Why the decision is what it is (no_rules_configured allows with no rule behind it).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum Basis {
     /// At least one finding denies (a rule or the egress guard).
@@ -48,7 +48,7 @@ pub enum Basis {
 }
 
 /// Who produced a finding.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, schemars::JsonSchema)]
 pub enum Source {
     #[serde(rename = "policy_rules")]
     PolicyRules,
@@ -57,7 +57,7 @@ pub enum Source {
 }
 
 /// Whether a finding blocks the call or only warns.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum Severity {
     Deny,
@@ -65,17 +65,18 @@ pub enum Severity {
 }
 
 /// One rule's or inspector's verdict on a call.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, schemars::JsonSchema)]
 pub struct Finding {
     pub source: Source,
     /// The rule's name, e.g. `deny_tool:deploy`, `egress:raw_socket`.
     pub rule: String,
     pub severity: Severity,
+    /// Never echoes the matched value.
     pub reason: String,
 }
 
 /// The `policy_check` result: the decision, its basis and every finding.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, schemars::JsonSchema)]
 pub struct Evaluation {
     pub decision: Decision,
     pub basis: Basis,

@@ -154,6 +154,13 @@ impl ToolSpec {
         self
     }
 
+    /// A spec whose schemas are generated from the argument and result types.
+    pub fn typed<A: schemars::JsonSchema, R: schemars::JsonSchema>(mut self) -> Self {
+        self.input_schema = super::schema::of::<A>();
+        self.output_schema = Some(super::schema::of::<R>());
+        self
+    }
+
     /// Keeps the operation out of the tool lists (see [`ToolSpec::listed`]).
     pub fn unlisted(mut self) -> Self {
         self.listed = false;

@@ -91,6 +91,25 @@ impl Tool {
         }
     }
 
+    /// A blocking tool whose arguments and result are Rust types: `spec`'s input and output
+    /// schemas are generated from `A` and `R` (see `runtime::schema::of`), so the declaration
+    /// and the extraction cannot drift; the dispatcher validates the arguments against that
+    /// schema, and they are deserialized once, here (a failure is `InvalidArguments`, -32602).
+    pub fn typed<A, R, F>(spec: ToolSpec, handler: F) -> Tool
+    where
+        A: serde::de::DeserializeOwned + schemars::JsonSchema,
+        R: serde::Serialize + schemars::JsonSchema,
+        F: Fn(A, &ToolCall) -> Result<R, ToolError> + Send + Sync + 'static,
+    {
+        let spec = spec.typed::<A, R>();
+        Tool::blocking(spec, move |call| {
+            let args: A = serde_json::from_value(call.args.clone())
+                .map_err(|e| ToolError::InvalidArguments(e.to_string()))?;
+            let result = handler(args, &call)?;
+            serde_json::to_value(result).map_err(|e| ToolError::Failed(e.to_string()))
+        })
+    }
+
     /// A tool whose handler blocks (database work); it runs on tokio's blocking pool and should
     /// check `call.cancel` between steps of long work.
     pub fn blocking<F>(spec: ToolSpec, handler: F) -> Tool
