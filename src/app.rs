@@ -7,7 +7,7 @@
 //! names no capability, and no capability names this module.
 
 use std::path::Path;
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
 
 use crate::home::Home;
 use crate::memory::Memory;
@@ -166,25 +166,17 @@ impl AppBuilder {
         if let Some(skills) = &self.skills {
             runtime = runtime.tools(crate::skills::tools(skills.clone()));
         }
-        // The plan tools check proposals against the whole registry, including tools
-        // registered after them: they read a catalog of names and compiled input schemas (no
-        // handlers, so no reference cycle) filled once the runtime is built.
-        let catalog = Arc::new(OnceLock::new());
-        runtime = runtime.tools(crate::plan::tools(catalog.clone()));
+        runtime = runtime.tools(crate::plan::tools());
         if let Some(engine) = self.policy_engine {
             runtime = runtime
                 .policy(engine.clone())
                 .tool(crate::policy::tool(engine));
         }
         runtime = runtime.tools(self.tools);
-        if let Some(source) = &self.source {
-            runtime = runtime.source(source.clone());
+        if let Some(source) = self.source {
+            runtime = runtime.source(source);
         }
         let runtime = runtime.build()?;
-        // A fresh OnceLock: this set always succeeds.
-        let _ = catalog.set(
-            crate::plan::ToolCatalog::from_registry(runtime.registry()).with_source(self.source),
-        );
         Ok(App {
             runtime,
             memory: self.memory,

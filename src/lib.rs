@@ -50,7 +50,7 @@ pub use runtime::{
     AllowAll, BuildError, CallOptions, CallOutcome, Confirmation, Context, DispatchError,
     Dispatcher, Effect, ExecStatus, Face, Gating, Idempotence, Parallelism, PolicyGate,
     PolicyVerdict, Registry, Runtime, RuntimeBuilder, Tool, ToolCall, ToolError, ToolSource,
-    ToolSpec, MAX_STRING_BYTES,
+    ToolSpec, Tools, MAX_STRING_BYTES,
 };
 pub use skills::{
     Change as SkillChange, FindQuery as SkillQuery, Ingested as SkillIngested, Match as SkillMatch,

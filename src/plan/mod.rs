@@ -29,8 +29,6 @@ pub enum PlanError {
     InvalidProposal { field: String, message: String },
     #[error("`{field}` is not valid: {message}")]
     InvalidArgument { field: String, message: String },
-    #[error("the tool catalog is not ready: verify runs only inside a built runtime")]
-    CatalogNotReady,
 }
 
 /// The plan module's result.
@@ -42,7 +40,6 @@ impl From<PlanError> for ToolError {
             PlanError::InvalidProposal { .. } | PlanError::InvalidArgument { .. } => {
                 ToolError::InvalidArguments(err.to_string())
             }
-            PlanError::CatalogNotReady => ToolError::Failed(err.to_string()),
         }
     }
 }

@@ -2,8 +2,6 @@
 //! registry it is served from; it reads that registry through a [`ToolCatalog`] filled once
 //! the runtime is built, so it sees every tool, including those registered after it.
 
-use std::sync::{Arc, OnceLock};
-
 use serde_json::{json, Map, Value};
 
 use super::simulate::MAX_TEST_STATES;
@@ -96,8 +94,9 @@ fn to_json(value: impl serde::Serialize) -> std::result::Result<Value, ToolError
     serde_json::to_value(value).map_err(|e| ToolError::Failed(e.to_string()))
 }
 
-/// The four plan tools. `catalog` must be filled with the finished registry before a call.
-pub(crate) fn tools(catalog: Arc<OnceLock<ToolCatalog>>) -> Vec<Tool> {
+/// The four plan tools. `verify` checks a proposal against the tools beside it in the registry
+/// it is served from (and the enabled connector tools), as they are at the call.
+pub(crate) fn tools() -> Vec<Tool> {
     let mut tools = Vec::new();
 
     tools.push(Tool::blocking(
@@ -144,8 +143,9 @@ pub(crate) fn tools(catalog: Arc<OnceLock<ToolCatalog>>) -> Vec<Tool> {
                 extra_tools: crate::runtime::arg_strings(args, "extra_tools"),
                 initial_state: state_arg(args, "initial_state"),
             };
-            let catalog = catalog.get().ok_or(PlanError::CatalogNotReady)?;
-            to_json(verify(&proposal, catalog, &options))
+            let catalog = ToolCatalog::from_registry(call.tools.registry())
+                .with_source(call.tools.source().cloned());
+            to_json(verify(&proposal, &catalog, &options))
         },
     ));
 

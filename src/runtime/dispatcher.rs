@@ -79,10 +79,34 @@ pub enum DispatchError {
     Store(#[from] store::StoreError),
 }
 
+/// The tools beside a running tool, as a handler may see them: the registry it is served from
+/// and the source of the tools that come and go (the plan tools check proposals against both).
+#[derive(Clone)]
+pub struct Tools {
+    registry: Arc<Registry>,
+    source: Option<Arc<dyn ToolSource>>,
+}
+
+impl Tools {
+    pub fn registry(&self) -> &Registry {
+        &self.registry
+    }
+
+    pub fn source(&self) -> Option<&Arc<dyn ToolSource>> {
+        self.source.as_ref()
+    }
+}
+
+impl std::fmt::Debug for Tools {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Tools").finish_non_exhaustive()
+    }
+}
+
 /// Routes calls to registered tools.
 #[derive(Clone)]
 pub struct Dispatcher {
-    registry: Registry,
+    registry: Arc<Registry>,
     source: Option<Arc<dyn ToolSource>>,
     store: Arc<Store>,
     policy: Arc<dyn PolicyGate>,
@@ -91,7 +115,7 @@ pub struct Dispatcher {
 impl Dispatcher {
     pub fn new(registry: Registry, store: Arc<Store>, policy: Arc<dyn PolicyGate>) -> Dispatcher {
         Dispatcher {
-            registry,
+            registry: Arc::new(registry),
             source: None,
             store,
             policy,
@@ -245,6 +269,10 @@ impl Dispatcher {
             args,
             cancel: options.cancel.child_token(),
             context: context.clone(),
+            tools: Tools {
+                registry: self.registry.clone(),
+                source: self.source.clone(),
+            },
         };
         let cancel = call.cancel.clone();
         let work = (entry.tool.handler)(call);

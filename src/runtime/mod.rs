@@ -14,7 +14,7 @@ use std::sync::Arc;
 pub use context::{Context, Face};
 pub use dispatcher::{
     AllowAll, CallOptions, CallOutcome, DispatchError, Dispatcher, PolicyGate, PolicyVerdict,
-    ToolSource, MAX_STRING_BYTES,
+    ToolSource, Tools, MAX_STRING_BYTES,
 };
 pub use executions::ExecStatus;
 pub(crate) use registry::LazyValidator;

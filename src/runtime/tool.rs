@@ -15,12 +15,14 @@ pub type ToolFuture = Pin<Box<dyn Future<Output = Result<Value, ToolError>> + Se
 
 type Handler = Arc<dyn Fn(ToolCall) -> ToolFuture + Send + Sync>;
 
-/// One call as a handler sees it: validated arguments, a cancellation token, the context.
+/// One call as a handler sees it: validated arguments, a cancellation token, the context, and
+/// the tools beside it.
 #[derive(Debug, Clone)]
 pub struct ToolCall {
     pub args: Value,
     pub cancel: CancellationToken,
     pub context: Context,
+    pub tools: super::dispatcher::Tools,
 }
 
 /// Why a call did not produce a result. Each becomes an `isError` result with a code.
