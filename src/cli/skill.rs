@@ -285,11 +285,7 @@ fn local(env: &Env, skills: &Skills, command: &SkillCommand) -> Result<Value, Fa
                     format!("no active skill named {name:?}; `car skill list --all` shows every version"),
                 )
             })?;
-            let mut value = skills::tools::skill_json(&skill);
-            if let Some(note) = skills::tools::degraded_note(&skill) {
-                value["note"] = json!(note);
-            }
-            Ok(value)
+            Ok(skills::tools::skill_json(&skill))
         }
         SkillCommand::Export { dir } => {
             let dir = skills_dir(env, dir);

@@ -156,8 +156,8 @@ impl ToolSpec {
 
     /// A spec whose schemas are generated from the argument and result types.
     pub fn typed<A: schemars::JsonSchema, R: schemars::JsonSchema>(mut self) -> Self {
-        self.input_schema = super::schema::of::<A>();
-        self.output_schema = Some(super::schema::of::<R>());
+        self.input_schema = super::schema::input_of::<A>();
+        self.output_schema = Some(super::schema::output_of::<R>());
         self
     }
 

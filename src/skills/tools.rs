@@ -2,12 +2,12 @@
 
 use std::sync::Arc;
 
-use serde_json::{json, Value};
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
 
-use super::{FindQuery, Ingested, NewSkill, Outcome, Ranked, Skill, SkillError, Skills};
-use crate::runtime::{
-    arg_string as string, arg_strings as strings, Effect, Idempotence, Tool, ToolError, ToolSpec,
-};
+use super::{Change, FindQuery, NewSkill, Outcome, Ranked, Skill, SkillError, Skills};
+use crate::runtime::{Effect, Idempotence, Tool, ToolError, ToolSpec};
 
 impl From<SkillError> for ToolError {
     fn from(err: SkillError) -> Self {
@@ -20,31 +20,89 @@ impl From<SkillError> for ToolError {
     }
 }
 
+/// Whether a skill is the current version.
+#[derive(Debug, Clone, Copy, Serialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum SkillStatus {
+    Active,
+    Deprecated,
+}
+
+/// A skill's outcome record.
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+pub struct StatsView {
+    pub success_count: u64,
+    pub fail_count: u64,
+    /// Successes over reports; 0.5 before any report.
+    pub success_ratio: f64,
+    /// Failures exceed successes by more than 2 (offered last, flagged, until fixed).
+    pub degraded: bool,
+    pub last_used_at: Option<String>,
+}
+
 /// A skill as every face shows it.
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+pub struct SkillView {
+    pub name: String,
+    pub version: i64,
+    pub status: SkillStatus,
+    /// The code to rerun (opaque to CAR).
+    pub code: String,
+    /// What runs the code.
+    pub platform: String,
+    pub description: String,
+    pub persona: String,
+    pub url_pattern: String,
+    pub task_keywords: Vec<String>,
+    /// `global` or `domain:<host>`.
+    pub scope: String,
+    pub stats: StatsView,
+    pub degraded: bool,
+    /// The skill that replaced this one.
+    pub superseded_by: Option<String>,
+    pub created_at: String,
+    /// What to do about a degraded skill (absent when it is healthy).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schemars(with = "String")]
+    pub note: Option<String>,
+}
+
+impl From<&Skill> for SkillView {
+    fn from(skill: &Skill) -> SkillView {
+        let degraded = skill.stats.degraded();
+        SkillView {
+            name: skill.name.clone(),
+            version: skill.version,
+            status: if skill.active {
+                SkillStatus::Active
+            } else {
+                SkillStatus::Deprecated
+            },
+            code: skill.code.clone(),
+            platform: skill.platform.clone(),
+            description: skill.description.clone(),
+            persona: skill.persona.clone(),
+            url_pattern: skill.url_pattern.clone(),
+            task_keywords: skill.task_keywords.clone(),
+            scope: skill.scope(),
+            stats: StatsView {
+                success_count: skill.stats.success_count,
+                fail_count: skill.stats.fail_count,
+                success_ratio: skill.stats.success_ratio(),
+                degraded,
+                last_used_at: skill.stats.last_used_at.clone(),
+            },
+            degraded,
+            superseded_by: skill.superseded_by.clone(),
+            created_at: skill.created_at.clone(),
+            note: degraded_note(skill),
+        }
+    }
+}
+
+/// A skill as every face shows it, as JSON.
 pub fn skill_json(skill: &Skill) -> Value {
-    let degraded = skill.stats.degraded();
-    json!({
-        "name": skill.name,
-        "version": skill.version,
-        "status": if skill.active { "active" } else { "deprecated" },
-        "code": skill.code,
-        "platform": skill.platform,
-        "description": skill.description,
-        "persona": skill.persona,
-        "url_pattern": skill.url_pattern,
-        "task_keywords": skill.task_keywords,
-        "scope": skill.scope(),
-        "stats": {
-            "success_count": skill.stats.success_count,
-            "fail_count": skill.stats.fail_count,
-            "success_ratio": skill.stats.success_ratio(),
-            "degraded": degraded,
-            "last_used_at": skill.stats.last_used_at,
-        },
-        "degraded": degraded,
-        "superseded_by": skill.superseded_by,
-        "created_at": skill.created_at,
-    })
+    serde_json::to_value(SkillView::from(skill)).unwrap_or_default()
 }
 
 /// The note a degraded skill carries wherever it is shown.
@@ -57,259 +115,311 @@ pub fn degraded_note(skill: &Skill) -> Option<String> {
     })
 }
 
-pub fn ranked_json(ranked: &Ranked) -> Value {
-    let mut value = skill_json(&ranked.skill);
-    value["score"] = json!(ranked.score);
-    value["match"] = json!(ranked.matched);
-    if let Some(note) = degraded_note(&ranked.skill) {
-        value["note"] = json!(note);
-    }
-    value
+/// A skill offered for a task, with why.
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+pub struct RankedView {
+    #[serde(flatten)]
+    pub skill: SkillView,
+    /// The ranking score (trigger match, success record, relevance).
+    pub score: f64,
+    /// How each trigger matched.
+    #[serde(rename = "match")]
+    pub matched: MatchView,
 }
 
-pub fn ingested_json(done: &Ingested) -> Value {
-    json!({
-        "skill": skill_json(&done.skill),
-        "change": done.change,
-        "deprecated": done.deprecated,
-        "durable": true,
-    })
+/// How a skill's triggers matched the task.
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+pub struct MatchView {
+    pub persona: f64,
+    pub url: f64,
+    pub keywords: f64,
+    pub activation: f64,
+    pub success_ratio: f64,
 }
 
-fn skill_schema() -> Value {
-    json!({
-        "type": "object",
-        "properties": {
-            "name": {"type": "string"},
-            "version": {"type": "integer"},
-            "status": {"type": "string", "enum": ["active", "deprecated"]},
-            "code": {"type": "string"},
-            "platform": {"type": "string"},
-            "description": {"type": "string"},
-            "persona": {"type": "string"},
-            "url_pattern": {"type": "string"},
-            "task_keywords": {"type": "array", "items": {"type": "string"}},
-            "scope": {"type": "string"},
-            "stats": {
-                "type": "object",
-                "properties": {
-                    "success_count": {"type": "integer"},
-                    "fail_count": {"type": "integer"},
-                    "success_ratio": {"type": "number"},
-                    "degraded": {"type": "boolean"},
-                    "last_used_at": crate::runtime::schema::nullable("string")
-                },
-                "required": ["success_count", "fail_count", "success_ratio", "degraded"]
+impl From<&Ranked> for RankedView {
+    fn from(ranked: &Ranked) -> RankedView {
+        let m = &ranked.matched;
+        RankedView {
+            skill: SkillView::from(&ranked.skill),
+            score: ranked.score,
+            matched: MatchView {
+                persona: m.persona,
+                url: m.url,
+                keywords: m.keywords,
+                activation: m.activation,
+                success_ratio: m.success_ratio,
             },
-            "degraded": {"type": "boolean"},
-            "superseded_by": crate::runtime::schema::nullable("string"),
-            "score": {"type": "number"},
-            "note": {"type": "string"}
-        },
-        "required": ["name", "version", "status", "code", "platform", "scope", "stats", "degraded"]
-    })
+        }
+    }
 }
 
-fn list_schema() -> Value {
-    json!({
-        "type": "object",
-        "properties": {
-            "skills": {"type": "array", "items": skill_schema()},
-            "count": {"type": "integer"}
-        },
-        "required": ["skills", "count"]
-    })
+/// What `skill_ingest` did.
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+pub struct IngestedView {
+    pub skill: SkillView,
+    pub change: Change,
+    /// Names of skills this ingest deprecated (`supersedes`, and the name's previous version).
+    pub deprecated: Vec<String>,
+    /// Written to the database before the call returned.
+    pub durable: bool,
 }
 
-const NAME: &str = "The skill's name, unique among active skills.";
+/// A list of skills.
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+pub struct SkillList<T> {
+    pub skills: Vec<T>,
+    pub count: usize,
+}
+
+impl<T> SkillList<T> {
+    fn of(skills: Vec<T>) -> SkillList<T> {
+        SkillList {
+            count: skills.len(),
+            skills,
+        }
+    }
+}
+
+/// What `skill_report` did.
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+pub struct ReportedView {
+    pub skill: SkillView,
+    /// This report made the skill degraded.
+    pub newly_degraded: bool,
+}
+
+/// The arguments of `skill_ingest`.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+struct IngestArgs {
+    /// The skill's name, unique among active skills.
+    #[schemars(length(min = 1, max = 128))]
+    name: String,
+    /// The code to rerun (opaque to CAR).
+    #[schemars(length(min = 1))]
+    code: String,
+    /// What runs the code.
+    #[serde(default = "shell")]
+    platform: Platform,
+    /// Who the skill is for (matched ignoring case).
+    #[serde(default)]
+    persona: String,
+    /// Where it applies; `*` matches anything, e.g. `*github.com/*/pulls`.
+    #[serde(default)]
+    url_pattern: String,
+    /// What it does and when to use it.
+    #[serde(default)]
+    description: String,
+    /// Words of the tasks it solves.
+    #[serde(default)]
+    #[schemars(length(max = 64))]
+    task_keywords: Vec<String>,
+    /// Name of a skill this one replaces; it is deprecated.
+    #[serde(default)]
+    #[schemars(with = "String")]
+    supersedes: Option<String>,
+}
+
+/// What runs a skill's code.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+enum Platform {
+    Shell,
+    Python,
+    Node,
+    Playwright,
+    Distilled,
+}
+
+impl Platform {
+    fn as_str(self) -> &'static str {
+        match self {
+            Platform::Shell => "shell",
+            Platform::Python => "python",
+            Platform::Node => "node",
+            Platform::Playwright => "playwright",
+            Platform::Distilled => "distilled",
+        }
+    }
+}
+
+fn shell() -> Platform {
+    Platform::Shell
+}
+
+/// The arguments of `skill_list`.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+struct ListArgs {
+    /// A host such as github.com.
+    #[serde(default)]
+    #[schemars(with = "String")]
+    domain: Option<String>,
+    /// Also list superseded versions.
+    #[serde(default)]
+    include_deprecated: bool,
+}
+
+/// The arguments of `skill_find`.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+struct FindArgs {
+    /// What the agent is about to do.
+    #[schemars(length(min = 1))]
+    task: String,
+    #[serde(default)]
+    #[schemars(with = "String")]
+    persona: Option<String>,
+    /// The page or endpoint the task is about.
+    #[serde(default)]
+    #[schemars(with = "String")]
+    url: Option<String>,
+    #[serde(default = "three")]
+    #[schemars(range(min = 1, max = 20))]
+    k: u32,
+}
+
+fn three() -> u32 {
+    3
+}
+
+/// The arguments of `skill_report`.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+struct ReportArgs {
+    /// The skill's name, unique among active skills.
+    #[schemars(length(min = 1))]
+    name: String,
+    outcome: OutcomeArg,
+}
+
+#[derive(Debug, Clone, Copy, Deserialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+enum OutcomeArg {
+    Success,
+    Failure,
+}
+
+/// The arguments of the skill resource.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+struct ResourceArgs {
+    /// The skill's name, unique among active skills.
+    #[schemars(length(min = 1))]
+    name: String,
+}
 
 /// The skill tools over one store.
 pub fn tools(skills: Arc<Skills>) -> Vec<Tool> {
     let mut tools = Vec::new();
 
     let s = skills.clone();
-    tools.push(Tool::blocking(
+    tools.push(Tool::typed(
         ToolSpec::new(
             "skill_ingest",
             "Save reusable code as a skill, with triggers saying when it applies (persona, url_pattern, task_keywords). Re-ingesting a name with new content makes a new version with fresh outcome counts; identical content changes nothing. Destructive: naming an existing skill in `supersedes` deprecates it. A url_pattern naming a host scopes the skill to that domain; otherwise it is global.",
-            json!({
-                "type": "object",
-                "properties": {
-                    "name": {"type": "string", "minLength": 1, "maxLength": 128, "description": NAME},
-                    "code": {"type": "string", "minLength": 1, "description": "The code to rerun (opaque to CAR)."},
-                    "platform": {"type": "string", "enum": super::PLATFORMS, "default": "shell", "description": "What runs the code."},
-                    "persona": {"type": "string", "description": "Who the skill is for (matched ignoring case)."},
-                    "url_pattern": {"type": "string", "description": "Where it applies; `*` matches anything, e.g. `*github.com/*/pulls`."},
-                    "description": {"type": "string", "description": "What it does and when to use it."},
-                    "task_keywords": {"type": "array", "items": {"type": "string"}, "maxItems": 64, "description": "Words of the tasks it solves."},
-                    "supersedes": {"type": "string", "description": "Name of a skill this one replaces; it is deprecated."}
-                },
-                "required": ["name", "code"],
-                "additionalProperties": false
-            }),
+            Value::Null,
         )
         .title("Save a skill")
-        .output_schema(json!({
-            "type": "object",
-            "properties": {
-                "skill": skill_schema(),
-                "change": {"type": "string", "enum": ["created", "new_version", "unchanged"]},
-                "deprecated": {"type": "array", "items": {"type": "string"}},
-                "durable": {"type": "boolean"}
-            },
-            "required": ["skill", "change", "deprecated", "durable"]
-        }))
         .effect(Effect::Destructive)
         .idempotence(Idempotence::Idempotent),
-        move |call| {
-            let args = &call.args;
+        move |args: IngestArgs, call| -> Result<IngestedView, ToolError> {
             let done = s.ingest(NewSkill {
-                name: string(args, "name").unwrap_or_default(),
-                code: string(args, "code").unwrap_or_default(),
-                platform: string(args, "platform").unwrap_or_default(),
-                description: string(args, "description").unwrap_or_default(),
-                persona: string(args, "persona").unwrap_or_default(),
-                url_pattern: string(args, "url_pattern").unwrap_or_default(),
-                task_keywords: strings(args, "task_keywords"),
+                name: args.name,
+                code: args.code,
+                platform: args.platform.as_str().to_string(),
+                description: args.description,
+                persona: args.persona,
+                url_pattern: args.url_pattern,
+                task_keywords: args.task_keywords,
                 domain: None,
-                supersedes: string(args, "supersedes"),
+                supersedes: args.supersedes,
                 source: Some(call.context.face().as_str().into()),
             })?;
-            Ok(ingested_json(&done))
+            Ok(IngestedView {
+                skill: SkillView::from(&done.skill),
+                change: done.change,
+                deprecated: done.deprecated,
+                durable: true,
+            })
         },
     ));
 
     let s = skills.clone();
-    tools.push(Tool::blocking(
+    tools.push(Tool::typed(
         ToolSpec::new(
             "skill_list",
             "List saved skills: with `domain`, the global skills plus that domain's; without, every active skill. Degraded skills are flagged.",
-            json!({
-                "type": "object",
-                "properties": {
-                    "domain": {"type": "string", "description": "A host such as github.com."},
-                    "include_deprecated": {"type": "boolean", "default": false, "description": "Also list superseded versions."}
-                },
-                "additionalProperties": false
-            }),
+            Value::Null,
         )
         .title("List skills")
-        .output_schema(list_schema())
         .effect(Effect::Read),
-        move |call| {
-            let include = call
-                .args
-                .get("include_deprecated")
-                .and_then(Value::as_bool)
-                .unwrap_or(false);
-            let found = s.list(string(&call.args, "domain").as_deref(), include)?;
-            let skills: Vec<Value> = found
-                .iter()
-                .map(|skill| {
-                    let mut value = skill_json(skill);
-                    if let Some(note) = degraded_note(skill) {
-                        value["note"] = json!(note);
-                    }
-                    value
-                })
-                .collect();
-            Ok(json!({"count": skills.len(), "skills": skills}))
+        move |args: ListArgs, _call| -> Result<SkillList<SkillView>, ToolError> {
+            let found = s.list(args.domain.as_deref(), args.include_deprecated)?;
+            Ok(SkillList::of(found.iter().map(SkillView::from).collect()))
         },
     ));
 
     let s = skills.clone();
-    tools.push(Tool::blocking(
+    tools.push(Tool::typed(
         ToolSpec::new(
             "skill_find",
             "Find the best saved skills for a task before writing code anew. Ranked by trigger match (persona, url, keywords), success record and relevance; skills matching nothing are not offered; degraded skills come last, flagged. Report how a skill went with skill_report.",
-            json!({
-                "type": "object",
-                "properties": {
-                    "task": {"type": "string", "minLength": 1, "description": "What the agent is about to do."},
-                    "persona": {"type": "string"},
-                    "url": {"type": "string", "description": "The page or endpoint the task is about."},
-                    "k": {"type": "integer", "minimum": 1, "maximum": 20, "default": 3}
-                },
-                "required": ["task"],
-                "additionalProperties": false
-            }),
+            Value::Null,
         )
         .title("Find skills for a task")
-        .output_schema(list_schema())
         .effect(Effect::Read),
-        move |call| {
-            let args = &call.args;
-            let query = FindQuery {
-                task: string(args, "task").unwrap_or_default(),
-                persona: string(args, "persona"),
-                url: string(args, "url"),
-                k: args.get("k").and_then(Value::as_u64).unwrap_or(3) as usize,
-            };
-            let ranked = s.find(&query)?;
-            let skills: Vec<Value> = ranked.iter().map(ranked_json).collect();
-            Ok(json!({"count": skills.len(), "skills": skills}))
+        move |args: FindArgs, _call| -> Result<SkillList<RankedView>, ToolError> {
+            let ranked = s.find(&FindQuery {
+                task: args.task,
+                persona: args.persona,
+                url: args.url,
+                k: args.k as usize,
+            })?;
+            Ok(SkillList::of(ranked.iter().map(RankedView::from).collect()))
         },
     ));
 
     let s = skills.clone();
-    tools.push(Tool::blocking(
+    tools.push(Tool::typed(
         ToolSpec::new(
             "skill_report",
             "Report how running a skill went (success or failure). Counts rank skills; a skill failing more than it succeeds by more than 2 becomes degraded: it is then offered last and flagged until a fixed version is ingested with supersedes.",
-            json!({
-                "type": "object",
-                "properties": {
-                    "name": {"type": "string", "minLength": 1, "description": NAME},
-                    "outcome": {"type": "string", "enum": ["success", "failure"]}
-                },
-                "required": ["name", "outcome"],
-                "additionalProperties": false
-            }),
+            Value::Null,
         )
         .title("Report a skill's outcome")
-        .output_schema(json!({
-            "type": "object",
-            "properties": {
-                "skill": skill_schema(),
-                "newly_degraded": {"type": "boolean"}
-            },
-            "required": ["skill", "newly_degraded"]
-        }))
         .effect(Effect::Write)
         .idempotence(Idempotence::NotIdempotent),
-        move |call| {
-            let outcome: Outcome = string(&call.args, "outcome").unwrap_or_default().parse()?;
-            let done = s.report(&string(&call.args, "name").unwrap_or_default(), outcome)?;
-            let mut skill = skill_json(&done.skill);
-            if let Some(note) = degraded_note(&done.skill) {
-                skill["note"] = json!(note);
-            }
-            Ok(json!({"skill": skill, "newly_degraded": done.newly_degraded}))
+        move |args: ReportArgs, _call| -> Result<ReportedView, ToolError> {
+            let outcome = match args.outcome {
+                OutcomeArg::Success => Outcome::Success,
+                OutcomeArg::Failure => Outcome::Failure,
+            };
+            let done = s.report(&args.name, outcome)?;
+            Ok(ReportedView {
+                skill: SkillView::from(&done.skill),
+                newly_degraded: done.newly_degraded,
+            })
         },
     ));
 
     // The MCP resource car://memory/skill/{name}: unlisted, so it passes the gate and the log
     // like a tool without being one.
-    tools.push(Tool::blocking(
+    tools.push(Tool::typed(
         ToolSpec::new(
             SKILL_RESOURCE,
             "One active skill as JSON (MCP resource car://memory/skill/{name}).",
-            json!({
-                "type": "object",
-                "properties": {"name": {"type": "string", "minLength": 1, "description": NAME}},
-                "required": ["name"],
-                "additionalProperties": false
-            }),
+            Value::Null,
         )
         .title("A saved skill")
         .effect(Effect::Read)
         .unlisted(),
-        move |call| {
-            let name = call.args["name"].as_str().unwrap_or_default();
+        move |args: ResourceArgs, _call| -> Result<SkillView, ToolError> {
             let skill = skills
-                .get(name)?
-                .ok_or_else(|| ToolError::NotFound(format!("no active skill '{name}'")))?;
-            Ok(skill_json(&skill))
+                .get(&args.name)?
+                .ok_or_else(|| ToolError::NotFound(format!("no active skill '{}'", args.name)))?;
+            Ok(SkillView::from(&skill))
         },
     ));
 
@@ -318,3 +428,20 @@ pub fn tools(skills: Arc<Skills>) -> Vec<Tool> {
 
 /// The operation behind the skill resource.
 pub const SKILL_RESOURCE: &str = "skill_resource";
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_platform_argument_names_exactly_the_platforms_the_store_accepts() {
+        let schema = crate::runtime::schema::input_of::<IngestArgs>();
+        let listed: Vec<&str> = schema["properties"]["platform"]["enum"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|v| v.as_str().unwrap())
+            .collect();
+        assert_eq!(listed, super::super::PLATFORMS);
+    }
+}
