@@ -8,7 +8,9 @@ use serde_json::Value;
 
 use super::{finish, Env, Failure};
 use crate::connectors::oauth::{Authorize, LoginOptions, PreregisteredClient};
-use crate::connectors::{self, ConnectorError, Connectors, Endpoint, NewConnector};
+use crate::connectors::{
+    self, ConnectorError, Connectors, Endpoint, NewConnector, Selection, Switch,
+};
 use crate::output::table;
 
 pub const HELP: &str = "\
@@ -137,6 +139,38 @@ pub struct LoginArgs {
     /// Seconds to wait for the browser to come back.
     #[arg(long, value_name = "SECS", default_value_t = 300, value_parser = clap::value_parser!(u64).range(5..=3600))]
     timeout: u64,
+}
+
+/// `enable`/`disable`: the named tools or `--all` (the CLI's own hint when neither is given).
+fn switch_tools(
+    connectors: &Connectors,
+    args: &ToggleArgs,
+    switch: Switch,
+) -> Result<Value, Failure> {
+    let selection = if args.all {
+        Selection::All
+    } else if args.tools.is_empty() {
+        let verb = if switch == Switch::On {
+            "enable"
+        } else {
+            "disable"
+        };
+        return Err(Failure {
+            exit: 2,
+            ..Failure::new(
+                "invalid",
+                format!(
+                    "name the tools to {verb}, or pass --all; `car connector tools {}` lists them",
+                    args.slug
+                ),
+            )
+        });
+    } else {
+        Selection::Named(&args.tools)
+    };
+    connectors
+        .set_enabled(&args.slug, selection, switch)
+        .map_err(Failure::from)
 }
 
 fn login_options(args: &LoginArgs) -> Result<LoginOptions, Failure> {
@@ -307,15 +341,11 @@ pub async fn run(env: &Env, command: ConnectorCommand) -> ExitCode {
         ),
         ConnectorCommand::Enable(args) => (
             "connector.enable",
-            connectors
-                .set_enabled(&args.slug, &args.tools, args.all, true)
-                .map_err(Failure::from),
+            switch_tools(&connectors, &args, Switch::On),
         ),
         ConnectorCommand::Disable(args) => (
             "connector.disable",
-            connectors
-                .set_enabled(&args.slug, &args.tools, args.all, false)
-                .map_err(Failure::from),
+            switch_tools(&connectors, &args, Switch::Off),
         ),
         ConnectorCommand::Refresh { slug } => (
             "connector.refresh",

@@ -123,6 +123,22 @@ pub struct NewConnector {
     pub timeout_secs: Option<u64>,
 }
 
+/// Which of a connector's tools [`Connectors::set_enabled`] changes.
+#[derive(Debug, Clone, Copy)]
+pub enum Selection<'a> {
+    /// These, by server or `mcp_…` name.
+    Named(&'a [String]),
+    /// All of them.
+    All,
+}
+
+/// Whether [`Connectors::set_enabled`] enables or disables.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Switch {
+    On,
+    Off,
+}
+
 /// The connectors of one CAR home.
 pub struct Connectors {
     home: PathBuf,
@@ -431,30 +447,27 @@ impl Connectors {
         Ok(out)
     }
 
-    /// Enables (or disables) tools by their server names; `all` takes every discovered tool.
+    /// Enables or disables a connector's tools: the named ones (server or `mcp_…` names), or
+    /// all (every discovered tool to enable, every enabled one to disable).
     pub fn set_enabled(
         &self,
         slug: &str,
-        tools: &[String],
-        all: bool,
-        enable: bool,
+        tools: Selection<'_>,
+        switch: Switch,
     ) -> Result<Value, ConnectorError> {
-        if tools.is_empty() && !all {
-            return Err(ConnectorError::Invalid(format!(
-                "name the tools to {}, or pass --all; `car connector tools {slug}` lists them",
-                if enable { "enable" } else { "disable" }
-            )));
+        let enable = switch == Switch::On;
+        if let Selection::Named(names) = tools {
+            if names.is_empty() {
+                return Err(ConnectorError::Invalid(format!(
+                    "no tool named to {}; `car connector tools {slug}` lists them",
+                    if enable { "enable" } else { "disable" }
+                )));
+            }
         }
         config::update(&self.home, |file| {
             let entry = file.get_mut(slug)?;
             let known: BTreeSet<String> = entry.tools.iter().map(|t| t.name.clone()).collect();
-            let wanted: Vec<String> = if all {
-                if enable {
-                    known.iter().cloned().collect()
-                } else {
-                    entry.enabled.iter().cloned().collect()
-                }
-            } else {
+            let wanted: Vec<String> = if let Selection::Named(tools) = tools {
                 let mut names = Vec::new();
                 for tool in tools {
                     // Accept the canonical name too.
@@ -476,6 +489,10 @@ impl Connectors {
                     names.push(bare);
                 }
                 names
+            } else if enable {
+                known.iter().cloned().collect()
+            } else {
+                entry.enabled.iter().cloned().collect()
             };
             let mut changed = 0;
             for name in &wanted {
