@@ -31,8 +31,9 @@ pub use app::{App, AppBuilder, AppError};
 pub use home::{confirm_grants_from_env, env, project_root, Home, HomeError};
 pub use mcp::McpServer;
 pub use memory::{
-    AssembledContext, ContextMode, ContextRequest, EvaluationCase, InterveneRequest, Kind, Memory,
-    MemoryError, NewEntry, Note, QueryHit, Trigger, Written, OUTDATED_MARK,
+    AssembledContext, ContextMode, ContextRequest, Deleted as DeletedEntry, EvaluationCase,
+    InterveneRequest, Kind, Memory, MemoryError, NewEntry, Note, QueryHit, StatusSlot, Trigger,
+    Written, OUTDATED_MARK,
 };
 pub use output::{failure as envelope_failure, success as envelope_success};
 pub use plan::{

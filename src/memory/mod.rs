@@ -18,7 +18,7 @@ use std::path::Path;
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use rusqlite::{params, OptionalExtension};
-use serde_json::{json, Value};
+use serde::Serialize;
 
 pub use context::{effective_budget, AssembledContext, ContextMode, ContextRequest, OUTDATED_MARK};
 pub use model::{Kind, Node, Scope};
@@ -292,7 +292,7 @@ impl Memory {
 
     /// Deletes an entry the tenant sees by id, or clears a status slot
     /// (`proactive-status:<tenant|global>`).
-    pub fn delete(&self, id: &str, tenant: &str) -> Result<Value> {
+    pub fn delete(&self, id: &str, tenant: &str) -> Result<Deleted> {
         if let Some(tenant) = id.strip_prefix("proactive-status:") {
             let tenant = if tenant == "global" { "" } else { tenant };
             let project = self.project;
@@ -302,12 +302,20 @@ impl Memory {
                     params![project, tenant],
                 )? > 0)
             })?;
-            return Ok(json!({"id": id, "deleted": deleted, "kind": "status",
-                             "fact_count": self.entry_count(tenant)?}));
+            return Ok(Deleted {
+                id: id.to_string(),
+                deleted,
+                kind: Some("status".into()),
+                fact_count: self.entry_count(tenant)?,
+            });
         }
         let Some(node) = self.get(id, tenant)? else {
-            return Ok(json!({"id": id, "deleted": false, "kind": null,
-                             "fact_count": self.entry_count(tenant)?}));
+            return Ok(Deleted {
+                id: id.to_string(),
+                deleted: false,
+                kind: None,
+                fact_count: self.entry_count(tenant)?,
+            });
         };
         let mut index = self.lock();
         let deleted = self.tx(|tx| {
@@ -332,7 +340,12 @@ impl Memory {
         })?;
         index.refresh(&self.store.conn())?;
         let count = write::count_entries(&index, &self.scope(&node.tenant));
-        Ok(json!({"id": id, "deleted": deleted, "kind": node.kind.as_str(), "fact_count": count}))
+        Ok(Deleted {
+            id: id.to_string(),
+            deleted,
+            kind: Some(node.kind.as_str().to_string()),
+            fact_count: count,
+        })
     }
 
     /// Marks a current entry (by id or subject) as needing review without replacing it: the
@@ -356,7 +369,7 @@ impl Memory {
     }
 
     /// Overwrites the tenant's status slot (never part of retrieval or context).
-    pub fn update_status(&self, tenant: &str, body: &str) -> Result<Value> {
+    pub fn update_status(&self, tenant: &str, body: &str) -> Result<StatusSlot> {
         let project = self.project;
         let now = store::now();
         self.tx(|tx| {
@@ -368,11 +381,11 @@ impl Memory {
             )?;
             Ok(())
         })?;
-        Ok(status_json(tenant, body, &now))
+        Ok(StatusSlot::new(tenant, body, &now))
     }
 
     /// The tenant's status slot, if set.
-    pub fn status(&self, tenant: &str) -> Result<Option<Value>> {
+    pub fn status(&self, tenant: &str) -> Result<Option<StatusSlot>> {
         let project = self.project;
         let row: Option<(String, String)> = self
             .store
@@ -383,7 +396,7 @@ impl Memory {
                 |r| Ok((r.get(0)?, r.get(1)?)),
             )
             .optional()?;
-        Ok(row.map(|(body, at)| status_json(tenant, &body, &at)))
+        Ok(row.map(|(body, at)| StatusSlot::new(tenant, &body, &at)))
     }
 
     /// Counts an injection of an entry by proactive memory.
@@ -445,10 +458,37 @@ impl Memory {
     }
 }
 
-fn status_json(tenant: &str, body: &str, updated_at: &str) -> Value {
-    let slot = if tenant.is_empty() { "global" } else { tenant };
-    json!({"id": format!("proactive-status:{slot}"), "tenant_id": if tenant.is_empty() { Value::Null } else { json!(tenant) },
-           "body": body, "updated_at": updated_at})
+/// What a delete did.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Deleted {
+    pub id: String,
+    pub deleted: bool,
+    /// The kind of the entry deleted (`status` for a status slot), `None` when there was none.
+    pub kind: Option<String>,
+    /// Entries the tenant sees now.
+    pub fact_count: usize,
+}
+
+/// A tenant's status slot.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct StatusSlot {
+    /// `proactive-status:<tenant|global>`.
+    pub id: String,
+    pub tenant_id: Option<String>,
+    pub body: String,
+    pub updated_at: String,
+}
+
+impl StatusSlot {
+    fn new(tenant: &str, body: &str, updated_at: &str) -> StatusSlot {
+        let slot = if tenant.is_empty() { "global" } else { tenant };
+        StatusSlot {
+            id: format!("proactive-status:{slot}"),
+            tenant_id: (!tenant.is_empty()).then(|| tenant.to_string()),
+            body: body.to_string(),
+            updated_at: updated_at.to_string(),
+        }
+    }
 }
 
 impl Memory {

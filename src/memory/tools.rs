@@ -267,7 +267,8 @@ pub fn tools(memory: Arc<Memory>) -> Vec<Tool> {
         .idempotence(Idempotence::Idempotent),
         move |call| {
             let body = string(&call.args, "body").unwrap_or_default();
-            Ok(m.update_status(&tenant(&call.args), &body)?)
+            serde_json::to_value(m.update_status(&tenant(&call.args), &body)?)
+                .map_err(|e| ToolError::Failed(e.to_string()))
         },
     ));
 
@@ -317,7 +318,8 @@ pub fn tools(memory: Arc<Memory>) -> Vec<Tool> {
         .idempotence(Idempotence::Idempotent),
         move |call| {
             let id = string(&call.args, "id").unwrap_or_default();
-            Ok(m.delete(&id, &tenant(&call.args))?)
+            serde_json::to_value(m.delete(&id, &tenant(&call.args))?)
+                .map_err(|e| ToolError::Failed(e.to_string()))
         },
     ));
 
