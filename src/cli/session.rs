@@ -9,6 +9,8 @@ use serde_json::{json, Value};
 
 use super::{open_project, render, Env, Failure, Printed};
 use crate::memory::Memory;
+use crate::project::lifecycle::Status;
+use crate::project::tasks::Task;
 
 #[derive(Debug, Args)]
 pub struct ContextArgs {
@@ -38,37 +40,52 @@ fn to_value<T: serde::Serialize>(value: &T) -> Value {
     serde_json::to_value(value).unwrap_or(Value::Null)
 }
 
-fn status_text(status: &Value) -> String {
-    let t = &status["tasks"];
+fn status_text(status: &Status) -> String {
+    let count = |key: &str| status.tasks.get(key).copied().unwrap_or(0);
     let mut out = format!(
         "{} ({})\nTasks: {} ready, {} in progress, {} blocked, {} open, {} done, {} cancelled ({} in all)\n",
-        status["project"]["name"].as_str().unwrap_or(""),
-        status["project"]["root"].as_str().unwrap_or(""),
-        t["ready"], t["claimed"], t["blocked"], t["open"], t["done"], t["cancelled"], t["total"]
+        status.project.name,
+        status.project.root,
+        count("ready"),
+        count("claimed"),
+        count("blocked"),
+        count("open"),
+        count("done"),
+        count("cancelled"),
+        count("total")
     );
-    let list = |out: &mut String, key: &str, title: &str| {
-        let items = status[key].as_array().cloned().unwrap_or_default();
-        if !items.is_empty() {
+    let tasks = |tasks: &[Task]| -> Vec<(String, String)> {
+        tasks
+            .iter()
+            .map(|t| (t.display_id.clone(), t.title.clone()))
+            .collect()
+    };
+    let blockers = status
+        .blockers
+        .iter()
+        .map(|p| (format!("#{}", p.id), p.body.clone()));
+    let decisions = status
+        .decisions
+        .iter()
+        .map(|d| (d.display_id.clone(), d.title.clone()));
+    for (title, rows) in [
+        ("In progress", tasks(&status.in_progress)),
+        ("Ready", tasks(&status.ready)),
+        ("Blocked tasks", tasks(&status.blocked)),
+        ("Open blockers", blockers.collect()),
+        ("Recent decisions", decisions.collect()),
+    ] {
+        if !rows.is_empty() {
             out.push_str(&format!("\n{title}:\n"));
-            for i in items {
-                let id = i["displayId"]
-                    .as_str()
-                    .map(str::to_string)
-                    .unwrap_or_else(|| format!("#{}", i["id"]));
-                let what = i["title"].as_str().or(i["body"].as_str()).unwrap_or("");
+            for (id, what) in rows {
                 out.push_str(&format!("  {id}  {what}\n"));
             }
         }
-    };
-    list(&mut out, "inProgress", "In progress");
-    list(&mut out, "ready", "Ready");
-    list(&mut out, "blocked", "Blocked tasks");
-    list(&mut out, "blockers", "Open blockers");
-    list(&mut out, "decisions", "Recent decisions");
-    match status["lastCheckpoint"]["name"].as_str() {
-        Some(name) => out.push_str(&format!(
-            "\nLast checkpoint: {name} ({})\n",
-            status["lastCheckpoint"]["createdAt"].as_str().unwrap_or("")
+    }
+    match &status.last_checkpoint {
+        Some(checkpoint) => out.push_str(&format!(
+            "\nLast checkpoint: {} ({})\n",
+            checkpoint.name, checkpoint.created_at
         )),
         None => out.push_str("\nNo checkpoint yet (`car checkpoint NAME`).\n"),
     }
@@ -77,8 +94,13 @@ fn status_text(status: &Value) -> String {
 
 /// `car status`.
 pub(crate) fn execute_status(env: &Env) -> Printed {
-    let result = open_project(env).and_then(|p| Ok(to_value(&p.status()?)));
-    render(env.json, "status", result, status_text)
+    match open_project(env).and_then(|p| Ok(p.status()?)) {
+        Ok(status) => {
+            let text = status_text(&status);
+            render(env.json, "status", Ok(to_value(&status)), |_| text)
+        }
+        Err(failure) => render(env.json, "status", Err(failure), |_| String::new()),
+    }
 }
 
 /// `car context`: with `memory`, the briefing includes the most relevant facts.
