@@ -31,15 +31,15 @@ pub use app::{App, AppBuilder, AppError};
 pub use home::{confirm_grants_from_env, env, project_root, Home, HomeError};
 pub use mcp::McpServer;
 pub use memory::{
-    AssembledContext, ContextMode, ContextRequest, Deleted as DeletedEntry, EvaluationCase,
-    InterveneRequest, Kind, Memory, MemoryError, NewEntry, Note, QueryHit, StatusSlot, Trigger,
-    Written, OUTDATED_MARK,
+    AssembledContext, ContextMode, ContextRequest, Deleted as DeletedEntry, EntryScope, EntryView,
+    EvaluationCase, InterveneRequest, Intervention, Kind, Memory, MemoryError, NewEntry, Note,
+    QueryHit, Recall, StatusSlot, Trigger, Written, OUTDATED_MARK,
 };
 pub use output::{failure as envelope_failure, success as envelope_success};
 pub use plan::{
     Action, ActionProposal, ActionType, Compensation, Divergence, Equivalence, FailureBehavior,
-    Issue, Operator, Optimized, PlanError, Precondition, Pruned, Reversibility, Severity,
-    Simulation, Skipped, Tier, Verification,
+    Issue, Operator, Optimized, Precondition, Pruned, Reversibility, Severity, Simulation, Skipped,
+    Tier, Verification,
 };
 pub use policy::{
     Admission, Basis, Decision, Evaluation, Finding, LoadFailure, PolicyEngine,

@@ -6,9 +6,13 @@ use std::process::ExitCode;
 use clap::{Args, Subcommand, ValueEnum};
 use serde_json::{json, Map, Value};
 
-use super::{call_tool, finish, prepare, read_input, Env, Failure};
-use crate::memory::{effective_budget, ContextMode, ContextRequest, Memory};
+use super::{call_tool, finish, human_as, prepare, read_input, Env, Failure};
+use crate::memory::{
+    effective_budget, ContextMode, ContextRequest, EntryScope, EntryView, Intervention, Memory,
+    Recall,
+};
 use crate::output::render_human;
+use crate::DeletedEntry;
 
 #[derive(Debug, Subcommand)]
 pub enum MemoryCommand {
@@ -307,81 +311,63 @@ fn as_tool_call(
     }))
 }
 
-fn text(value: &Value) -> &str {
-    value.as_str().unwrap_or_default()
-}
-
-fn human_entry(data: &Value) -> String {
-    let mut out = format!(
-        "Remembered {} ({} '{}', {} scope).\n",
-        text(&data["id"]),
-        text(&data["kind"]),
-        text(&data["subject"]),
-        text(&data["scope"])
-    );
-    let list = |key: &str| -> Vec<String> {
-        data[key]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .map(|v| text(v).to_string())
-            .collect()
+fn human_entry(entry: &EntryView) -> String {
+    let scope = match entry.scope {
+        EntryScope::Project => "project",
+        EntryScope::Global => "global",
     };
-    let superseded = list("superseded");
-    if !superseded.is_empty() {
+    let mut out = format!(
+        "Remembered {} ({} '{}', {scope} scope).\n",
+        entry.id,
+        entry.kind.as_str(),
+        entry.subject,
+    );
+    if !entry.superseded.is_empty() {
         out.push_str(&format!(
             "Replaced {} (kept for audit, no longer current).\n",
-            superseded.join(", ")
+            entry.superseded.join(", ")
         ));
     }
-    let invalidated = list("invalidated");
-    if !invalidated.is_empty() {
+    if !entry.invalidated.is_empty() {
         out.push_str(&format!(
             "Flagged for recalculation: {}.\n",
-            invalidated.join(", ")
+            entry.invalidated.join(", ")
         ));
     }
     out.push_str(&format!(
         "Linked to {} related entries; {} current entries.\n",
-        data["links"], data["fact_count"]
+        entry.links, entry.fact_count
     ));
     out
 }
 
-fn human_delete(data: &Value) -> String {
-    if data["deleted"] == true {
-        format!(
-            "Deleted {} ({}); {} current entries.\n",
-            text(&data["id"]),
-            text(&data["kind"]),
-            data["fact_count"]
-        )
-    } else {
-        format!("Nothing deleted: no entry '{}' here.\n", text(&data["id"]))
+fn human_delete(deleted: &DeletedEntry) -> String {
+    match (&deleted.kind, deleted.deleted) {
+        (Some(kind), true) => format!(
+            "Deleted {} ({kind}); {} current entries.\n",
+            deleted.id, deleted.fact_count
+        ),
+        _ => format!("Nothing deleted: no entry '{}' here.\n", deleted.id),
     }
 }
 
-fn human_intervene(data: &Value) -> String {
-    if data["decision"] == "inject" {
-        format!("{}\n", text(&data["reminder"]))
-    } else {
-        format!("Silent: {}.\n", text(&data["reason"]))
+fn human_intervene(intervention: &Intervention) -> String {
+    match (&intervention.reminder, &intervention.reason) {
+        (Some(reminder), _) => format!("{reminder}\n"),
+        (None, Some(reason)) => format!("Silent: {reason}.\n"),
+        (None, None) => "Silent.\n".to_string(),
     }
 }
 
-fn human_query(data: &Value) -> String {
-    let results = data["results"].as_array().cloned().unwrap_or_default();
-    if results.is_empty() {
+fn human_query(recall: &Recall) -> String {
+    if recall.results.is_empty() {
         return "nothing remembered matches\n".to_string();
     }
     let mut out = String::new();
-    for r in results {
+    for hit in &recall.results {
         out.push_str(&format!(
             "{:.3}  [{}] {}: {}\n",
-            r["activation"].as_f64().unwrap_or(0.0),
-            r["id"].as_str().unwrap_or(""),
-            r["subject"].as_str().unwrap_or(""),
-            r["body"].as_str().unwrap_or("")
+            hit.activation, hit.id, hit.subject, hit.body
         ));
     }
     out
@@ -396,12 +382,12 @@ pub async fn run(env: &Env, command: MemoryCommand) -> ExitCode {
     if let Some((name, tool, args)) = call {
         let result = call_tool(&app, tool, args, None).await;
         return finish(env.json, name, result, |data| match tool {
-            "memory_query" => human_query(data),
+            "memory_query" => human_as(data, human_query),
             "memory_add_fact" | "memory_save_knowledge" | "memory_save_procedural" => {
-                human_entry(data)
+                human_as(data, human_entry)
             }
-            "memory_delete" => human_delete(data),
-            "memory_intervene" => human_intervene(data),
+            "memory_delete" => human_as(data, human_delete),
+            "memory_intervene" => human_as(data, human_intervene),
             _ => render_human(data),
         });
     }

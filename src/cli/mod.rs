@@ -420,6 +420,18 @@ pub(crate) fn prepare<T>(
 }
 
 /// Prints a command's result and returns its exit code.
+/// Renders a tool's result for a human through its typed outcome: `data` is what the tool
+/// serialized, read back as `T`; a result of another shape is shown as it is.
+pub(crate) fn human_as<T: serde::de::DeserializeOwned>(
+    data: &Value,
+    render: impl FnOnce(&T) -> String,
+) -> String {
+    match T::deserialize(data) {
+        Ok(typed) => render(&typed),
+        Err(_) => crate::output::render_human(data),
+    }
+}
+
 pub(crate) fn finish(
     env_json: bool,
     command: &str,

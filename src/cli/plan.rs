@@ -5,9 +5,11 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use clap::Subcommand;
+use serde::Deserialize;
 use serde_json::{json, Map, Value};
 
-use super::{call_tool, finish, prepare, read_input, Env, Failure};
+use super::{call_tool, finish, human_as, prepare, read_input, Env, Failure};
+use crate::plan::{Equivalence, Optimized, Severity, Simulation, Verification};
 
 const EXAMPLE: &str = r#"Example proposal (plan.json):
   {"actions": [
@@ -146,129 +148,101 @@ fn as_tool_call(command: &PlanCommand) -> Result<(&'static str, Value), Failure>
     })
 }
 
-fn compact(value: &Value) -> String {
+fn compact(value: &impl serde::Serialize) -> String {
     serde_json::to_string(value).unwrap_or_default()
 }
 
-fn render_verify(data: &Value) -> String {
-    let issues = data["issues"].as_array().cloned().unwrap_or_default();
-    let count = |severity: &str| issues.iter().filter(|i| i["severity"] == severity).count();
-    let (errors, warnings) = (count("error"), count("warning"));
+fn render_verify(verdict: &Verification) -> String {
+    let count = |severity: Severity| {
+        verdict
+            .issues
+            .iter()
+            .filter(|i| i.severity == severity)
+            .count()
+    };
+    let (errors, warnings) = (count(Severity::Error), count(Severity::Warning));
     let mut out = format!(
         "{}: {errors} error{}, {warnings} warning{}\n",
-        if data["valid"] == true {
-            "valid"
-        } else {
-            "INVALID"
-        },
+        if verdict.valid { "valid" } else { "INVALID" },
         if errors == 1 { "" } else { "s" },
         if warnings == 1 { "" } else { "s" },
     );
-    for issue in &issues {
+    for issue in &verdict.issues {
         out.push_str(&format!(
             "  {:<8} {:<12} {} [{}]\n",
-            issue["severity"].as_str().unwrap_or(""),
-            issue["action_id"].as_str().unwrap_or("(proposal)"),
-            issue["message"].as_str().unwrap_or(""),
-            issue["tier"].as_str().unwrap_or(""),
+            issue.severity.as_str(),
+            issue.action_id.as_deref().unwrap_or("(proposal)"),
+            issue.message,
+            issue.tier.as_str(),
         ));
     }
     out.push_str("execution levels:\n");
-    for (n, level) in data["execution_levels"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .enumerate()
-    {
-        let ids: Vec<&str> = level
-            .as_array()
-            .into_iter()
-            .flatten()
-            .filter_map(Value::as_str)
-            .collect();
-        out.push_str(&format!("  {}. {}\n", n + 1, ids.join(", ")));
+    for (n, level) in verdict.execution_levels.iter().enumerate() {
+        out.push_str(&format!("  {}. {}\n", n + 1, level.join(", ")));
     }
-    for conflict in data["conflicts"].as_array().into_iter().flatten() {
+    for (a, b, key) in &verdict.conflicts {
         out.push_str(&format!(
-            "conflict: {} and {} both write '{}' unordered\n",
-            conflict[0].as_str().unwrap_or(""),
-            conflict[1].as_str().unwrap_or(""),
-            conflict[2].as_str().unwrap_or(""),
+            "conflict: {a} and {b} both write '{key}' unordered\n"
         ));
     }
     out.push_str(&format!(
         "simulated state: {}\n",
-        compact(&data["simulated_state"])
+        compact(&verdict.simulated_state)
     ));
     out
 }
 
-fn render_simulate(data: &Value) -> String {
-    let applied: Vec<&str> = data["applied"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter_map(Value::as_str)
-        .collect();
+fn render_simulate(simulation: &Simulation) -> String {
     let mut out = format!(
         "applied: {}\n",
-        if applied.is_empty() {
+        if simulation.applied.is_empty() {
             "-".to_string()
         } else {
-            applied.join(", ")
+            simulation.applied.join(", ")
         }
     );
-    for skip in data["skipped"].as_array().into_iter().flatten() {
-        out.push_str(&format!(
-            "skipped: {} ({})\n",
-            skip["action_id"].as_str().unwrap_or(""),
-            skip["reason"].as_str().unwrap_or("")
-        ));
+    for skip in &simulation.skipped {
+        out.push_str(&format!("skipped: {} ({})\n", skip.action_id, skip.reason));
     }
-    out.push_str(&format!("final state: {}\n", compact(&data["final_state"])));
+    out.push_str(&format!(
+        "final state: {}\n",
+        compact(&simulation.final_state)
+    ));
     out
 }
 
-fn render_equivalent(data: &Value) -> String {
-    let tested = data["states_tested"].as_u64().unwrap_or(0);
-    let defaults = if data["used_default_states"] == true {
+fn render_equivalent(verdict: &Equivalence) -> String {
+    let tested = verdict.states_tested;
+    let defaults = if verdict.used_default_states {
         " (the defaults {} and {\"x\":1,\"y\":2})"
     } else {
         ""
     };
-    if data["equivalent"] == true {
-        return format!("equivalent on {tested} sampled state(s){defaults}; sampled, not proven\n");
+    match (&verdict.divergence, verdict.equivalent) {
+        (Some(d), false) => format!(
+            "NOT equivalent: from state {}, '{}' ends as {} under A and {} under B (state {tested} tested{defaults})\n",
+            compact(&d.state),
+            d.key,
+            compact(&d.a),
+            compact(&d.b),
+        ),
+        _ => format!("equivalent on {tested} sampled state(s){defaults}; sampled, not proven\n"),
     }
-    let d = &data["divergence"];
-    format!(
-        "NOT equivalent: from state {}, '{}' ends as {} under A and {} under B (state {tested} tested{defaults})\n",
-        compact(&d["state"]),
-        d["key"].as_str().unwrap_or(""),
-        compact(&d["a"]),
-        compact(&d["b"]),
-    )
 }
 
-fn render_optimize(data: &Value) -> String {
+fn render_optimize(optimized: &Optimized) -> String {
     let mut out = String::new();
-    let pruned = data["pruned"].as_array().cloned().unwrap_or_default();
-    if pruned.is_empty() {
+    if optimized.pruned.is_empty() {
         out.push_str("nothing to prune\n");
     }
-    for p in &pruned {
-        let keys: Vec<&str> = p["removed"]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .filter_map(Value::as_str)
-            .collect();
+    for p in &optimized.pruned {
         out.push_str(&format!(
             "pruned {}: {}\n",
-            p["action_id"].as_str().unwrap_or(""),
-            keys.join(", ")
+            p.action_id,
+            p.removed.join(", ")
         ));
     }
-    out.push_str(&serde_json::to_string_pretty(&data["proposal"]).unwrap_or_default());
+    out.push_str(&serde_json::to_string_pretty(&optimized.proposal).unwrap_or_default());
     out.push('\n');
     out
 }
@@ -285,12 +259,21 @@ pub async fn run(env: &Env, command: PlanCommand) -> ExitCode {
         Err(code) => return code,
     };
     let result = call_tool(&app, tool, args, None).await;
-    let invalid = matches!(&result, Ok(data) if data["valid"] == false);
+    let invalid = matches!(&result, Ok(data)
+        if Verification::deserialize(data).is_ok_and(|verdict| !verdict.valid));
     let code = match &command {
-        PlanCommand::Verify { .. } => finish(env.json, name, result, render_verify),
-        PlanCommand::Simulate { .. } => finish(env.json, name, result, render_simulate),
-        PlanCommand::Equivalent { .. } => finish(env.json, name, result, render_equivalent),
-        PlanCommand::Optimize { .. } => finish(env.json, name, result, render_optimize),
+        PlanCommand::Verify { .. } => {
+            finish(env.json, name, result, |data| human_as(data, render_verify))
+        }
+        PlanCommand::Simulate { .. } => finish(env.json, name, result, |data| {
+            human_as(data, render_simulate)
+        }),
+        PlanCommand::Equivalent { .. } => finish(env.json, name, result, |data| {
+            human_as(data, render_equivalent)
+        }),
+        PlanCommand::Optimize { .. } => finish(env.json, name, result, |data| {
+            human_as(data, render_optimize)
+        }),
     };
     if invalid {
         ExitCode::from(1)

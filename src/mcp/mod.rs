@@ -20,7 +20,9 @@ use rmcp::{ErrorData as McpError, ServerHandler, ServiceExt};
 use serde_json::{json, Value};
 
 use crate::app::App;
-use crate::memory::surfaces::{CONTEXT_PROMPT, FACT_RESOURCE, FACT_RESOURCES};
+use crate::memory::surfaces::{
+    Briefing, EntryPage, EntryText, CONTEXT_PROMPT, FACT_RESOURCE, FACT_RESOURCES,
+};
 use crate::runtime::{CallOptions, CallOutcome, Context, DispatchError, Face, ToolError};
 
 /// The protocol revisions CAR serves (newest preferred). 2025-03-26 is left out on purpose: it
@@ -97,7 +99,19 @@ impl McpServer {
 
     /// Runs an unlisted operation (the prompt, a resource) through the dispatcher: the schema
     /// check, the policy gate and the execution log see it like a tool call.
-    async fn operate(
+    async fn operate<T: serde::de::DeserializeOwned>(
+        &self,
+        name: &str,
+        args: Value,
+        cancel: tokio_util::sync::CancellationToken,
+    ) -> Result<T, McpError> {
+        let value = self.operate_value(name, args, cancel).await?;
+        serde_json::from_value(value).map_err(|e| {
+            McpError::internal_error(format!("{name} returned an unexpected result: {e}"), None)
+        })
+    }
+
+    async fn operate_value(
         &self,
         name: &str,
         args: Value,
@@ -141,7 +155,7 @@ impl McpServer {
         // A name in a URI may be percent-encoded (spaces, slashes).
         let name = percent_decode(name);
         let skill = self
-            .operate(
+            .operate_value(
                 crate::skills::tools::SKILL_RESOURCE,
                 json!({"name": name}),
                 cancel,
@@ -410,12 +424,12 @@ impl ServerHandler for McpServer {
                 ));
             }
         }
-        let briefing = self
+        let briefing: Briefing = self
             .operate(CONTEXT_PROMPT, args, context.ct.clone())
             .await?;
         let result: GetPromptResult = from_json(json!({
-            "description": briefing["description"],
-            "messages": [{"role": "user", "content": {"type": "text", "text": briefing["text"]}}]
+            "description": briefing.description,
+            "messages": [{"role": "user", "content": {"type": "text", "text": briefing.text}}]
         }))?;
         Ok(GetPromptResponse::Complete(result))
     }
@@ -457,27 +471,27 @@ impl ServerHandler for McpServer {
                 McpError::invalid_params(format!("invalid cursor '{cursor}'"), None)
             })?,
         };
-        let page = self
+        let page: EntryPage = self
             .operate(
                 FACT_RESOURCES,
                 json!({"after": after, "limit": RESOURCES_PER_PAGE + 1}),
                 context.ct.clone(),
             )
             .await?;
-        let page = page["entries"].as_array().cloned().unwrap_or_default();
+        let page = page.entries;
         let more = page.len() > RESOURCES_PER_PAGE;
         let shown = &page[..page.len().min(RESOURCES_PER_PAGE)];
         let resources: Vec<Value> = shown
             .iter()
             .map(|n| {
-                json!({"uri": format!("{FACT_URI}{}", n["id"].as_str().unwrap_or_default()),
-                       "name": n["id"], "title": n["subject"], "mimeType": "text/plain"})
+                json!({"uri": format!("{FACT_URI}{}", n.id),
+                       "name": n.id, "title": n.subject, "mimeType": "text/plain"})
             })
             .collect();
         let mut result = json!({"resources": resources});
         if more {
             if let Some(last) = shown.last() {
-                result["nextCursor"] = json!(last["seq"].to_string());
+                result["nextCursor"] = json!(last.seq.to_string());
             }
         }
         from_json(result)
@@ -522,11 +536,11 @@ impl ServerHandler for McpServer {
                 None,
             ));
         };
-        let entry = self
+        let entry: EntryText = self
             .operate(FACT_RESOURCE, json!({"id": id}), context.ct.clone())
             .await?;
         let result: ReadResourceResult = from_json(json!({"contents": [{
-            "uri": uri, "mimeType": "text/plain", "text": entry["text"]
+            "uri": uri, "mimeType": "text/plain", "text": entry.text
         }]}))?;
         Ok(ReadResourceResponse::Complete(result))
     }

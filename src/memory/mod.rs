@@ -23,7 +23,8 @@ use serde::Serialize;
 pub use context::{effective_budget, AssembledContext, ContextMode, ContextRequest, OUTDATED_MARK};
 pub use model::{Kind, Node, Scope};
 pub use notes::Note;
-pub use proactive::{EvaluationCase, InterveneRequest, Trigger};
+pub use proactive::{EvaluationCase, InterveneRequest, Intervention, Trigger};
+pub use tools::{EntryScope, EntryView, Recall};
 
 /// Every memory tool, and the unlisted operations MCP serves as its prompt and resources.
 pub fn tools(memory: std::sync::Arc<Memory>) -> Vec<crate::runtime::Tool> {
@@ -55,7 +56,7 @@ impl From<rusqlite::Error> for MemoryError {
 }
 
 /// One retrieved entry.
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone, Serialize, serde::Deserialize, schemars::JsonSchema)]
 pub struct QueryHit {
     pub id: String,
     pub subject: String,
@@ -459,7 +460,7 @@ impl Memory {
 }
 
 /// What a delete did.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, serde::Deserialize, schemars::JsonSchema)]
 pub struct Deleted {
     pub id: String,
     pub deleted: bool,
@@ -470,7 +471,7 @@ pub struct Deleted {
 }
 
 /// A tenant's status slot.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, serde::Deserialize, schemars::JsonSchema)]
 pub struct StatusSlot {
     /// `proactive-status:<tenant|global>`.
     pub id: String,

@@ -2,8 +2,8 @@
 //! step (or stays silent and says why), and `evaluate` scores that policy against
 //! always-inject, passive-retrieval and no-memory baselines on labelled cases.
 
-use serde::Deserialize;
-use serde_json::{json, Value};
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
 
 use super::index::Index;
 use super::model::{Kind, Scope};
@@ -14,13 +14,18 @@ use super::{Memory, Result};
 const MIN_ACTIVATION: f64 = 0.35;
 
 /// What just happened that may warrant a reminder.
-#[derive(Debug, Clone, Default, Deserialize)]
+#[derive(Debug, Clone, Default, Deserialize, JsonSchema)]
 #[serde(default, deny_unknown_fields)]
 pub struct Trigger {
+    /// Failed attempts in a row; 2 or more fires.
     pub repeated_failures: u32,
+    /// The last tool call failed.
     pub tool_error: bool,
+    /// The agent said it is unsure.
     pub explicit_uncertainty: bool,
+    /// The next step is risky (deploy, delete, migrate).
     pub high_risk_action: bool,
+    /// The work moved to another area.
     pub context_shift: bool,
 }
 
@@ -52,14 +57,22 @@ impl Trigger {
 }
 
 /// An `intervene` request.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
 #[serde(default, deny_unknown_fields)]
 pub struct InterveneRequest {
+    /// What the agent is about to do or asking about.
+    #[schemars(with = "String")]
     pub query: Option<String>,
+    /// Recent messages or tool output.
     pub recent: Vec<String>,
     pub trigger: Trigger,
+    /// Consider a reminder even when no trigger fired.
     pub force: bool,
+    /// How many candidates to consider (and list).
+    #[schemars(range(min = 1, max = 32))]
     pub max_candidates: usize,
+    /// Isolates entries inside the project: a tenant sees only its own entries, and calls without a tenant see only untenanted ones.
+    #[schemars(with = "String")]
     pub tenant_id: Option<String>,
 }
 
@@ -77,13 +90,98 @@ impl Default for InterveneRequest {
 }
 
 /// A labelled evaluation case.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct EvaluationCase {
     pub id: String,
     pub request: InterveneRequest,
+    /// Entries a reminder should show for this request; empty when none concerns it.
     #[serde(default)]
     pub relevant_fact_ids: Vec<String>,
+}
+
+/// Whether `intervene` reminds the agent of something.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum Choice {
+    Inject,
+    Silent,
+}
+
+/// An entry `intervene` considered.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+pub struct CandidateView {
+    pub id: String,
+    pub subject: String,
+    pub kind: Kind,
+    /// Retrieval activation, weighted by the trigger.
+    pub activation: f64,
+}
+
+/// The entry a reminder shows.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+pub struct Selected {
+    pub id: String,
+    pub subject: String,
+    pub body: String,
+    pub kind: Kind,
+    pub activation: f64,
+    /// Times this entry has been injected, this one included.
+    pub injections: i64,
+}
+
+/// How many current entries of each kind the request could draw on.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+pub struct Bank {
+    pub knowledge: usize,
+    pub procedural: usize,
+    pub facts: usize,
+    pub constraints: usize,
+}
+
+/// What `intervene` decided.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+pub struct Intervention {
+    pub decision: Choice,
+    /// Why it stayed silent (absent on inject).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    /// The text to show the agent (absent when silent).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reminder: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub selected: Option<Selected>,
+    /// The entries considered, best first.
+    pub candidates: Vec<CandidateView>,
+    pub bank: Bank,
+}
+
+/// One mode's figures over the cases.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+pub struct ModeFigures {
+    /// Cases where the mode showed something.
+    pub interventions: usize,
+    pub true_positives: usize,
+    pub false_positives: usize,
+    pub false_negatives: usize,
+    pub precision: f64,
+    pub recall: f64,
+    /// Interventions over cases.
+    pub interruption_rate: f64,
+    /// Entries shown per case.
+    pub avg_candidates_exposed: f64,
+}
+
+/// Selective intervention against the three baselines.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+pub struct Evaluation {
+    pub cases: usize,
+    pub selective: ModeFigures,
+    /// The top candidate, every time.
+    pub always_inject: ModeFigures,
+    /// Every candidate, every time.
+    pub passive_retrieval: ModeFigures,
+    pub no_memory: ModeFigures,
 }
 
 struct Candidate {
@@ -172,47 +270,63 @@ fn decide(index: &Index, scope: &Scope, request: &InterveneRequest) -> Decision 
     }
 }
 
-fn candidate_json(c: &Candidate) -> Value {
-    json!({"id": c.id, "subject": c.subject, "kind": c.kind.as_str(), "activation": c.score})
+fn candidate_view(c: &Candidate) -> CandidateView {
+    CandidateView {
+        id: c.id.clone(),
+        subject: c.subject.clone(),
+        kind: c.kind,
+        activation: c.score,
+    }
 }
 
-fn bank(index: &Index, scope: &Scope) -> Value {
-    json!({
-        "knowledge": index.current_count(scope, Kind::Knowledge),
-        "procedural": index.current_count(scope, Kind::Procedural),
-        "facts": index.current_count(scope, Kind::Pattern),
-        "constraints": index.current_count(scope, Kind::Constraint),
-    })
+fn bank(index: &Index, scope: &Scope) -> Bank {
+    Bank {
+        knowledge: index.current_count(scope, Kind::Knowledge),
+        procedural: index.current_count(scope, Kind::Procedural),
+        facts: index.current_count(scope, Kind::Pattern),
+        constraints: index.current_count(scope, Kind::Constraint),
+    }
 }
 
 impl Memory {
     /// Chooses at most one grounded reminder, counting its injection.
-    pub fn intervene(&self, request: &InterveneRequest) -> Result<Value> {
+    pub fn intervene(&self, request: &InterveneRequest) -> Result<Intervention> {
         let scope = self.scope(request.tenant_id.as_deref().unwrap_or(""));
         let (decision, bank) =
             self.read(|index| (decide(index, &scope, request), bank(index, &scope)))?;
-        let candidates: Vec<Value> = decision.candidates.iter().map(candidate_json).collect();
-        match decision.chosen {
-            Some(i) => {
-                let chosen = &decision.candidates[i];
-                let injections = self.bump_injections(&chosen.id)?;
-                Ok(json!({
-                    "decision": "inject",
-                    "reminder": format!("Reminder from memory ({} {}): {} — {}", chosen.kind.as_str(), chosen.id, chosen.subject, chosen.body),
-                    "selected": {"id": chosen.id, "subject": chosen.subject, "body": chosen.body,
-                                 "kind": chosen.kind.as_str(), "activation": chosen.score,
-                                 "injections": injections.max(chosen.injections + 1)},
-                    "candidates": candidates,
-                    "bank": bank,
-                }))
-            }
-            None => Ok(json!({
-                "decision": "silent",
-                "reason": decision.reason,
-                "candidates": candidates,
-                "bank": bank,
-            })),
-        }
+        let candidates = decision.candidates.iter().map(candidate_view).collect();
+        let Some(chosen) = decision.chosen.map(|i| &decision.candidates[i]) else {
+            return Ok(Intervention {
+                decision: Choice::Silent,
+                reason: decision.reason,
+                reminder: None,
+                selected: None,
+                candidates,
+                bank,
+            });
+        };
+        let injections = self.bump_injections(&chosen.id)?;
+        Ok(Intervention {
+            decision: Choice::Inject,
+            reason: None,
+            reminder: Some(format!(
+                "Reminder from memory ({} {}): {} — {}",
+                chosen.kind.as_str(),
+                chosen.id,
+                chosen.subject,
+                chosen.body
+            )),
+            selected: Some(Selected {
+                id: chosen.id.clone(),
+                subject: chosen.subject.clone(),
+                body: chosen.body.clone(),
+                kind: chosen.kind,
+                activation: chosen.score,
+                injections: injections.max(chosen.injections + 1),
+            }),
+            candidates,
+            bank,
+        })
     }
 
     /// Scores selective intervention against the three baselines; changes nothing.
@@ -220,7 +334,7 @@ impl Memory {
         &self,
         cases: &[EvaluationCase],
         cancelled: &dyn Fn() -> bool,
-    ) -> Result<Option<Value>> {
+    ) -> Result<Option<Evaluation>> {
         #[derive(Default)]
         struct Tally {
             interventions: usize,
@@ -274,25 +388,23 @@ impl Memory {
                 round(a as f64 / b as f64)
             }
         };
-        let summary = |t: &Tally| {
-            json!({
-                "interventions": t.interventions,
-                "true_positives": t.tp,
-                "false_positives": t.fp,
-                "false_negatives": t.fn_,
-                "precision": ratio(t.tp, t.tp + t.fp),
-                "recall": ratio(t.tp, t.tp + t.fn_),
-                "interruption_rate": round(t.interventions as f64 / n),
-                "avg_candidates_exposed": round(t.exposed as f64 / n),
-            })
+        let summary = |t: &Tally| ModeFigures {
+            interventions: t.interventions,
+            true_positives: t.tp,
+            false_positives: t.fp,
+            false_negatives: t.fn_,
+            precision: ratio(t.tp, t.tp + t.fp),
+            recall: ratio(t.tp, t.tp + t.fn_),
+            interruption_rate: round(t.interventions as f64 / n),
+            avg_candidates_exposed: round(t.exposed as f64 / n),
         };
-        Ok(Some(json!({
-            "cases": cases.len(),
-            "selective": summary(&modes[0]),
-            "always_inject": summary(&modes[1]),
-            "passive_retrieval": summary(&modes[2]),
-            "no_memory": summary(&modes[3]),
-        })))
+        Ok(Some(Evaluation {
+            cases: cases.len(),
+            selective: summary(&modes[0]),
+            always_inject: summary(&modes[1]),
+            passive_retrieval: summary(&modes[2]),
+            no_memory: summary(&modes[3]),
+        }))
     }
 }
 

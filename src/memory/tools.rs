@@ -1,16 +1,16 @@
-//! The eight memory tools, declared once for every face.
+//! The eight memory tools, declared once for every face: each one's arguments and result are
+//! Rust types below, and their schemas are generated from them.
 
 use std::sync::Arc;
 
-use serde_json::{json, Value};
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
 
-use super::proactive::{EvaluationCase, InterveneRequest};
+use super::proactive::{Evaluation, EvaluationCase, InterveneRequest, Intervention};
 use super::write::NewEntry;
-use super::{Kind, Memory, MemoryError};
-use crate::runtime::{
-    arg_string as string, arg_strings as strings, Effect, Idempotence, Tool, ToolCall, ToolError,
-    ToolSpec,
-};
+use super::{Deleted, Kind, Memory, MemoryError, QueryHit, StatusSlot, Written};
+use crate::runtime::{Effect, Idempotence, Tool, ToolCall, ToolError, ToolSpec};
 
 impl From<MemoryError> for ToolError {
     fn from(err: MemoryError) -> Self {
@@ -21,135 +21,216 @@ impl From<MemoryError> for ToolError {
     }
 }
 
-fn tenant(args: &Value) -> String {
-    string(args, "tenant_id").unwrap_or_default()
+/// Where an entry is seen from.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum EntryScope {
+    /// Seen from this project only.
+    #[default]
+    Project,
+    /// Seen from every project (user-wide preferences).
+    Global,
 }
 
-fn is_global(args: &Value) -> bool {
-    args.get("scope").and_then(Value::as_str) == Some("global")
+/// Which kind of fact `memory_add_fact` writes.
+#[derive(Debug, Clone, Copy, Default, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+enum FactKind {
+    /// How things are or are done.
+    #[default]
+    Pattern,
+    /// A rule to respect.
+    Constraint,
 }
 
-const TENANT: &str = "Isolates entries inside the project: a tenant sees only its own entries, and calls without a tenant see only untenanted ones.";
-const SCOPE: &str = "\"project\" (default): seen from this project only; \"global\": seen from every project (user-wide preferences).";
-
-fn entry_output_schema() -> Value {
-    json!({
-        "type": "object",
-        "properties": {
-            "id": {"type": "string"},
-            "kind": {"type": "string"},
-            "subject": {"type": "string"},
-            "scope": {"type": "string", "enum": ["project", "global"]},
-            "tenant_id": crate::runtime::schema::nullable("string"),
-            "superseded": {"type": "array", "items": {"type": "string"}},
-            "invalidated": {"type": "array", "items": {"type": "string"}},
-            "links": {"type": "integer"},
-            "fact_count": {"type": "integer"},
-            "durable": {"type": "boolean"}
-        },
-        "required": ["id", "kind", "subject", "scope", "superseded", "fact_count", "durable"]
-    })
+/// The arguments of `memory_add_fact`.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+struct AddFactArgs {
+    /// What the fact is about; also the key for replacement.
+    #[schemars(length(min = 1))]
+    subject: String,
+    /// The fact itself.
+    #[schemars(length(min = 1))]
+    body: String,
+    /// pattern: how things are or are done; constraint: a rule to respect.
+    #[serde(default)]
+    kind: FactKind,
+    /// Id or subject of a fact this one replaces.
+    #[serde(default)]
+    #[schemars(with = "String")]
+    supersedes: Option<String>,
+    /// Ids or subjects this fact was derived from; if they are replaced, this fact is flagged for recalculation.
+    #[serde(default)]
+    depends_on: Vec<String>,
+    /// Isolates entries inside the project: a tenant sees only its own entries, and calls without a tenant see only untenanted ones.
+    #[serde(default)]
+    #[schemars(with = "String")]
+    tenant_id: Option<String>,
+    /// "project" (default): seen from this project only; "global": seen from every project (user-wide preferences).
+    #[serde(default)]
+    scope: EntryScope,
 }
 
-fn written_json(w: &super::Written) -> Value {
-    json!({
-        "id": w.id,
-        "kind": w.kind.as_str(),
-        "subject": w.subject,
-        "scope": if w.global { "global" } else { "project" },
-        "tenant_id": if w.tenant.is_empty() { Value::Null } else { json!(w.tenant) },
-        "superseded": w.superseded,
-        "invalidated": w.invalidated,
-        "links": w.links,
-        "fact_count": w.total,
-        "durable": true,
-    })
+/// The arguments of `memory_save_knowledge` and `memory_save_procedural`.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+struct SaveArgs {
+    /// Optional id; a taken id gets -2, -3, … appended (entries are additive, never overwritten).
+    #[serde(default)]
+    #[schemars(with = "String")]
+    id: Option<String>,
+    #[schemars(length(min = 1))]
+    subject: String,
+    #[schemars(length(min = 1))]
+    body: String,
+    #[serde(default)]
+    tags: Vec<String>,
+    /// e.g. high, medium, low, derived
+    #[serde(default)]
+    #[schemars(with = "String")]
+    confidence: Option<String>,
+    /// Isolates entries inside the project: a tenant sees only its own entries, and calls without a tenant see only untenanted ones.
+    #[serde(default)]
+    #[schemars(with = "String")]
+    tenant_id: Option<String>,
+    /// Also tag it `constraint`.
+    #[serde(default)]
+    is_constraint: bool,
+    /// "project" (default): seen from this project only; "global": seen from every project (user-wide preferences).
+    #[serde(default)]
+    scope: EntryScope,
 }
 
-fn request_schema() -> Value {
-    json!({
-        "type": "object",
-        "properties": {
-            "query": {"type": "string", "description": "What the agent is about to do or asking about."},
-            "recent": {"type": "array", "items": {"type": "string"}, "description": "Recent messages or tool output."},
-            "trigger": {
-                "type": "object",
-                "properties": {
-                    "repeated_failures": {"type": "integer", "minimum": 0},
-                    "tool_error": {"type": "boolean"},
-                    "explicit_uncertainty": {"type": "boolean"},
-                    "high_risk_action": {"type": "boolean"},
-                    "context_shift": {"type": "boolean"}
-                },
-                "additionalProperties": false
+/// The arguments of `memory_query`.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+struct QueryArgs {
+    /// The question or topic, in the user's words.
+    #[schemars(length(min = 1))]
+    query: String,
+    /// How many entries to return.
+    #[serde(default = "five")]
+    #[schemars(range(min = 1, max = 50))]
+    k: u32,
+    /// Isolates entries inside the project: a tenant sees only its own entries, and calls without a tenant see only untenanted ones.
+    #[serde(default)]
+    #[schemars(with = "String")]
+    tenant_id: Option<String>,
+}
+
+fn five() -> u32 {
+    5
+}
+
+/// The arguments of `memory_update_status`.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+struct StatusArgs {
+    /// Progress, risks, next step.
+    #[schemars(length(min = 1))]
+    body: String,
+    /// Isolates entries inside the project: a tenant sees only its own entries, and calls without a tenant see only untenanted ones.
+    #[serde(default)]
+    #[schemars(with = "String")]
+    tenant_id: Option<String>,
+}
+
+/// The arguments of `memory_delete`.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+struct DeleteArgs {
+    /// An entry's id, or `proactive-status:<tenant|global>`.
+    #[schemars(length(min = 1))]
+    id: String,
+    /// Isolates entries inside the project: a tenant sees only its own entries, and calls without a tenant see only untenanted ones.
+    #[serde(default)]
+    #[schemars(with = "String")]
+    tenant_id: Option<String>,
+}
+
+/// The arguments of `memory_evaluate`.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+struct EvaluateArgs {
+    /// Labelled requests: what was asked and which entries a reminder should show.
+    #[schemars(length(min = 1, max = 10000))]
+    cases: Vec<EvaluationCase>,
+}
+
+/// What a write did.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+pub struct EntryView {
+    pub id: String,
+    pub kind: Kind,
+    pub subject: String,
+    pub scope: EntryScope,
+    pub tenant_id: Option<String>,
+    /// Entries this one retired from retrieval (kept for audit).
+    pub superseded: Vec<String>,
+    /// Entries derived from a retired one, now flagged for recalculation.
+    pub invalidated: Vec<String>,
+    /// Links the engine made to existing entries.
+    pub links: usize,
+    /// Current entries the tenant sees after the write.
+    pub fact_count: usize,
+    /// Written to the database before the call returned.
+    pub durable: bool,
+}
+
+impl From<Written> for EntryView {
+    fn from(w: Written) -> EntryView {
+        EntryView {
+            id: w.id,
+            kind: w.kind,
+            subject: w.subject,
+            scope: if w.global {
+                EntryScope::Global
+            } else {
+                EntryScope::Project
             },
-            "force": {"type": "boolean", "default": false, "description": "Consider a reminder even when no trigger fired."},
-            "max_candidates": {"type": "integer", "minimum": 1, "maximum": 32, "default": 8},
-            "tenant_id": {"type": "string", "description": TENANT}
-        },
-        "additionalProperties": false
-    })
+            tenant_id: (!w.tenant.is_empty()).then_some(w.tenant),
+            superseded: w.superseded,
+            invalidated: w.invalidated,
+            links: w.links,
+            fact_count: w.total,
+            durable: true,
+        }
+    }
 }
 
-fn mode_schema() -> Value {
-    let number = json!({"type": "number"});
-    let integer = json!({"type": "integer"});
-    json!({
-        "type": "object",
-        "properties": {
-            "interventions": integer, "true_positives": integer, "false_positives": integer,
-            "false_negatives": integer, "precision": number, "recall": number,
-            "interruption_rate": number, "avg_candidates_exposed": number
-        },
-        "required": ["interventions", "precision", "recall", "interruption_rate", "avg_candidates_exposed"]
-    })
+/// What `memory_query` recalled.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+pub struct Recall {
+    pub query: String,
+    /// Most relevant first.
+    pub results: Vec<QueryHit>,
 }
 
-fn save_entry(memory: &Memory, kind: Kind, call: &ToolCall) -> Result<Value, ToolError> {
-    let args = &call.args;
-    let is_constraint = args.get("is_constraint").and_then(Value::as_bool) == Some(true);
-    let mut entry = NewEntry::new(
-        kind,
-        &string(args, "subject").unwrap_or_default(),
-        &string(args, "body").unwrap_or_default(),
-    );
-    entry.id = string(args, "id");
-    entry.tags = strings(args, "tags");
-    if is_constraint {
+fn save_entry(
+    memory: &Memory,
+    kind: Kind,
+    args: SaveArgs,
+    call: &ToolCall,
+) -> Result<EntryView, ToolError> {
+    let mut entry = NewEntry::new(kind, &args.subject, &args.body);
+    entry.id = args.id;
+    entry.tags = args.tags;
+    if args.is_constraint {
         entry.tags.push("constraint".into());
     }
-    entry.confidence = string(args, "confidence");
-    entry.tenant = tenant(args);
-    entry.global = is_global(args);
+    entry.confidence = args.confidence;
+    entry.tenant = args.tenant_id.unwrap_or_default();
+    entry.global = args.scope == EntryScope::Global;
     entry.source = Some(call.context.face().as_str().into());
-    let written = memory.write(entry)?;
-    Ok(written_json(&written))
+    Ok(memory.write(entry)?.into())
 }
 
 fn save_spec(name: &str, title: &str, what: &str) -> ToolSpec {
-    ToolSpec::new(
-        name,
-        what,
-        json!({
-            "type": "object",
-            "properties": {
-                "id": {"type": "string", "description": "Optional id; a taken id gets -2, -3, … appended (entries are additive, never overwritten)."},
-                "subject": {"type": "string", "minLength": 1},
-                "body": {"type": "string", "minLength": 1},
-                "tags": {"type": "array", "items": {"type": "string"}},
-                "confidence": {"type": "string", "description": "e.g. high, medium, low, derived"},
-                "tenant_id": {"type": "string", "description": TENANT},
-                "is_constraint": {"type": "boolean", "default": false},
-                "scope": {"type": "string", "enum": ["project", "global"], "description": SCOPE}
-            },
-            "required": ["subject", "body"],
-            "additionalProperties": false
-        }),
-    )
-    .title(title)
-    .output_schema(entry_output_schema())
-    .effect(Effect::Write)
-    .idempotence(Idempotence::NotIdempotent)
+    ToolSpec::new(name, what, Value::Null)
+        .title(title)
+        .effect(Effect::Write)
+        .idempotence(Idempotence::NotIdempotent)
 }
 
 /// The eight memory tools over one engine.
@@ -157,242 +238,124 @@ pub fn tools(memory: Arc<Memory>) -> Vec<Tool> {
     let mut tools = Vec::new();
 
     let m = memory.clone();
-    tools.push(Tool::blocking(
+    tools.push(Tool::typed(
         ToolSpec::new(
             "memory_add_fact",
             "Remember a fact for later sessions. A fact with the same subject as a current one (same tenant, same project) replaces it: the old one is kept for audit and shown as 'changed from', but no longer retrieved as current. Durable at once: written to the database before this call returns.",
-            json!({
-                "type": "object",
-                "properties": {
-                    "subject": {"type": "string", "minLength": 1, "description": "What the fact is about; also the key for replacement."},
-                    "body": {"type": "string", "minLength": 1, "description": "The fact itself."},
-                    "kind": {"type": "string", "enum": ["pattern", "constraint"], "default": "pattern",
-                             "description": "pattern: how things are or are done; constraint: a rule to respect."},
-                    "supersedes": {"type": "string", "description": "Id or subject of a fact this one replaces."},
-                    "depends_on": {"type": "array", "items": {"type": "string"}, "description": "Ids or subjects this fact was derived from; if they are replaced, this fact is flagged for recalculation."},
-                    "tenant_id": {"type": "string", "description": TENANT},
-                    "scope": {"type": "string", "enum": ["project", "global"], "description": SCOPE}
-                },
-                "required": ["subject", "body"],
-                "additionalProperties": false
-            }),
+            Value::Null,
         )
         .title("Remember a fact")
-        .output_schema(entry_output_schema())
         .effect(Effect::Write)
         .idempotence(Idempotence::NotIdempotent),
-        move |call| {
-            let args = &call.args;
-            let kind = match args.get("kind").and_then(Value::as_str) {
-                Some("constraint") => Kind::Constraint,
-                Some(_) | None => Kind::Pattern,
+        move |args: AddFactArgs, call| -> Result<EntryView, ToolError> {
+            let kind = match args.kind {
+                FactKind::Pattern => Kind::Pattern,
+                FactKind::Constraint => Kind::Constraint,
             };
-            let mut entry = NewEntry::new(
-                kind,
-                &string(args, "subject").unwrap_or_default(),
-                &string(args, "body").unwrap_or_default(),
-            );
-            entry.supersedes = string(args, "supersedes").into_iter().collect();
-            entry.depends_on = strings(args, "depends_on");
-            entry.tenant = tenant(args);
-            entry.global = is_global(args);
+            let mut entry = NewEntry::new(kind, &args.subject, &args.body);
+            entry.supersedes = args.supersedes.into_iter().collect();
+            entry.depends_on = args.depends_on;
+            entry.tenant = args.tenant_id.unwrap_or_default();
+            entry.global = args.scope == EntryScope::Global;
             entry.source = Some(call.context.face().as_str().into());
-            Ok(written_json(&m.write(entry)?))
+            Ok(m.write(entry)?.into())
         },
     ));
 
     let m = memory.clone();
-    tools.push(Tool::blocking(
+    tools.push(Tool::typed(
         ToolSpec::new(
             "memory_query",
             "Recall what is remembered about something. Finds entries by the query's terms (exact, stem, substring; rare terms weigh more) and spreads activation along the links between entries, so related entries that share no word with the query are found too. Superseded entries are never returned.",
-            json!({
-                "type": "object",
-                "properties": {
-                    "query": {"type": "string", "minLength": 1},
-                    "k": {"type": "integer", "minimum": 1, "maximum": 50, "default": 5, "description": "How many entries to return."},
-                    "tenant_id": {"type": "string", "description": TENANT}
-                },
-                "required": ["query"],
-                "additionalProperties": false
-            }),
+            Value::Null,
         )
-        .title("Recall from memory")
-        .output_schema(json!({
-            "type": "object",
-            "properties": {
-                "query": {"type": "string"},
-                "results": {"type": "array", "items": {
-                    "type": "object",
-                    "properties": {
-                        "id": {"type": "string"}, "subject": {"type": "string"}, "body": {"type": "string"},
-                        "kind": {"type": "string"}, "activation": {"type": "number"}
-                    },
-                    "required": ["id", "subject", "body", "kind", "activation"]
-                }}
-            },
-            "required": ["query", "results"]
-        })),
-        move |call| {
-            let query = string(&call.args, "query").unwrap_or_default();
-            let k = call.args.get("k").and_then(Value::as_u64).unwrap_or(5) as usize;
-            let hits = m.query(&query, &tenant(&call.args), k)?;
-            Ok(json!({"query": query, "results": hits}))
+        .title("Recall from memory"),
+        move |args: QueryArgs, _call| -> Result<Recall, ToolError> {
+            let tenant = args.tenant_id.unwrap_or_default();
+            let results = m.query(&args.query, &tenant, args.k as usize)?;
+            Ok(Recall {
+                query: args.query,
+                results,
+            })
         },
     ));
 
     let m = memory.clone();
-    tools.push(Tool::blocking(
+    tools.push(Tool::typed(
         ToolSpec::new(
             "memory_update_status",
             "Set the agent's current status (progress, risks, next step) for this tenant. One slot per tenant: a new status overwrites the previous one. Never part of recall or context.",
-            json!({
-                "type": "object",
-                "properties": {
-                    "body": {"type": "string", "minLength": 1},
-                    "tenant_id": {"type": "string", "description": TENANT}
-                },
-                "required": ["body"],
-                "additionalProperties": false
-            }),
+            Value::Null,
         )
         .title("Update status")
-        .output_schema(json!({
-            "type": "object",
-            "properties": {"id": {"type": "string"}, "tenant_id": crate::runtime::schema::nullable("string"),
-                           "body": {"type": "string"}, "updated_at": {"type": "string"}},
-            "required": ["id", "body", "updated_at"]
-        }))
         .effect(Effect::Destructive)
         .idempotence(Idempotence::Idempotent),
-        move |call| {
-            let body = string(&call.args, "body").unwrap_or_default();
-            serde_json::to_value(m.update_status(&tenant(&call.args), &body)?)
-                .map_err(|e| ToolError::Failed(e.to_string()))
+        move |args: StatusArgs, _call| -> Result<StatusSlot, ToolError> {
+            Ok(m.update_status(&args.tenant_id.unwrap_or_default(), &args.body)?)
         },
     ));
 
     let m = memory.clone();
-    tools.push(Tool::blocking(
+    tools.push(Tool::typed(
         save_spec(
             "memory_save_knowledge",
             "Save knowledge",
             "Save proactive knowledge: requirements, policies, verified facts about the environment. Additive: never overwrites. Proactive reminders (memory_intervene) draw on it.",
         ),
-        move |call| save_entry(&m, Kind::Knowledge, &call),
+        move |args: SaveArgs, call| save_entry(&m, Kind::Knowledge, args, call),
     ));
 
     let m = memory.clone();
-    tools.push(Tool::blocking(
+    tools.push(Tool::typed(
         save_spec(
             "memory_save_procedural",
             "Save a procedure",
             "Save procedural evidence: a failed attempt, the fix that worked, a gotcha. Additive: never overwrites. Favoured by reminders after tool errors and repeated failures.",
         ),
-        move |call| save_entry(&m, Kind::Procedural, &call),
+        move |args: SaveArgs, call| save_entry(&m, Kind::Procedural, args, call),
     ));
 
     let m = memory.clone();
-    tools.push(Tool::blocking(
+    tools.push(Tool::typed(
         ToolSpec::new(
             "memory_delete",
             "Delete an entry by id, or clear a status slot (id 'proactive-status:<tenant|global>'). Deleting an id that does not exist succeeds with deleted=false. Entries the deleted one had replaced become current again.",
-            json!({
-                "type": "object",
-                "properties": {
-                    "id": {"type": "string", "minLength": 1},
-                    "tenant_id": {"type": "string", "description": TENANT}
-                },
-                "required": ["id"],
-                "additionalProperties": false
-            }),
+            Value::Null,
         )
         .title("Forget an entry")
-        .output_schema(json!({
-            "type": "object",
-            "properties": {"id": {"type": "string"}, "deleted": {"type": "boolean"},
-                           "kind": crate::runtime::schema::nullable("string"), "fact_count": {"type": "integer"}},
-            "required": ["id", "deleted", "kind", "fact_count"]
-        }))
         .effect(Effect::Destructive)
         .idempotence(Idempotence::Idempotent),
-        move |call| {
-            let id = string(&call.args, "id").unwrap_or_default();
-            serde_json::to_value(m.delete(&id, &tenant(&call.args))?)
-                .map_err(|e| ToolError::Failed(e.to_string()))
+        move |args: DeleteArgs, _call| -> Result<Deleted, ToolError> {
+            Ok(m.delete(&args.id, &args.tenant_id.unwrap_or_default())?)
         },
     ));
 
     let m = memory.clone();
-    tools.push(Tool::blocking(
+    tools.push(Tool::typed(
         ToolSpec::new(
             "memory_intervene",
             "Ask memory whether to remind the agent of something before its next step. Returns at most one grounded reminder (decision 'inject') or 'silent' with the reason. Fires only when a trigger is set (repeated_failures >= 2, tool_error, explicit_uncertainty, high_risk_action, context_shift) or force is true. Counts the injection on the chosen entry.",
-            request_schema(),
+            Value::Null,
         )
         .title("Proactive reminder")
-        .output_schema(json!({
-            "type": "object",
-            "properties": {
-                "decision": {"type": "string", "enum": ["inject", "silent"]},
-                "reason": crate::runtime::schema::nullable("string"),
-                "reminder": {"type": "string"},
-                "selected": {"type": "object"},
-                "candidates": {"type": "array", "items": {"type": "object"}},
-                "bank": {"type": "object"}
-            },
-            "required": ["decision", "candidates", "bank"]
-        }))
         .effect(Effect::Write)
         .idempotence(Idempotence::NotIdempotent),
-        move |call| {
-            let request: InterveneRequest = serde_json::from_value(call.args.clone())
-                .map_err(|e| ToolError::InvalidArguments(e.to_string()))?;
+        move |request: InterveneRequest, _call| -> Result<Intervention, ToolError> {
             Ok(m.intervene(&request)?)
         },
     ));
 
     let m = memory;
-    let mut case_request = request_schema();
-    case_request["description"] = json!("An intervene request.");
-    tools.push(Tool::blocking(
+    tools.push(Tool::typed(
         ToolSpec::new(
             "memory_evaluate",
             "Measure proactive memory on labelled cases: selective intervention against always-inject, passive-retrieval and no-memory baselines (precision, recall, interruption rate, candidates exposed). Changes nothing.",
-            json!({
-                "type": "object",
-                "properties": {
-                    "cases": {"type": "array", "minItems": 1, "maxItems": 10000, "items": {
-                        "type": "object",
-                        "properties": {
-                            "id": {"type": "string"},
-                            "request": case_request,
-                            "relevant_fact_ids": {"type": "array", "items": {"type": "string"}}
-                        },
-                        "required": ["id", "request"],
-                        "additionalProperties": false
-                    }}
-                },
-                "required": ["cases"],
-                "additionalProperties": false
-            }),
+            Value::Null,
         )
-        .title("Evaluate proactive memory")
-        .output_schema(json!({
-            "type": "object",
-            "properties": {
-                "cases": {"type": "integer"},
-                "selective": mode_schema(), "always_inject": mode_schema(),
-                "passive_retrieval": mode_schema(), "no_memory": mode_schema()
-            },
-            "required": ["cases", "selective", "always_inject", "passive_retrieval", "no_memory"]
-        })),
-        move |call| {
-            let cases: Vec<EvaluationCase> =
-                serde_json::from_value(call.args.get("cases").cloned().unwrap_or_default())
-                    .map_err(|e| ToolError::InvalidArguments(e.to_string()))?;
+        .title("Evaluate proactive memory"),
+        move |args: EvaluateArgs, call| -> Result<Evaluation, ToolError> {
             let cancel = call.cancel.clone();
-            m.evaluate(&cases, &|| cancel.is_cancelled())?
+            m.evaluate(&args.cases, &|| cancel.is_cancelled())?
                 .ok_or(ToolError::Cancelled)
         },
     ));

@@ -1,24 +1,31 @@
 //! The ActionProposal IR: a batch of actions an agent intends to run, with the defaults of the
 //! CAR spec filled in at deserialization. Fields the IR does not interpret are kept verbatim.
 
+use schemars::JsonSchema;
 use serde::{Deserialize, Deserializer, Serialize};
 use serde_json::{Map, Value};
 
+use crate::runtime::schema::any_json;
+
 /// A proposal: the only required field is a non-empty `actions` array.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+#[schemars(transform = generated_defaults)]
 pub struct ActionProposal {
-    /// Defaults to 12 hex characters of a UUIDv4.
+    /// Default: 12 hex characters of a UUIDv4.
     #[serde(default = "short_id")]
     pub id: String,
+    /// Who wrote the proposal.
     #[serde(default = "unknown_source")]
     pub source: String,
-    /// RFC 3339; defaults to now.
+    /// RFC 3339. Default: now.
     #[serde(default = "crate::store::now")]
     pub timestamp: String,
     #[serde(deserialize_with = "non_empty")]
+    #[schemars(length(min = 1))]
     pub actions: Vec<Action>,
     /// Passed through, not interpreted.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(schema_with = "any_json")]
     pub context: Option<Value>,
     /// Fields this IR does not know, kept so that `optimize` returns them unchanged.
     #[serde(flatten)]
@@ -26,7 +33,7 @@ pub struct ActionProposal {
 }
 
 /// What an action does.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum ActionType {
     /// Calls a registered tool with `parameters`.
@@ -40,7 +47,7 @@ pub enum ActionType {
 }
 
 /// What happens when an action fails at run time.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum FailureBehavior {
     #[default]
@@ -50,7 +57,7 @@ pub enum FailureBehavior {
 }
 
 /// Whether an action can be undone. Classified, not enforced.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum Reversibility {
     Reversible,
@@ -60,29 +67,33 @@ pub enum Reversibility {
 }
 
 /// How a compensable action is undone.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(tag = "type", rename_all = "snake_case")]
 pub enum Compensation {
+    /// Run a tool.
     Tool {
         tool: String,
         #[serde(default)]
         parameters: Map<String, Value>,
     },
-    ActionRef {
-        action_id: String,
-    },
+    /// Run another action of the proposal.
+    ActionRef { action_id: String },
 }
 
 /// One step of a proposal.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+#[schemars(transform = generated_defaults)]
 pub struct Action {
+    /// Unique within the proposal. Default: 12 hex characters of a UUIDv4.
     #[serde(default = "short_id")]
     pub id: String,
     #[serde(rename = "type")]
     pub kind: ActionType,
-    /// Required for `tool_call` (checked by verify, not by deserialization).
+    /// The tool a `tool_call` runs (checked by verify, not by deserialization).
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(with = "String")]
     pub tool: Option<String>,
+    /// A tool_call's arguments (checked against the tool's input schema); a state_write's `key` and `value`; a state_read's `key`.
     #[serde(default)]
     pub parameters: Map<String, Value>,
     /// Ids of actions that must complete first.
@@ -96,8 +107,10 @@ pub struct Action {
     /// State keys this action reads; they build DAG edges to earlier writers.
     #[serde(default)]
     pub state_dependencies: Vec<String>,
+    /// State keys this action reads (informational).
     #[serde(default)]
     pub read_set: Vec<String>,
+    /// State keys this action writes (informational).
     #[serde(default)]
     pub write_set: Vec<String>,
     #[serde(default)]
@@ -113,6 +126,7 @@ pub struct Action {
     pub compensation: Option<Compensation>,
     /// Per attempt; absent means unbounded.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(with = "u64")]
     pub timeout_ms: Option<u64>,
     #[serde(default)]
     pub metadata: Map<String, Value>,
@@ -122,13 +136,17 @@ pub struct Action {
 }
 
 /// A condition on the state that must hold before an action runs.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct Precondition {
     pub key: String,
-    /// Kept as written: an unknown operator is not a parse error, it makes the condition fail.
+    /// eq, neq, gt, lt, gte, lte (numbers), exists, not_exists, contains (substring or array
+    /// member). Kept as written: any other operator is not a parse error, it makes the
+    /// condition fail.
     #[serde(default = "eq")]
     pub operator: String,
+    /// The value the key is compared with (not needed by exists/not_exists).
     #[serde(default)]
+    #[schemars(schema_with = "any_json")]
     pub value: Value,
     #[serde(default)]
     pub description: String,
@@ -270,6 +288,19 @@ impl Action {
         }
         for (key, value) in &self.expected_effects {
             state.insert(key.clone(), value.clone());
+        }
+    }
+}
+
+/// Drops the `default` of fields whose default is made at each call (an id, the time): a
+/// schema states what a client may rely on, and one call's random id is not that.
+fn generated_defaults(schema: &mut schemars::Schema) {
+    for field in ["id", "timestamp"] {
+        if let Some(Value::Object(property)) = schema
+            .get_mut("properties")
+            .and_then(|properties| properties.get_mut(field))
+        {
+            property.remove("default");
         }
     }
 }

@@ -19,27 +19,3 @@ pub use optimize::{optimize, Optimized, Pruned};
 pub use simulate::{equivalent, simulate, Divergence, Equivalence, Simulation, Skipped};
 pub(crate) use tools::tools;
 pub use verify::{verify, Issue, Severity, Tier, ToolCatalog, Verification, VerifyOptions};
-
-use crate::runtime::ToolError;
-
-/// Why a plan request could not be answered (as opposed to a proposal that has issues).
-#[derive(Debug, thiserror::Error)]
-pub enum PlanError {
-    #[error("`{field}` is not a valid action proposal: {message}")]
-    InvalidProposal { field: String, message: String },
-    #[error("`{field}` is not valid: {message}")]
-    InvalidArgument { field: String, message: String },
-}
-
-/// The plan module's result.
-pub type Result<T> = std::result::Result<T, PlanError>;
-
-impl From<PlanError> for ToolError {
-    fn from(err: PlanError) -> Self {
-        match err {
-            PlanError::InvalidProposal { .. } | PlanError::InvalidArgument { .. } => {
-                ToolError::InvalidArguments(err.to_string())
-            }
-        }
-    }
-}

@@ -3,19 +3,20 @@
 
 use std::collections::HashSet;
 
-use serde::Serialize;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
 
 use super::ir::ActionProposal;
 
 /// The keys dropped from one action's `state_dependencies`.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct Pruned {
     pub action_id: String,
     pub removed: Vec<String>,
 }
 
 /// The optimized proposal and what was dropped (only actions that lost something).
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 pub struct Optimized {
     pub proposal: ActionProposal,
     pub pruned: Vec<Pruned>,

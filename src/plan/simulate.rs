@@ -1,21 +1,23 @@
 //! `simulate` and `equivalent`: run a proposal over a state using only what it declares
 //! (state writes and expected effects), and compare two proposals on sample states.
 
-use serde::Serialize;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
 use serde_json::{json, Map, Value};
 
 use super::dag::Dag;
 use super::ir::ActionProposal;
+use super::verify::Tier;
 
 /// An action that did not run, and why.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct Skipped {
     pub action_id: String,
     pub reason: String,
 }
 
 /// The outcome of a simulation.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 pub struct Simulation {
     pub final_state: Map<String, Value>,
     /// Ids of the actions whose writes were applied, in execution order.
@@ -78,23 +80,26 @@ pub fn simulate(proposal: &ActionProposal, initial_state: &Map<String, Value>) -
 pub const MAX_TEST_STATES: usize = 256;
 
 /// Where two proposals first disagree.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct Divergence {
     /// The test state both started from.
     pub state: Map<String, Value>,
     /// The first key (in sorted order) whose final values differ.
     pub key: String,
     /// Its final value under proposal A (null when absent).
+    #[schemars(schema_with = "crate::runtime::schema::any_json")]
     pub a: Value,
+    /// Its final value under proposal B (null when absent).
+    #[schemars(schema_with = "crate::runtime::schema::any_json")]
     pub b: Value,
 }
 
 /// The verdict of `equivalent`. Sampled: equal on these states, not proven equal on all.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 pub struct Equivalence {
     pub equivalent: bool,
     /// Always `sampled`.
-    pub tier: &'static str,
+    pub tier: Tier,
     pub states_tested: usize,
     /// True when no test states were given and the defaults `{}` and `{"x":1,"y":2}` were used.
     pub used_default_states: bool,
@@ -134,7 +139,7 @@ pub fn equivalent(
         if let Some(key) = differs {
             return Equivalence {
                 equivalent: false,
-                tier: "sampled",
+                tier: Tier::Sampled,
                 states_tested,
                 used_default_states,
                 divergence: Some(Divergence {
@@ -148,7 +153,7 @@ pub fn equivalent(
     }
     Equivalence {
         equivalent: true,
-        tier: "sampled",
+        tier: Tier::Sampled,
         states_tested,
         used_default_states,
         divergence: None,
@@ -228,7 +233,7 @@ mod tests {
         ]));
         let e = equivalent(&a, &b, &[]);
         assert!(e.equivalent);
-        assert_eq!(e.tier, "sampled");
+        assert_eq!(e.tier, Tier::Sampled);
         assert_eq!(e.states_tested, 2);
         assert!(e.used_default_states);
         assert_eq!(e.divergence, None);

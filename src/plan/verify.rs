@@ -4,7 +4,8 @@
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
-use serde::Serialize;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
 use super::dag::Dag;
@@ -15,7 +16,7 @@ use crate::runtime::Registry;
 pub const DEFAULT_MAX_ACTIONS: usize = 30;
 
 /// How bad an issue is; any `error` makes the proposal invalid.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum Severity {
     Error,
@@ -23,18 +24,42 @@ pub enum Severity {
     Info,
 }
 
+impl Severity {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Severity::Error => "error",
+            Severity::Warning => "warning",
+            Severity::Info => "info",
+        }
+    }
+}
+
 /// How an issue was found: an exact check, a rule of thumb, or sampling. Not ordered.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum Tier {
+    /// Exact over the declared plan.
     DecisionProcedure,
+    /// A rule of thumb.
     Heuristic,
+    /// True on the states tried, not proven.
     Sampled,
 }
 
+impl Tier {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Tier::DecisionProcedure => "decision_procedure",
+            Tier::Heuristic => "heuristic",
+            Tier::Sampled => "sampled",
+        }
+    }
+}
+
 /// One finding. `action_id` is null for findings about the whole proposal.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct Issue {
+    /// null for an issue of the whole proposal.
     pub action_id: Option<String>,
     pub severity: Severity,
     pub message: String,
@@ -42,7 +67,7 @@ pub struct Issue {
 }
 
 /// The verdict on a proposal.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 pub struct Verification {
     /// False when any issue is an error.
     pub valid: bool,
@@ -50,6 +75,7 @@ pub struct Verification {
     /// The initial state with every action's declared writes applied in execution order,
     /// including actions whose preconditions fail (so one pass reports everything).
     pub simulated_state: Map<String, Value>,
+    /// Action ids by level: the actions of one level may run together.
     pub execution_levels: Vec<Vec<String>>,
     /// `[a, b, key]`: two actions write `key` and nothing orders them.
     pub conflicts: Vec<(String, String, String)>,

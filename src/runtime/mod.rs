@@ -20,7 +20,6 @@ pub use executions::ExecStatus;
 pub(crate) use registry::LazyValidator;
 pub use registry::{Registry, RegistryError};
 pub use spec::{Confirmation, Effect, Gating, Idempotence, Parallelism, ToolSpec};
-pub(crate) use tool::{arg_string, arg_strings};
 pub use tool::{Tool, ToolCall, ToolError};
 
 use crate::store::{Store, StoreError};

@@ -3,25 +3,12 @@
 //! `--strict` check reports nothing on CAR's tools, and a test runs it.
 
 use schemars::JsonSchema;
-use serde_json::{json, Map, Value};
-
-/// `T` or null, as `anyOf` branches with one `type` each (not `type: [T, "null"]`).
-pub(crate) fn nullable(kind: &str) -> Value {
-    json!({"anyOf": [{"type": kind}, {"type": "null"}]})
-}
-
-/// [`nullable`] with a description.
-pub(crate) fn nullable_described(kind: &str, description: &str) -> Value {
-    let mut schema = nullable(kind);
-    schema["description"] = json!(description);
-    schema
-}
+use serde_json::{Map, Value};
 
 /// Any JSON value, spelled as its six types (a bare `{}` constrains nothing and is refused by
-/// strict clients).
-pub(crate) fn any_value(description: &str) -> Value {
-    json!({
-        "description": description,
+/// strict clients), for a field of a derived schema (`#[schemars(schema_with = "any_json")]`).
+pub(crate) fn any_json(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+    schemars::json_schema!({
         "anyOf": [
             {"type": "string"}, {"type": "number"}, {"type": "boolean"},
             {"type": "object"}, {"type": "array"}, {"type": "null"}
@@ -100,6 +87,7 @@ pub(crate) fn portable(schema: &mut Value) {
             {
                 map.remove("default");
             }
+            enum_of_constants(map);
             for value in map.values_mut() {
                 portable(value);
             }
@@ -109,9 +97,62 @@ pub(crate) fn portable(schema: &mut Value) {
     }
 }
 
+/// A unit enum whose variants have doc comments comes out of schemars as `oneOf` string
+/// constants; it becomes `enum` (what every client maps, and what a validator's message names),
+/// the variants' descriptions joined into the schema's own ("a: …; b: …").
+fn enum_of_constants(map: &mut Map<String, Value>) {
+    let Some(Value::Array(branches)) = map.get("oneOf") else {
+        return;
+    };
+    let mut values = Vec::new();
+    let mut notes = Vec::new();
+    for branch in branches {
+        let Value::Object(branch) = branch else {
+            return;
+        };
+        if branch.get("type").is_some_and(|t| t != "string")
+            || branch
+                .keys()
+                .any(|key| !matches!(key.as_str(), "const" | "enum" | "type" | "description"))
+        {
+            return;
+        }
+        // Undocumented variants come grouped in one `enum` branch, documented ones as `const`.
+        let constants: Vec<&Value> = match (branch.get("const"), branch.get("enum")) {
+            (Some(value), None) => vec![value],
+            (None, Some(Value::Array(values))) => values.iter().collect(),
+            _ => return,
+        };
+        for value in constants {
+            let Value::String(value) = value else {
+                return;
+            };
+            if let Some(Value::String(note)) = branch.get("description") {
+                notes.push(format!("{value}: {}", note.trim_end_matches('.')));
+            }
+            values.push(Value::String(value.clone()));
+        }
+    }
+    map.remove("oneOf");
+    map.insert("type".into(), Value::String("string".into()));
+    map.insert("enum".into(), Value::Array(values));
+    if !notes.is_empty() {
+        let own = map
+            .get("description")
+            .and_then(Value::as_str)
+            .map(|d| format!("{} ", d.trim_end()))
+            .unwrap_or_default();
+        map.insert(
+            "description".into(),
+            Value::String(format!("{own}{}.", notes.join("; "))),
+        );
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::json;
 
     #[derive(schemars::JsonSchema)]
     #[allow(dead_code)]
@@ -126,6 +167,33 @@ mod tests {
     #[allow(dead_code)]
     struct Inner {
         at: Option<i64>,
+    }
+
+    #[derive(schemars::JsonSchema)]
+    #[allow(dead_code)]
+    enum Colour {
+        /// Like the sky.
+        Blue,
+        Red,
+    }
+
+    #[test]
+    fn documented_unit_enums_become_enum_with_their_notes() {
+        let schema = output_of::<Colour>();
+        assert_eq!(schema["type"], "string");
+        assert_eq!(schema["enum"], json!(["Red", "Blue"]));
+        assert_eq!(schema["description"], "Blue: Like the sky.");
+        assert!(schema.get("oneOf").is_none());
+        let described = {
+            let mut value = json!({"description": "A colour.", "oneOf": [
+                {"const": "blue", "type": "string", "description": "Like the sky."},
+                {"const": "red", "type": "string"}
+            ]});
+            portable(&mut value);
+            value
+        };
+        assert_eq!(described["description"], "A colour. blue: Like the sky.");
+        assert_eq!(described["enum"], json!(["blue", "red"]));
     }
 
     #[test]

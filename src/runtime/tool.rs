@@ -105,8 +105,15 @@ impl Tool {
     {
         let spec = spec.typed::<A, R>();
         Tool::blocking(spec, move |call| {
-            let args: A = serde_json::from_value(call.args.clone())
-                .map_err(|e| ToolError::InvalidArguments(e.to_string()))?;
+            let args: A = serde_path_to_error::deserialize(&call.args).map_err(|e| {
+                let path = e.path().to_string();
+                let inner = e.into_inner();
+                ToolError::InvalidArguments(if path == "." {
+                    inner.to_string()
+                } else {
+                    format!("`{path}`: {inner}")
+                })
+            })?;
             let result = handler(args, &call)?;
             serde_json::to_value(result).map_err(|e| ToolError::Failed(e.to_string()))
         })
@@ -137,23 +144,4 @@ impl Tool {
     pub fn spec(&self) -> &ToolSpec {
         &self.spec
     }
-}
-
-/// A string argument, if present.
-pub(crate) fn arg_string(args: &Value, key: &str) -> Option<String> {
-    args.get(key).and_then(Value::as_str).map(str::to_string)
-}
-
-/// A list-of-strings argument (non-strings skipped); empty when absent.
-pub(crate) fn arg_strings(args: &Value, key: &str) -> Vec<String> {
-    args.get(key)
-        .and_then(Value::as_array)
-        .map(|items| {
-            items
-                .iter()
-                .filter_map(Value::as_str)
-                .map(str::to_string)
-                .collect()
-        })
-        .unwrap_or_default()
 }
