@@ -51,21 +51,43 @@ struct Outcome {
     failed: u64,
 }
 
-fn run_suite(suite: &str) -> BTreeMap<String, Outcome> {
+/// Scenarios that measure the client's timing (sse-retry: reconnect 450–1000 ms after a
+/// `retry: 500`). The suite runs its scenarios in parallel, so on a loaded 2-core machine a
+/// correct client can miss the window; such a scenario, failed in the suite, is run once more
+/// alone, and must pass then.
+const TIMED: &[&str] = &["sse-retry"];
+
+/// Runs one scenario alone; true when it passes.
+fn scenario_passes_alone(scenario: &str) -> bool {
+    let out = conformance_command()
+        .args(["--scenario", scenario, "--timeout", "60000"])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    eprintln!("{scenario} alone:\n{text}");
+    text.contains("OVERALL: PASSED")
+}
+
+fn conformance_command() -> Command {
     let conformance = installed(&tools_dir().join("node_modules/.bin/conformance"));
     let node22 = installed(&tools_dir().join("node22/node_modules/.bin"));
-    let client = example_bin("conformance_client");
     let path = format!(
         "{}:{}",
         node22.display(),
         std::env::var("PATH").unwrap_or_default()
     );
-    let out = Command::new(conformance)
+    let mut command = Command::new(conformance);
+    command
         .args(["client", "--command"])
-        .arg(&client)
-        .args(["--suite", suite, "--timeout", "120000"])
+        .arg(example_bin("conformance_client"))
         .env("PATH", path)
-        .env_remove("RUST_LOG")
+        .env_remove("RUST_LOG");
+    command
+}
+
+fn run_suite(suite: &str) -> BTreeMap<String, Outcome> {
+    let out = conformance_command()
+        .args(["--suite", suite, "--timeout", "120000"])
         .output()
         .unwrap();
     let text = String::from_utf8_lossy(&out.stdout).to_string();
@@ -107,6 +129,10 @@ fn check_suite(suite: &str, scenarios: usize) {
             Some((_, reason)) => assert!(
                 !outcome.ok,
                 "{scenario} passes now; take it off EXPECTED_FAILURES ({reason})"
+            ),
+            None if !outcome.ok && TIMED.contains(&scenario.as_str()) => assert!(
+                scenario_passes_alone(scenario),
+                "{suite}: {scenario} failed in the suite and alone: {outcome:?}"
             ),
             None => assert!(outcome.ok, "{suite}: {scenario} failed: {outcome:?}"),
         }
