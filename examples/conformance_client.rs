@@ -120,7 +120,7 @@ async fn run(url: &str, scenario: &str, context: ScenarioContext) -> anyhow::Res
             timeout_secs: Some(60),
         })
         .await?;
-    let slug = added["slug"].as_str().unwrap_or("conformance").to_string();
+    let slug = added.status.slug.clone();
     let options = |challenge: Option<String>| {
         let mut options = LoginOptions::new(headless());
         options.timeout = std::time::Duration::from_secs(30);
@@ -134,7 +134,7 @@ async fn run(url: &str, scenario: &str, context: ScenarioContext) -> anyhow::Res
             });
         options
     };
-    if added["needs_login"] == json!(true) {
+    if added.needs_login {
         connectors.login(&slug, options(None)).await?;
     }
 

@@ -8,8 +8,10 @@ use serde_json::Value;
 
 use super::{finish, Env, Failure};
 use crate::connectors::oauth::{Authorize, LoginOptions, PreregisteredClient};
+use crate::connectors::outcome::Listed;
 use crate::connectors::{
-    self, ConnectorError, Connectors, Endpoint, NewConnector, Selection, Switch,
+    self, Added, ConnectorError, ConnectorStatus, Connectors, Endpoint, LoggedOut, NewConnector,
+    Refreshed, Removed, Selection, Switch, Switched, Synced, Tested, ToolList,
 };
 use crate::output::table;
 
@@ -146,7 +148,7 @@ fn switch_tools(
     connectors: &Connectors,
     args: &ToggleArgs,
     switch: Switch,
-) -> Result<Value, Failure> {
+) -> Result<Switched, Failure> {
     let selection = if args.all {
         Selection::All
     } else if args.tools.is_empty() {
@@ -313,13 +315,115 @@ fn new_connector(args: AddArgs) -> Result<NewConnector, Failure> {
     })
 }
 
+/// What a connector command did, each by its own type.
+enum Done {
+    Added(Added),
+    Listed(Listed),
+    Tools(ToolList),
+    Switched(Switched),
+    Refreshed(Refreshed),
+    Removed(Removed),
+    Tested(Tested),
+    LoggedIn(Refreshed),
+    LoggedOut(LoggedOut),
+    Synced(Synced),
+}
+
+impl Done {
+    fn to_json(&self) -> Value {
+        let value = match self {
+            Done::Added(done) => serde_json::to_value(done),
+            Done::Listed(done) => serde_json::to_value(done),
+            Done::Tools(done) => serde_json::to_value(done),
+            Done::Switched(done) => serde_json::to_value(done),
+            Done::Refreshed(done) | Done::LoggedIn(done) => serde_json::to_value(done),
+            Done::Removed(done) => serde_json::to_value(done),
+            Done::Tested(done) => serde_json::to_value(done),
+            Done::LoggedOut(done) => serde_json::to_value(done),
+            Done::Synced(done) => serde_json::to_value(done),
+        };
+        value.unwrap_or_default()
+    }
+
+    fn render(&self) -> String {
+        match self {
+            Done::Added(added) => human_added(added),
+            Done::Listed(listed) => human_list(listed),
+            Done::Tools(list) => human_tools(list),
+            Done::Switched(switched) => {
+                let (verb, count) = match (switched.enabled, switched.disabled) {
+                    (Some(n), _) => ("enabled", n),
+                    (None, n) => ("disabled", n.unwrap_or(0)),
+                };
+                format!(
+                    "{verb} {count} tool(s) of '{}'; {} enabled now\n",
+                    switched.slug, switched.enabled_count
+                )
+            }
+            Done::Refreshed(refreshed) => format!(
+                "refreshed '{}': {} tools ({} new, {} gone)\n",
+                refreshed.status.slug,
+                refreshed.status.tool_count,
+                refreshed.changes.added.len(),
+                refreshed.changes.removed.len(),
+            ),
+            Done::Removed(removed) => {
+                let mut out = format!(
+                    "removed '{}' and {} keychain entr{}\n",
+                    removed.slug,
+                    removed.secrets_deleted,
+                    if removed.secrets_deleted == 1 {
+                        "y"
+                    } else {
+                        "ies"
+                    }
+                );
+                if let Some(left) = &removed.secrets_left {
+                    out.push_str(&format!(
+                        "left in the keychain, delete them by hand: {left}\n"
+                    ));
+                }
+                out
+            }
+            Done::Tested(tested) => {
+                let server = tested.server.clone().unwrap_or_default();
+                format!(
+                    "'{}' answers: {} {} · {} tools · connect {} ms · tools/list {} ms\n",
+                    tested.slug,
+                    server.name.as_deref().unwrap_or("-"),
+                    server.version.as_deref().unwrap_or("-"),
+                    tested.tool_count,
+                    tested.connect_ms,
+                    tested.list_ms,
+                )
+            }
+            Done::LoggedIn(refreshed) => human_login(refreshed),
+            Done::LoggedOut(out) => {
+                if out.logged_out {
+                    format!(
+                        "logged out of '{0}': its tokens are deleted from the keychain; `car connector login {0}` to log in again\n",
+                        out.slug
+                    )
+                } else {
+                    format!("'{}' had no OAuth tokens; nothing to do\n", out.slug)
+                }
+            }
+            Done::Synced(synced) => human_sync(synced),
+        }
+    }
+}
+
 pub async fn run(env: &Env, command: ConnectorCommand) -> ExitCode {
     let connectors = Connectors::new(env.home.root().to_path_buf());
-    let (name, result): (&str, Result<Value, Failure>) = match command {
+    let (name, result): (&str, Result<Done, Failure>) = match command {
         ConnectorCommand::Add(args) => (
             "connector.add",
             match new_connector(args) {
-                Ok(new) => connectors.add(new).await.map_err(Failure::from),
+                Ok(new) => connectors
+                    .add(new)
+                    .await
+                    .map(Done::Added)
+                    .map_err(Failure::from),
                 Err(f) => Err(f),
             },
         ),
@@ -328,7 +432,9 @@ pub async fn run(env: &Env, command: ConnectorCommand) -> ExitCode {
             connectors
                 .list()
                 .map(|list| {
-                    serde_json::json!({"connectors": list.iter().map(connectors::status).collect::<Vec<_>>()})
+                    Done::Listed(Listed {
+                        connectors: list.iter().map(ConnectorStatus::from).collect(),
+                    })
                 })
                 .map_err(Failure::from),
         ),
@@ -336,28 +442,39 @@ pub async fn run(env: &Env, command: ConnectorCommand) -> ExitCode {
             "connector.tools",
             connectors
                 .get(&slug)
-                .map(|c| serde_json::json!({"slug": slug, "tools": connectors::tool_rows(&c)}))
+                .map(|c| Done::Tools(connectors::tool_list(&c)))
                 .map_err(Failure::from),
         ),
         ConnectorCommand::Enable(args) => (
             "connector.enable",
-            switch_tools(&connectors, &args, Switch::On),
+            switch_tools(&connectors, &args, Switch::On).map(Done::Switched),
         ),
         ConnectorCommand::Disable(args) => (
             "connector.disable",
-            switch_tools(&connectors, &args, Switch::Off),
+            switch_tools(&connectors, &args, Switch::Off).map(Done::Switched),
         ),
         ConnectorCommand::Refresh { slug } => (
             "connector.refresh",
-            connectors.refresh(&slug).await.map_err(Failure::from),
+            connectors
+                .refresh(&slug)
+                .await
+                .map(Done::Refreshed)
+                .map_err(Failure::from),
         ),
         ConnectorCommand::Remove { slug, force } => (
             "connector.remove",
-            connectors.remove(&slug, force).map_err(Failure::from),
+            connectors
+                .remove(&slug, force)
+                .map(Done::Removed)
+                .map_err(Failure::from),
         ),
         ConnectorCommand::Test { slug } => (
             "connector.test",
-            connectors.test(&slug).await.map_err(Failure::from),
+            connectors
+                .test(&slug)
+                .await
+                .map(Done::Tested)
+                .map_err(Failure::from),
         ),
         ConnectorCommand::Login(args) => (
             "connector.login",
@@ -365,222 +482,154 @@ pub async fn run(env: &Env, command: ConnectorCommand) -> ExitCode {
                 Ok(options) => connectors
                     .login(&args.slug, options)
                     .await
+                    .map(Done::LoggedIn)
                     .map_err(Failure::from),
                 Err(f) => Err(f),
             },
         ),
         ConnectorCommand::Logout { slug } => (
             "connector.logout",
-            connectors.logout(&slug).await.map_err(Failure::from),
+            connectors
+                .logout(&slug)
+                .await
+                .map(Done::LoggedOut)
+                .map_err(Failure::from),
         ),
         ConnectorCommand::Sync => (
             "connector.sync",
             connectors
                 .sync(&env.project_root)
                 .await
+                .map(Done::Synced)
                 .map_err(Failure::from),
         ),
     };
-    finish(env.json, name, result, |data| human(name, data))
+    let rendered = result.as_ref().map(Done::render).unwrap_or_default();
+    finish(
+        env.json,
+        name,
+        result.map(|done| done.to_json()),
+        move |_| rendered,
+    )
 }
 
-fn text(value: &Value) -> String {
-    match value {
-        Value::String(s) => s.clone(),
-        Value::Null => "-".to_string(),
-        other => other.to_string(),
-    }
+fn or_dash(text: Option<&str>) -> &str {
+    text.unwrap_or("-")
 }
 
-fn human(command: &str, data: &Value) -> String {
-    match command {
-        "connector.add" => {
-            let mut out = format!(
-                "added connector '{}' ({}): {} tools discovered, all disabled\n",
-                text(&data["slug"]),
-                text(&data["transport"]),
-                text(&data["tool_count"])
-            );
-            if data["needs_login"] == Value::Bool(true) {
-                out.push_str(&format!(
-                    "the server asks for authorization: run `car connector login {}`\n",
-                    text(&data["slug"])
-                ));
-            } else {
-                out.push_str(&format!(
-                    "see them with `car connector tools {0}`, then `car connector enable {0} TOOL…`\n",
-                    text(&data["slug"])
-                ));
-            }
-            out
-        }
-        "connector.list" => {
-            let rows: Vec<Vec<String>> = data["connectors"]
-                .as_array()
-                .into_iter()
-                .flatten()
-                .map(|c| {
-                    vec![
-                        text(&c["slug"]),
-                        text(&c["transport"]),
-                        format!("{}/{}", text(&c["enabled_count"]), text(&c["tool_count"])),
-                        text(&c["auth"]),
-                        text(&c["target"]),
-                        text(&c["last_error"]),
-                    ]
-                })
-                .collect();
-            if rows.is_empty() {
-                "no connectors; add one with `car connector add NAME --url URL`\n".to_string()
-            } else {
-                table(
-                    &[
-                        "SLUG",
-                        "TRANSPORT",
-                        "ENABLED",
-                        "AUTH",
-                        "TARGET",
-                        "LAST ERROR",
-                    ],
-                    &rows,
-                )
-            }
-        }
-        "connector.tools" => {
-            let rows: Vec<Vec<String>> = data["tools"]
-                .as_array()
-                .into_iter()
-                .flatten()
-                .map(|t| {
-                    vec![
-                        if t["enabled"] == Value::Bool(true) {
-                            "on"
-                        } else {
-                            "off"
-                        }
-                        .to_string(),
-                        text(&t["canonical"]),
-                        text(&t["effect"]),
-                        text(&t["description"]).chars().take(60).collect(),
-                    ]
-                })
-                .collect();
-            if rows.is_empty() {
-                format!(
-                    "connector '{0}' has no discovered tools; run `car connector refresh {0}`\n",
-                    text(&data["slug"])
-                )
-            } else {
-                table(&["", "TOOL", "EFFECT", "DESCRIPTION"], &rows)
-            }
-        }
-        "connector.enable" | "connector.disable" => {
-            let verb = if command == "connector.enable" {
-                "enabled"
-            } else {
-                "disabled"
-            };
-            format!(
-                "{verb} {} tool(s) of '{}'; {} enabled now\n",
-                text(&data[verb]),
-                text(&data["slug"]),
-                text(&data["enabled_count"])
-            )
-        }
-        "connector.refresh" => format!(
-            "refreshed '{}': {} tools ({} new, {} gone)\n",
-            text(&data["slug"]),
-            text(&data["tool_count"]),
-            data["changes"]["added"].as_array().map_or(0, Vec::len),
-            data["changes"]["removed"].as_array().map_or(0, Vec::len),
-        ),
-        "connector.remove" => {
-            let mut out = format!(
-                "removed '{}' and {} keychain entr{}\n",
-                text(&data["slug"]),
-                text(&data["secrets_deleted"]),
-                if data["secrets_deleted"] == 1 {
-                    "y"
-                } else {
-                    "ies"
-                }
-            );
-            if let Some(left) = data["secrets_left"].as_str() {
-                out.push_str(&format!(
-                    "left in the keychain, delete them by hand: {left}\n"
-                ));
-            }
-            out
-        }
-        "connector.login" => {
-            let scopes: Vec<String> = data["login"]["scopes"]
-                .as_array()
-                .into_iter()
-                .flatten()
-                .map(text)
-                .collect();
-            format!(
-                "logged in to '{0}' ({1} client {2}{3}); tokens are in the keychain\n{4} tools discovered, {5} enabled; see them with `car connector tools {0}`\n",
-                text(&data["slug"]),
-                text(&data["login"]["registration"]),
-                text(&data["login"]["client_id"]),
-                if scopes.is_empty() {
-                    String::new()
-                } else {
-                    format!(", scopes {}", scopes.join(" "))
-                },
-                text(&data["tool_count"]),
-                text(&data["enabled_count"]),
-            )
-        }
-        "connector.logout" => {
-            if data["logged_out"] == Value::Bool(true) {
-                format!(
-                    "logged out of '{0}': its tokens are deleted from the keychain; `car connector login {0}` to log in again\n",
-                    text(&data["slug"])
-                )
-            } else {
-                format!(
-                    "'{}' had no OAuth tokens; nothing to do\n",
-                    text(&data["slug"])
-                )
-            }
-        }
-        "connector.test" => format!(
-            "'{}' answers: {} {} · {} tools · connect {} ms · tools/list {} ms\n",
-            text(&data["slug"]),
-            text(&data["server"]["name"]),
-            text(&data["server"]["version"]),
-            text(&data["tool_count"]),
-            text(&data["connect_ms"]),
-            text(&data["list_ms"]),
-        ),
-        "connector.sync" => {
-            let mut out = format!("team file {}\n", text(&data["file"]));
-            for added in data["added"].as_array().into_iter().flatten() {
-                out.push_str(&format!(
-                    "  added   {} ({} tools, disabled){}\n",
-                    text(&added["slug"]),
-                    text(&added["tool_count"]),
-                    if added["needs_login"] == Value::Bool(true) {
-                        " — needs `car connector login`"
-                    } else {
-                        ""
-                    }
-                ));
-            }
-            for skipped in data["skipped"].as_array().into_iter().flatten() {
-                out.push_str(&format!("  present {}\n", text(skipped)));
-            }
-            for failed in data["failed"].as_array().into_iter().flatten() {
-                out.push_str(&format!(
-                    "  failed  {}: {}\n",
-                    text(&failed["slug"]),
-                    text(&failed["error"])
-                ));
-            }
-            out
-        }
-        _ => crate::output::render_human(data),
+fn human_added(added: &Added) -> String {
+    let slug = &added.status.slug;
+    let mut out = format!(
+        "added connector '{slug}' ({}): {} tools discovered, all disabled\n",
+        added.status.transport.as_str(),
+        added.status.tool_count
+    );
+    if added.needs_login {
+        out.push_str(&format!(
+            "the server asks for authorization: run `car connector login {slug}`\n"
+        ));
+    } else {
+        out.push_str(&format!(
+            "see them with `car connector tools {slug}`, then `car connector enable {slug} TOOL…`\n"
+        ));
     }
+    out
+}
+
+fn human_list(listed: &Listed) -> String {
+    if listed.connectors.is_empty() {
+        return "no connectors; add one with `car connector add NAME --url URL`\n".to_string();
+    }
+    let rows: Vec<Vec<String>> = listed
+        .connectors
+        .iter()
+        .map(|c| {
+            vec![
+                c.slug.clone(),
+                c.transport.as_str().to_string(),
+                format!("{}/{}", c.enabled_count, c.tool_count),
+                c.auth.as_str().to_string(),
+                c.target.clone(),
+                or_dash(c.last_error.as_deref()).to_string(),
+            ]
+        })
+        .collect();
+    table(
+        &[
+            "SLUG",
+            "TRANSPORT",
+            "ENABLED",
+            "AUTH",
+            "TARGET",
+            "LAST ERROR",
+        ],
+        &rows,
+    )
+}
+
+fn human_tools(list: &ToolList) -> String {
+    if list.tools.is_empty() {
+        return format!(
+            "connector '{0}' has no discovered tools; run `car connector refresh {0}`\n",
+            list.slug
+        );
+    }
+    let rows: Vec<Vec<String>> = list
+        .tools
+        .iter()
+        .map(|t| {
+            vec![
+                if t.enabled { "on" } else { "off" }.to_string(),
+                t.canonical.clone(),
+                t.effect.clone(),
+                t.description.chars().take(60).collect(),
+            ]
+        })
+        .collect();
+    table(&["", "TOOL", "EFFECT", "DESCRIPTION"], &rows)
+}
+
+fn human_login(refreshed: &Refreshed) -> String {
+    let (registration, client_id, scopes) = match &refreshed.login {
+        Some(login) => (
+            login.registration.as_str(),
+            login.client_id.as_str(),
+            login.scopes.join(" "),
+        ),
+        None => ("-", "-", String::new()),
+    };
+    format!(
+        "logged in to '{0}' ({registration} client {client_id}{1}); tokens are in the keychain\n{2} tools discovered, {3} enabled; see them with `car connector tools {0}`\n",
+        refreshed.status.slug,
+        if scopes.is_empty() {
+            String::new()
+        } else {
+            format!(", scopes {scopes}")
+        },
+        refreshed.status.tool_count,
+        refreshed.status.enabled_count,
+    )
+}
+
+fn human_sync(synced: &Synced) -> String {
+    let mut out = format!("team file {}\n", synced.file);
+    for added in &synced.added {
+        out.push_str(&format!(
+            "  added   {} ({} tools, disabled){}\n",
+            added.status.slug,
+            added.status.tool_count,
+            if added.needs_login {
+                " — needs `car connector login`"
+            } else {
+                ""
+            }
+        ));
+    }
+    for skipped in &synced.skipped {
+        out.push_str(&format!("  present {skipped}\n"));
+    }
+    for failed in &synced.failed {
+        out.push_str(&format!("  failed  {}: {}\n", failed.slug, failed.error));
+    }
+    out
 }

@@ -135,7 +135,10 @@ fn connectors_check(env: &Env) -> Value {
     let summary = format!("{} ({enabled} tools enabled)", list.len());
     let with_secrets = list
         .iter()
-        .filter(|c| crate::connectors::status(c)["auth"] != "none")
+        .filter(|c| {
+            crate::connectors::ConnectorStatus::from(*c).auth
+                != crate::connectors::outcome::Auth::None
+        })
         .count();
     if with_secrets == 0 {
         return check("connectors", true, summary);

@@ -168,18 +168,13 @@ impl Session {
     }
 
     /// The server's name and version, as it introduced itself.
-    pub fn server(&self) -> Value {
-        match self.service.peer().peer_info() {
-            Some(info) => {
-                let value = serde_json::to_value(&*info).unwrap_or(Value::Null);
-                json!({
-                    "name": value.pointer("/serverInfo/name").cloned().unwrap_or(Value::Null),
-                    "version": value.pointer("/serverInfo/version").cloned().unwrap_or(Value::Null),
-                    "protocol_version": value.get("protocolVersion").cloned().unwrap_or(Value::Null),
-                })
-            }
-            None => Value::Null,
-        }
+    pub fn server(&self) -> Option<super::outcome::ServerInfo> {
+        let info = self.service.peer().peer_info()?;
+        Some(super::outcome::ServerInfo {
+            name: info.server_info.as_ref().map(|i| i.name.clone()),
+            version: info.server_info.as_ref().map(|i| i.version.clone()),
+            protocol_version: Some(info.protocol_version.to_string()),
+        })
     }
 
     pub fn is_closed(&self) -> bool {

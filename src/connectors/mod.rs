@@ -19,6 +19,7 @@
 pub mod client;
 pub mod config;
 pub mod oauth;
+pub mod outcome;
 pub mod team;
 pub mod tools;
 
@@ -27,10 +28,12 @@ use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 use std::time::Instant;
 
-use serde_json::{json, Value};
-
 pub use client::{Resolved, Session};
 pub use config::{canonical, Connector, ConnectorsFile, Endpoint, RemoteTool};
+pub use outcome::{
+    Added, ConnectorStatus, LoggedOut, LoginInfo, Refreshed, Removed, Switched, Synced, Tested,
+    ToolList, ToolRow,
+};
 pub use tools::ConnectorTools;
 
 use crate::secrets::Secrets;
@@ -233,7 +236,7 @@ impl Connectors {
         &self,
         slug: &str,
         options: oauth::LoginOptions,
-    ) -> Result<Value, ConnectorError> {
+    ) -> Result<Refreshed, ConnectorError> {
         let connector = self.get(slug)?;
         let Endpoint::Http { url, .. } = &connector.endpoint else {
             return Err(ConnectorError::Invalid(format!(
@@ -268,12 +271,12 @@ impl Connectors {
             })?;
             match self.refresh(slug).await {
                 Ok(mut out) => {
-                    out["login"] = json!({
-                        "client_id": client.client_id,
-                        "registration": client.registration,
-                        "issuer": client.issuer,
-                        "scopes": client.scopes,
-                        "step_ups": step_ups,
+                    out.login = Some(LoginInfo {
+                        client_id: client.client_id,
+                        registration: client.registration,
+                        issuer: client.issuer,
+                        scopes: client.scopes,
+                        step_ups,
                     });
                     return Ok(out);
                 }
@@ -293,13 +296,16 @@ impl Connectors {
 
     /// `car connector logout`: deletes the connector's OAuth tokens from the keychain (a
     /// pre-registered client's secret stays) and keeps the connector.
-    pub async fn logout(&self, slug: &str) -> Result<Value, ConnectorError> {
+    pub async fn logout(&self, slug: &str) -> Result<LoggedOut, ConnectorError> {
         let connector = self.get(slug)?;
         let had = match connector.oauth {
             Some(_) => self.oauth_store(slug)?.forget_tokens().await?,
             None => false,
         };
-        Ok(json!({"slug": slug, "logged_out": had}))
+        Ok(LoggedOut {
+            slug: slug.to_string(),
+            logged_out: had,
+        })
     }
 
     /// Opens a session with a connector's server.
@@ -311,7 +317,7 @@ impl Connectors {
     /// Adds a connector, stores its secrets in the keychain, connects and discovers its tools
     /// (all disabled). When the server cannot be reached nothing is kept; when it asks for
     /// authorization the connector is kept and the outcome says to log in.
-    pub async fn add(&self, new: NewConnector) -> Result<Value, ConnectorError> {
+    pub async fn add(&self, new: NewConnector) -> Result<Added, ConnectorError> {
         let slug = config::slugify(&new.name)?;
         validate_endpoint(&new.endpoint)?;
         let existing = config::load(&self.home)?;
@@ -378,16 +384,17 @@ impl Connectors {
             Ok(())
         })
         .map_err(undo)?;
-        let mut status = status(&connector);
-        status["needs_login"] = json!(needs_login);
-        Ok(status)
+        Ok(Added {
+            status: ConnectorStatus::from(&connector),
+            needs_login,
+        })
     }
 
     /// Connects and lists every tool, with the server's identity.
     async fn discover(
         &self,
         connector: &Connector,
-    ) -> Result<(Vec<RemoteTool>, Value), ConnectorError> {
+    ) -> Result<(Vec<RemoteTool>, Option<outcome::ServerInfo>), ConnectorError> {
         let session = self.connect(connector).await?;
         let listed = session.list_tools().await;
         let server = session.server();
@@ -415,7 +422,7 @@ impl Connectors {
 
     /// Rediscovers a connector's tools. Enabled tools the server no longer offers stay enabled
     /// by name (they come back if the server does) and are reported.
-    pub async fn refresh(&self, slug: &str) -> Result<Value, ConnectorError> {
+    pub async fn refresh(&self, slug: &str) -> Result<Refreshed, ConnectorError> {
         let connector = self.get(slug)?;
         let (tools, server) = match self.discover(&connector).await {
             Ok(found) => found,
@@ -435,16 +442,18 @@ impl Connectors {
             entry.tools = tools;
             entry.refreshed_at = Some(crate::store::now());
             entry.last_error = None;
-            Ok(json!({
-                "added": after.difference(&before).collect::<Vec<_>>(),
-                "removed": before.difference(&after).collect::<Vec<_>>(),
-                "enabled_but_gone": entry.enabled.difference(&after).collect::<Vec<_>>(),
-            }))
+            Ok(outcome::Changes {
+                added: after.difference(&before).cloned().collect(),
+                removed: before.difference(&after).cloned().collect(),
+                enabled_but_gone: entry.enabled.difference(&after).cloned().collect(),
+            })
         })?;
-        let mut out = status(&self.get(slug)?);
-        out["changes"] = changed;
-        out["server"] = server;
-        Ok(out)
+        Ok(Refreshed {
+            status: ConnectorStatus::from(&self.get(slug)?),
+            changes: changed,
+            server,
+            login: None,
+        })
     }
 
     /// Enables or disables a connector's tools: the named ones (server or `mcp_…` names), or
@@ -454,7 +463,7 @@ impl Connectors {
         slug: &str,
         tools: Selection<'_>,
         switch: Switch,
-    ) -> Result<Value, ConnectorError> {
+    ) -> Result<Switched, ConnectorError> {
         let enable = switch == Switch::On;
         if let Selection::Named(names) = tools {
             if names.is_empty() {
@@ -503,13 +512,13 @@ impl Connectors {
                 };
                 changed += usize::from(did);
             }
-            let key = if enable { "enabled" } else { "disabled" };
-            Ok(json!({
-                "slug": slug,
-                key: changed,
-                "tools": wanted.iter().map(|n| canonical(slug, n)).collect::<Vec<_>>(),
-                "enabled_count": entry.enabled.len(),
-            }))
+            Ok(Switched {
+                slug: slug.to_string(),
+                enabled: enable.then_some(changed),
+                disabled: (!enable).then_some(changed),
+                tools: wanted.iter().map(|n| canonical(slug, n)).collect(),
+                enabled_count: entry.enabled.len(),
+            })
         })
     }
 
@@ -517,7 +526,7 @@ impl Connectors {
     ///
     /// With `force`, a connector whose keychain cannot be reached is removed anyway and the
     /// entries left behind are named in `secrets_left`.
-    pub fn remove(&self, slug: &str, force: bool) -> Result<Value, ConnectorError> {
+    pub fn remove(&self, slug: &str, force: bool) -> Result<Removed, ConnectorError> {
         let connector = self.get(slug)?;
         let has_secrets = connector.oauth.is_some()
             || match &connector.endpoint {
@@ -543,17 +552,17 @@ impl Connectors {
             }
             Ok(())
         })?;
-        Ok(json!({
-            "slug": slug,
-            "removed": true,
-            "tools_removed": connector.enabled.len(),
-            "secrets_deleted": deleted,
-            "secrets_left": left,
-        }))
+        Ok(Removed {
+            slug: slug.to_string(),
+            removed: true,
+            tools_removed: connector.enabled.len(),
+            secrets_deleted: deleted,
+            secrets_left: left,
+        })
     }
 
     /// Adds the connectors of the nearest `.car/connectors.toml` that this home lacks.
-    pub async fn sync(&self, project: &Path) -> Result<Value, ConnectorError> {
+    pub async fn sync(&self, project: &Path) -> Result<Synced, ConnectorError> {
         let path = team::find(project).ok_or_else(|| {
             ConnectorError::NotFound(format!(
                 "no .car/connectors.toml in {} or above it; a team file lists [[connector]] entries with `name` and `url` (or `command` and `args`)",
@@ -566,24 +575,27 @@ impl Connectors {
         for entry in entries {
             let slug = config::slugify(&entry.name)?;
             if have.contains(&slug) {
-                skipped.push(json!(slug));
+                skipped.push(slug);
                 continue;
             }
             match self.add(entry).await {
                 Ok(status) => added.push(status),
-                Err(err) => failed.push(json!({"slug": slug, "error": err.to_string()})),
+                Err(err) => failed.push(outcome::SyncFailure {
+                    slug,
+                    error: err.to_string(),
+                }),
             }
         }
-        Ok(json!({
-            "file": path.display().to_string(),
-            "added": added,
-            "skipped": skipped,
-            "failed": failed,
-        }))
+        Ok(Synced {
+            file: path.display().to_string(),
+            added,
+            skipped,
+            failed,
+        })
     }
 
     /// Connects, lists the tools and reports how long each step took.
-    pub async fn test(&self, slug: &str) -> Result<Value, ConnectorError> {
+    pub async fn test(&self, slug: &str) -> Result<Tested, ConnectorError> {
         let connector = self.get(slug)?;
         let started = Instant::now();
         let session = self.connect(&connector).await?;
@@ -597,15 +609,15 @@ impl Connectors {
             slug: slug.to_string(),
             message: format!("tools/list failed: {err}"),
         })?;
-        Ok(json!({
-            "slug": slug,
-            "ok": true,
-            "server": server,
-            "tool_count": tools.len(),
-            "connect_ms": round(connect_ms),
-            "list_ms": round(list_ms),
-            "total_ms": round(started.elapsed().as_secs_f64() * 1000.0),
-        }))
+        Ok(Tested {
+            slug: slug.to_string(),
+            ok: true,
+            server,
+            tool_count: tools.len(),
+            connect_ms: round(connect_ms),
+            list_ms: round(list_ms),
+            total_ms: round(started.elapsed().as_secs_f64() * 1000.0),
+        })
     }
 }
 
@@ -651,52 +663,20 @@ fn validate_endpoint(endpoint: &Endpoint) -> Result<(), ConnectorError> {
     Ok(())
 }
 
-/// A connector as `list` shows it.
-pub fn status(connector: &Connector) -> Value {
-    let mut out = json!({
-        "slug": connector.slug,
-        "name": connector.name,
-        "transport": match connector.endpoint { Endpoint::Http { .. } => "http", Endpoint::Stdio { .. } => "stdio" },
-        "tool_count": connector.tools.len(),
-        "enabled_count": connector.enabled.len(),
-        "timeout_secs": connector.timeout().as_secs(),
-        "target": connector.endpoint.target(),
-        "auth": if connector.oauth.is_some() { "oauth" } else { match &connector.endpoint {
-            Endpoint::Http { headers, .. } if !headers.is_empty() => "headers",
-            Endpoint::Stdio { env, .. } if !env.is_empty() => "env",
-            _ => "none",
-        } },
-        "added_at": connector.added_at,
-        "refreshed_at": connector.refreshed_at,
-        "last_error": connector.last_error,
-    });
-    match &connector.endpoint {
-        Endpoint::Http { url, headers } => {
-            out["url"] = json!(url);
-            out["headers"] = json!(headers);
-        }
-        Endpoint::Stdio { command, args, env } => {
-            out["command"] = json!(command);
-            out["args"] = json!(args);
-            out["env"] = json!(env);
-        }
-    }
-    out
-}
-
 /// A connector's tools as `tools` shows them.
-pub fn tool_rows(connector: &Connector) -> Vec<Value> {
-    connector
-        .tools
-        .iter()
-        .map(|tool| {
-            json!({
-                "name": tool.name,
-                "canonical": connector.canonical(&tool.name),
-                "description": tool.description,
-                "effect": tools::effect(&tool.annotations).as_str(),
-                "enabled": connector.enabled.contains(&tool.name),
+pub fn tool_list(connector: &Connector) -> ToolList {
+    ToolList {
+        slug: connector.slug.clone(),
+        tools: connector
+            .tools
+            .iter()
+            .map(|tool| ToolRow {
+                name: tool.name.clone(),
+                canonical: connector.canonical(&tool.name),
+                description: tool.description.clone(),
+                effect: tools::effect(&tool.annotations).as_str().to_string(),
+                enabled: connector.enabled.contains(&tool.name),
             })
-        })
-        .collect()
+            .collect(),
+    }
 }
