@@ -2,13 +2,16 @@
 //! edges, list a node's edges, link and add nodes by hand, export the whole graph. `execute`
 //! returns what it would print, so an MCP tool can run the same command in-process.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use clap::{Subcommand, ValueEnum};
-use serde_json::{json, Value};
+use serde::Serialize;
 
-use super::{open_project, render, Env, Failure, Printed};
-use crate::project::graph::{self, Direction, ExportFormat, Progress};
+use super::{open_project, render_typed, Env, Failure, Printed};
+use crate::project::graph::{
+    self, Added, Content, Direction, ExportFormat, Exported, Linked, NodeEdges, Progress,
+    ScanReport,
+};
 use crate::project::Project;
 
 #[derive(Debug, Subcommand)]
@@ -91,191 +94,199 @@ fn command_name(command: &GraphCommand) -> &'static str {
     }
 }
 
-fn to_value(value: impl serde::Serialize) -> Result<Value, Failure> {
-    serde_json::to_value(value).map_err(|e| Failure::new("failed", e.to_string()))
+/// What a graph command did, each by its own type (serialized as that type alone).
+#[derive(Serialize)]
+#[serde(untagged)]
+enum Done {
+    Scanned(ScanReport),
+    Edges(NodeEdges),
+    Linked(Linked),
+    Added(Added),
+    Exported(Exported),
+}
+
+impl Done {
+    fn render(&self) -> String {
+        match self {
+            Done::Scanned(report) => human_scan(report),
+            Done::Edges(edges) => human_edges(edges),
+            Done::Linked(linked) => human_link(linked),
+            Done::Added(added) => human_add_node(added),
+            Done::Exported(exported) => human_export(exported),
+        }
+    }
 }
 
 /// Runs a graph command and returns what it prints.
 pub(crate) fn execute(env: &Env, command: GraphCommand) -> Printed {
     let name = command_name(&command);
-    let result = open_project(env).and_then(|project| data(&project, &command, env.json));
-    render(env.json, name, result, |data| human(&command, data))
+    let result = open_project(env).and_then(|project| run(&project, &command, env));
+    render_typed(env.json, name, result, Done::render)
 }
 
-fn data(project: &Project, command: &GraphCommand, json: bool) -> Result<Value, Failure> {
+fn run(project: &Project, command: &GraphCommand, env: &Env) -> Result<Done, Failure> {
     let key = |text: &str| graph::node_key(&project.root, text);
-    match command {
-        GraphCommand::Scan { path } => {
-            let path = path.clone().unwrap_or_else(|| PathBuf::from("."));
-            let reporter = super::progress::Reporter::new("graph.scan", json);
-            let progress = |stage: Progress| match stage {
-                Progress::Walked(n) => reporter.update("walk", n as u64, None),
-                Progress::Writing(done, total) => {
-                    reporter.update("write", done as u64, Some(total as u64))
-                }
-                Progress::Resolving => reporter.update("resolve", 0, None),
-            };
-            let report = graph::scan(project, &path, &progress);
-            reporter.finish();
-            to_value(report?)
-        }
+    Ok(match command {
+        GraphCommand::Scan { path } => Done::Scanned(scan(project, path.as_deref(), env)?),
         GraphCommand::Edges { node, direction } => {
             let direction = match direction {
                 DirectionArg::Out => Direction::Out,
                 DirectionArg::In => Direction::In,
                 DirectionArg::Both => Direction::Both,
             };
-            to_value(project.graph_edges(&key(node)?, direction)?)
+            Done::Edges(project.graph_edges(&key(node)?, direction)?)
         }
         GraphCommand::Link { from, to, kind } => {
-            to_value(project.graph_link(&key(from)?, &key(to)?, kind)?)
+            Done::Linked(project.graph_link(&key(from)?, &key(to)?, kind)?)
         }
         GraphCommand::AddNode {
             key: node,
             kind,
             label,
-        } => to_value(project.graph_add_node(&key(node)?, kind, label.as_deref())?),
+        } => Done::Added(project.graph_add_node(&key(node)?, kind, label.as_deref())?),
         GraphCommand::Export { format, output } => {
-            let format = match format {
-                FormatArg::Json => ExportFormat::Json,
-                FormatArg::Dot => ExportFormat::Dot,
-                FormatArg::Mermaid => ExportFormat::Mermaid,
-            };
-            let dump = project.graph_dump()?;
-            let mut data = json!({
-                "format": format.name(),
-                "nodes": dump.nodes.len(),
-                "edges": dump.edges.len(),
-            });
-            match output {
-                Some(path) if path.as_os_str() != "-" => {
-                    let path = std::path::absolute(path).map_err(|e| {
-                        Failure::usage(format!("bad output path {}: {e}", path.display()))
-                    })?;
-                    std::fs::write(&path, dump.render(format)).map_err(|e| {
-                        Failure::new("io", format!("cannot write {}: {e}", path.display()))
-                    })?;
-                    data["output"] = json!(path);
-                }
-                Some(_) | None => {
-                    data["content"] = match format {
-                        ExportFormat::Json => to_value(&dump)?,
-                        ExportFormat::Dot | ExportFormat::Mermaid => json!(dump.render(format)),
-                    };
-                }
-            }
-            Ok(data)
+            Done::Exported(export(project, *format, output.as_deref())?)
         }
+    })
+}
+
+/// `graph scan`, its progress on stderr (a bar for a person, JSON Lines under `--json`).
+fn scan(project: &Project, path: Option<&Path>, env: &Env) -> Result<ScanReport, Failure> {
+    let path = path.unwrap_or(Path::new("."));
+    let reporter = super::progress::Reporter::new("graph.scan", env.json);
+    let progress = |stage: Progress| match stage {
+        Progress::Walked(n) => reporter.update("walk", n as u64, None),
+        Progress::Writing(done, total) => reporter.update("write", done as u64, Some(total as u64)),
+        Progress::Resolving => reporter.update("resolve", 0, None),
+    };
+    let report = graph::scan(project, path, &progress);
+    reporter.finish();
+    Ok(report?)
+}
+
+/// `graph export`: to a file when `output` names one (not `-`), else in the result.
+fn export(
+    project: &Project,
+    format: FormatArg,
+    output: Option<&Path>,
+) -> Result<Exported, Failure> {
+    let format = match format {
+        FormatArg::Json => ExportFormat::Json,
+        FormatArg::Dot => ExportFormat::Dot,
+        FormatArg::Mermaid => ExportFormat::Mermaid,
+    };
+    let dump = project.graph_dump()?;
+    let written = match output {
+        Some(path) if path.as_os_str() != "-" => {
+            let path = std::path::absolute(path)
+                .map_err(|e| Failure::usage(format!("bad output path {}: {e}", path.display())))?;
+            std::fs::write(&path, dump.render(format))
+                .map_err(|e| Failure::new("io", format!("cannot write {}: {e}", path.display())))?;
+            Some(path)
+        }
+        Some(_) | None => None,
+    };
+    Ok(dump.exported(format, written))
+}
+
+fn human_scan(report: &ScanReport) -> String {
+    let languages = report
+        .by_language
+        .iter()
+        .map(|(lang, n)| format!("{lang} {n}"))
+        .collect::<Vec<_>>()
+        .join(", ");
+    let mut out = format!(
+        "Scanned {}: {} files ({} parsed, {} unchanged, {} removed), {} edges (+{} -{}) in {} ms.\n",
+        report.root,
+        report.files_seen,
+        report.parsed,
+        report.unchanged,
+        report.removed,
+        report.edges,
+        report.edges_added,
+        report.edges_removed,
+        report.duration_ms,
+    );
+    if !languages.is_empty() {
+        out.push_str(&format!("  {languages}\n"));
+    }
+    if report.kept_for_links > 0 {
+        out.push_str(&format!(
+            "  {} deleted file(s) kept because manual links touch them.\n",
+            report.kept_for_links
+        ));
+    }
+    out
+}
+
+fn human_edges(edges: &NodeEdges) -> String {
+    let node = &edges.node;
+    let mut out = format!("{} ({}", node.key, node.kind);
+    if let Some(lang) = &node.lang {
+        out.push_str(&format!(", {lang}"));
+    }
+    out.push_str(")\n");
+    let mut any = false;
+    for (list, arrow) in [(&edges.outgoing, "->"), (&edges.incoming, "<-")] {
+        for edge in list.iter().flatten() {
+            any = true;
+            out.push_str(&format!(
+                "  {arrow} {}  {}{}\n",
+                edge.key,
+                edge.kind,
+                if edge.origin == "manual" {
+                    " (manual)"
+                } else {
+                    ""
+                }
+            ));
+        }
+    }
+    if !any {
+        out.push_str("  (no edges)\n");
+    }
+    out
+}
+
+fn human_link(linked: &Linked) -> String {
+    let line = format!("{} -> {} ({})", linked.src, linked.dst, linked.kind);
+    if linked.created {
+        format!("Linked {line}.\n")
+    } else {
+        format!("{line} existed; it is a manual link now.\n")
     }
 }
 
-fn text(value: &Value) -> &str {
-    value.as_str().unwrap_or_default()
+fn human_add_node(added: &Added) -> String {
+    let node = &added.node;
+    if added.created {
+        format!("Added node {} ({}).\n", node.key, node.kind)
+    } else {
+        format!("Node {} ({}) exists.\n", node.key, node.kind)
+    }
 }
 
-fn human(command: &GraphCommand, data: &Value) -> String {
-    match command {
-        GraphCommand::Scan { .. } => {
-            let languages = data["by_language"]
-                .as_object()
-                .into_iter()
-                .flatten()
-                .map(|(lang, n)| format!("{lang} {n}"))
-                .collect::<Vec<_>>()
-                .join(", ");
-            let mut out = format!(
-                "Scanned {}: {} files ({} parsed, {} unchanged, {} removed), {} edges (+{} -{}) in {} ms.\n",
-                text(&data["root"]),
-                data["files_seen"],
-                data["parsed"],
-                data["unchanged"],
-                data["removed"],
-                data["edges"],
-                data["edges_added"],
-                data["edges_removed"],
-                data["duration_ms"],
-            );
-            if !languages.is_empty() {
-                out.push_str(&format!("  {languages}\n"));
-            }
-            if data["kept_for_links"].as_u64().unwrap_or(0) > 0 {
-                out.push_str(&format!(
-                    "  {} deleted file(s) kept because manual links touch them.\n",
-                    data["kept_for_links"]
-                ));
-            }
-            out
-        }
-        GraphCommand::Edges { .. } => {
-            let node = &data["node"];
-            let mut out = format!("{} ({}", text(&node["key"]), text(&node["kind"]));
-            if let Some(lang) = node["lang"].as_str() {
-                out.push_str(&format!(", {lang}"));
-            }
-            out.push_str(")\n");
-            let mut any = false;
-            for (field, arrow) in [("out", "->"), ("in", "<-")] {
-                for edge in data[field].as_array().into_iter().flatten() {
-                    any = true;
-                    out.push_str(&format!(
-                        "  {arrow} {}  {}{}\n",
-                        text(&edge["key"]),
-                        text(&edge["kind"]),
-                        if edge["origin"] == "manual" {
-                            " (manual)"
-                        } else {
-                            ""
-                        }
-                    ));
-                }
-            }
-            if !any {
-                out.push_str("  (no edges)\n");
-            }
-            out
-        }
-        GraphCommand::Link { .. } => {
-            let line = format!(
-                "{} -> {} ({})",
-                text(&data["src"]),
-                text(&data["dst"]),
-                text(&data["kind"])
-            );
-            if data["created"] == true {
-                format!("Linked {line}.\n")
-            } else {
-                format!("{line} existed; it is a manual link now.\n")
-            }
-        }
-        GraphCommand::AddNode { .. } => {
-            let node = &data["node"];
-            if data["created"] == true {
-                format!(
-                    "Added node {} ({}).\n",
-                    text(&node["key"]),
-                    text(&node["kind"])
-                )
-            } else {
-                format!(
-                    "Node {} ({}) exists.\n",
-                    text(&node["key"]),
-                    text(&node["kind"])
-                )
-            }
-        }
-        GraphCommand::Export { .. } => match &data["content"] {
-            Value::String(content) => content.clone(),
-            Value::Null => format!(
-                "Wrote {} nodes and {} edges as {} to {}.\n",
-                data["nodes"],
-                data["edges"],
-                text(&data["format"]),
-                text(&data["output"])
-            ),
-            structure => format!(
-                "{}\n",
-                serde_json::to_string_pretty(structure).unwrap_or_default()
-            ),
-        },
+fn human_export(exported: &Exported) -> String {
+    match &exported.content {
+        Some(Content::Text(content)) => content.clone(),
+        // The structure as its JSON, pretty-printed.
+        Some(Content::Graph(dump)) => format!(
+            "{}\n",
+            serde_json::to_value(dump)
+                .and_then(|value| serde_json::to_string_pretty(&value))
+                .unwrap_or_default()
+        ),
+        None => format!(
+            "Wrote {} nodes and {} edges as {} to {}.\n",
+            exported.nodes,
+            exported.edges,
+            exported.format.name(),
+            exported
+                .output
+                .as_deref()
+                .map(|path| path.display().to_string())
+                .unwrap_or_default()
+        ),
     }
 }

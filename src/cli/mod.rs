@@ -419,7 +419,6 @@ pub(crate) fn prepare<T>(
     Ok((app, planned))
 }
 
-/// Prints a command's result and returns its exit code.
 /// Renders a tool's result for a human through its typed outcome: `data` is what the tool
 /// serialized, read back as `T`; a result of another shape is shown as it is.
 pub(crate) fn human_as<T: serde::de::DeserializeOwned>(
@@ -432,6 +431,27 @@ pub(crate) fn human_as<T: serde::de::DeserializeOwned>(
     }
 }
 
+/// A typed result as the JSON the envelope carries.
+pub(crate) fn to_json(value: impl serde::Serialize) -> Result<Value, Failure> {
+    serde_json::to_value(value).map_err(|e| Failure::new("failed", e.to_string()))
+}
+
+/// Renders a command's typed result: its JSON in the envelope, or `human` of the value itself
+/// (never of its JSON) for a person.
+pub(crate) fn render_typed<T: serde::Serialize>(
+    env_json: bool,
+    command: &str,
+    result: Result<T, Failure>,
+    human: impl FnOnce(&T) -> String,
+) -> Printed {
+    let text = match &result {
+        Ok(value) if !env_json => human(value),
+        Ok(_) | Err(_) => String::new(),
+    };
+    render(env_json, command, result.and_then(to_json), move |_| text)
+}
+
+/// Prints a command's result and returns its exit code.
 pub(crate) fn finish(
     env_json: bool,
     command: &str,

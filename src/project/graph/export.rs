@@ -2,12 +2,14 @@
 //! (nodes by key, edges by source, target, kind), so the same graph always gives the same
 //! bytes; every key and label is quoted and escaped, so any file name is safe.
 
-use serde::Serialize;
+use std::path::PathBuf;
+
+use serde::{Deserialize, Serialize};
 
 use super::Node;
 
 /// One edge of an export, by node keys.
-#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
 pub struct Edge {
     pub src: String,
     pub dst: String,
@@ -16,14 +18,15 @@ pub struct Edge {
 }
 
 /// Every node and edge of a project, sorted.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct GraphDump {
     pub nodes: Vec<Node>,
     pub edges: Vec<Edge>,
 }
 
 /// The formats of `graph export`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
 pub enum ExportFormat {
     Json,
     Dot,
@@ -38,6 +41,30 @@ impl ExportFormat {
             ExportFormat::Mermaid => "mermaid",
         }
     }
+}
+
+/// What `graph export` did: the counts and either the file written or the content itself.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Exported {
+    pub format: ExportFormat,
+    /// How many nodes the graph has.
+    pub nodes: usize,
+    /// How many edges the graph has.
+    pub edges: usize,
+    /// The file the graph was written to (absent when it is in `content`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub output: Option<PathBuf>,
+    /// The graph itself when no file was written (absent when it is in `output`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub content: Option<Content>,
+}
+
+/// An exported graph: the structure for JSON, the text for dot and Mermaid.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum Content {
+    Graph(GraphDump),
+    Text(String),
 }
 
 /// A dot string literal: `"` and `\` escaped, newlines as `\n`.
@@ -76,6 +103,25 @@ fn mermaid_quote(text: &str) -> String {
 }
 
 impl GraphDump {
+    /// The report of an export written to `output`, or carrying the graph when there is none.
+    pub fn exported(self, format: ExportFormat, output: Option<PathBuf>) -> Exported {
+        let (nodes, edges) = (self.nodes.len(), self.edges.len());
+        let content = match (&output, format) {
+            (Some(_), _) => None,
+            (None, ExportFormat::Json) => Some(Content::Graph(self)),
+            (None, ExportFormat::Dot | ExportFormat::Mermaid) => {
+                Some(Content::Text(self.render(format)))
+            }
+        };
+        Exported {
+            format,
+            nodes,
+            edges,
+            output,
+            content,
+        }
+    }
+
     /// The graph in `format`, ending with a newline.
     pub fn render(&self, format: ExportFormat) -> String {
         match format {

@@ -55,11 +55,11 @@ mod parse;
 mod resolve;
 mod scan;
 
-pub use export::{ExportFormat, GraphDump};
-pub use scan::{scan, Progress};
+pub use export::{Content, ExportFormat, Exported, GraphDump};
+pub use scan::{scan, Progress, ScanReport};
 
 use rusqlite::{params, OptionalExtension};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use std::path::Path;
 
 use super::{Project, ProjectError, Result};
@@ -70,19 +70,24 @@ pub(crate) const UNDER_PREFIX: &str =
     "(?2 = '' OR key = ?2 OR substr(key, 1, length(?2) + 1) = ?2 || '/')";
 
 /// One node as shown to users.
-#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
 pub struct Node {
+    /// A path relative to the project root, or the name of a node that is not a file.
     pub key: String,
+    /// `file`, or the kind given to add-node.
     pub kind: String,
+    /// A file's language when it is one CAR reads.
     pub lang: Option<String>,
     pub label: Option<String>,
 }
 
 /// An edge seen from one node: the node at its other end.
-#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
 pub struct Neighbour {
     pub key: String,
+    /// The edge kind: what a scan found (`imports`, …) or the one given to link.
     pub kind: String,
+    /// `scan` or `manual`.
     pub origin: String,
 }
 
@@ -95,17 +100,19 @@ pub enum Direction {
 }
 
 /// A node and its edges.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct NodeEdges {
     pub node: Node,
-    #[serde(rename = "out", skip_serializing_if = "Option::is_none")]
+    /// What the node points at (absent when only incoming edges were asked for).
+    #[serde(rename = "out", default, skip_serializing_if = "Option::is_none")]
     pub outgoing: Option<Vec<Neighbour>>,
-    #[serde(rename = "in", skip_serializing_if = "Option::is_none")]
+    /// What points at the node (absent when only outgoing edges were asked for).
+    #[serde(rename = "in", default, skip_serializing_if = "Option::is_none")]
     pub incoming: Option<Vec<Neighbour>>,
 }
 
 /// What `link` did.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Linked {
     pub src: String,
     pub dst: String,
@@ -115,9 +122,10 @@ pub struct Linked {
 }
 
 /// What `add_node` did.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Added {
     pub node: Node,
+    /// False when a node with this key existed.
     pub created: bool,
 }
 

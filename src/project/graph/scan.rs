@@ -14,7 +14,7 @@ use std::sync::{mpsc, Mutex};
 use std::time::Instant;
 
 use rusqlite::{params, OptionalExtension};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use super::parse::{self, Lang, Ref, RefKind};
 use super::resolve::Resolver;
@@ -38,7 +38,7 @@ pub enum Progress {
 }
 
 /// What a scan did.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct ScanReport {
     /// The scanned directory (absolute).
     pub root: String,
