@@ -7,11 +7,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use clap::{Args, Subcommand};
-use serde_json::{json, Value};
 
-use super::{open_project, render, Env, Failure, Printed};
-use crate::project::admin::{self, ProjectInfo};
-use crate::project::archive::{self, Restore};
+use super::{open_project, render, render_typed, Env, Failure, Printed};
+use crate::project::admin::{self, Counts, ProjectInfo, ProjectStats, Stats};
+use crate::project::archive::{self, Archived, Report, Restore};
 use crate::project::{config, Mode, Project};
 use crate::store::Store;
 
@@ -142,22 +141,6 @@ fn open_store(env: &Env) -> Result<Arc<Store>, Failure> {
     Ok(Arc::new(Store::open(&env.home.db_path())?))
 }
 
-fn to_json(value: impl serde::Serialize) -> Result<Value, Failure> {
-    serde_json::to_value(value).map_err(|e| Failure::new("failed", e.to_string()))
-}
-
-fn project_stats(store: &Store, env: &Env, project: &ProjectInfo) -> Result<Value, Failure> {
-    Ok(json!({
-        "project": project,
-        "counts": admin::counts(store, project.id)?,
-        "archived": archive::archived(store, &env.home.archive_db_path(), project.id)?,
-    }))
-}
-
-fn file_bytes(path: &std::path::Path) -> u64 {
-    std::fs::metadata(path).map(|m| m.len()).unwrap_or(0)
-}
-
 /// `car stats`.
 pub(crate) fn stats(env: &Env, args: &StatsArgs) -> Printed {
     let result = (|| {
@@ -170,21 +153,12 @@ pub(crate) fn stats(env: &Env, args: &StatsArgs) -> Printed {
                 store.project_id(&env.project_root)?,
             )?]
         };
-        let stats = projects
-            .iter()
-            .map(|p| project_stats(&store, env, p))
-            .collect::<Result<Vec<_>, _>>()?;
-        Ok(json!({
-            "projects": stats,
-            "db_bytes": admin::db_bytes(&store)?,
-            "archive_bytes": file_bytes(&env.home.archive_db_path()),
-        }))
+        Ok(admin::stats(&store, &env.home.archive_db_path(), projects)?)
     })();
-    render(env.json, "stats", result, human_stats)
+    render_typed(env.json, "stats", result, human_stats)
 }
 
-fn human_size(bytes: &Value) -> String {
-    let bytes = bytes.as_f64().unwrap_or(0.0);
+fn human_size(bytes: f64) -> String {
     if bytes >= 1024.0 * 1024.0 {
         format!("{:.1} MiB", bytes / 1024.0 / 1024.0)
     } else {
@@ -192,69 +166,47 @@ fn human_size(bytes: &Value) -> String {
     }
 }
 
-fn project_line(p: &Value) -> String {
-    let gone = if p["root_exists"] == false {
-        " (root gone)"
-    } else {
-        ""
-    };
-    format!(
-        "{:>4}  {}  {}{gone}",
-        p["id"],
-        p["name"].as_str().unwrap_or_default(),
-        p["root"].as_str().unwrap_or_default()
-    )
+fn project_line(p: &ProjectInfo) -> String {
+    let gone = if p.root_exists { "" } else { " (root gone)" };
+    format!("{}  {}  {}{gone}", p.id, p.name, p.root)
 }
 
-fn human_counts(c: &Value, archived: &Value) -> String {
-    let t = &c["tasks"];
-    let d = &c["decisions"];
-    let p = &c["progress"];
+fn human_counts(c: &Counts, archived: &Archived) -> String {
+    let (t, d, p) = (&c.tasks, &c.decisions, &c.progress);
     let rows = [
         (
             "tasks",
             format!(
                 "{} total: {} ready, {} open, {} claimed, {} blocked, {} done, {} cancelled",
-                t["total"],
-                t["ready"],
-                t["open"],
-                t["claimed"],
-                t["blocked"],
-                t["done"],
-                t["cancelled"]
+                t.total, t.ready, t.open, t.claimed, t.blocked, t.done, t.cancelled
             ),
         ),
-        ("dependencies", c["dependencies"].to_string()),
+        ("dependencies", c.dependencies.to_string()),
         (
             "progress",
             format!(
                 "{} open ({} blockers), {} resolved",
-                p["open"], p["blockers_open"], p["resolved"]
+                p.open, p.blockers_open, p.resolved
             ),
         ),
         (
             "decisions",
             format!(
                 "{} total: {} proposed, {} accepted, {} rejected, {} deprecated, {} superseded",
-                d["total"],
-                d["proposed"],
-                d["accepted"],
-                d["rejected"],
-                d["deprecated"],
-                d["superseded"]
+                d.total, d.proposed, d.accepted, d.rejected, d.deprecated, d.superseded
             ),
         ),
         (
             "graph",
-            format!("{} nodes, {} edges", c["graph_nodes"], c["graph_edges"]),
+            format!("{} nodes, {} edges", c.graph_nodes, c.graph_edges),
         ),
-        ("checkpoints", c["checkpoints"].to_string()),
-        ("memory", format!("{} entries", c["memory_entries"])),
+        ("checkpoints", c.checkpoints.to_string()),
+        ("memory", format!("{} entries", c.memory_entries)),
         (
             "archived",
             format!(
                 "{} tasks, {} progress notes",
-                archived["tasks"], archived["progress"]
+                archived.tasks, archived.progress
             ),
         ),
     ];
@@ -263,17 +215,16 @@ fn human_counts(c: &Value, archived: &Value) -> String {
         .collect()
 }
 
-fn human_stats(data: &Value) -> String {
-    let mut out = String::new();
-    for stats in data["projects"].as_array().into_iter().flatten() {
-        out.push_str(&project_line(&stats["project"]));
-        out.push('\n');
-        out.push_str(&human_counts(&stats["counts"], &stats["archived"]));
-    }
+fn human_project_stats(stats: &ProjectStats) -> String {
+    project_line(&stats.project) + "\n" + &human_counts(&stats.counts, &stats.archived)
+}
+
+fn human_stats(stats: &Stats) -> String {
+    let mut out: String = stats.projects.iter().map(human_project_stats).collect();
     out.push_str(&format!(
         "car.db {}, archive.db {}\n",
-        human_size(&data["db_bytes"]),
-        human_size(&data["archive_bytes"])
+        human_size(stats.db_bytes as f64),
+        human_size(stats.archive_bytes as f64)
     ));
     out
 }
@@ -289,87 +240,120 @@ fn project_command_name(command: &ProjectCommand) -> &'static str {
 
 /// `car project …`.
 pub(crate) fn project(env: &Env, command: &ProjectCommand) -> Printed {
-    let result = (|| match command {
-        ProjectCommand::List => Ok(json!({"projects": admin::projects(&*open_store(env)?)?})),
-        ProjectCommand::Show { reference } => {
-            let store = open_store(env)?;
-            let info = match reference {
-                Some(reference) => {
-                    let cwd = std::env::current_dir().unwrap_or_default();
-                    admin::find(&store, reference, &cwd)?
-                }
-                None => {
-                    let current = open_project(env)?;
-                    admin::project(&store, current.id)?
-                }
-            };
-            project_stats(&store, env, &info)
+    let name = project_command_name(command);
+    match command {
+        ProjectCommand::List => {
+            let listed = open_store(env).and_then(|store| {
+                Ok(admin::Listed {
+                    projects: admin::projects(&store)?,
+                })
+            });
+            render_typed(env.json, name, listed, human_project_list)
         }
-        ProjectCommand::Rename { name, project_id } => {
-            let (store, id) = match project_id {
-                Some(id) => (open_store(env)?, *id),
-                None => {
-                    let current = open_project(env)?;
-                    (current.store.clone(), current.id)
-                }
-            };
-            Ok(json!({"project": admin::rename(&store, id, name)?}))
-        }
+        ProjectCommand::Show { reference } => render_typed(
+            env.json,
+            name,
+            show_project(env, reference.as_deref()),
+            human_project_stats,
+        ),
+        ProjectCommand::Rename {
+            name: new_name,
+            project_id,
+        } => render_typed(
+            env.json,
+            name,
+            rename_project(env, new_name, *project_id),
+            |renamed| format!("Renamed: {}\n", project_line(&renamed.project)),
+        ),
         ProjectCommand::Prune { dry_run } => {
-            let store = open_store(env)?;
-            let forgotten =
-                admin::forget_gone(&store, &env.home.archive_db_path(), mode(*dry_run))?;
-            Ok(json!({"dry_run": dry_run, "projects": forgotten}))
+            let forgetting = open_store(env).and_then(|store| {
+                let mode = mode(*dry_run);
+                Ok(admin::Forgetting {
+                    projects: admin::forget_gone(&store, &env.home.archive_db_path(), mode)?,
+                    dry_run: *dry_run,
+                })
+            });
+            render_typed(env.json, name, forgetting, human_forgetting)
         }
-    })();
-    render(
-        env.json,
-        project_command_name(command),
-        result,
-        |data| match command {
-            ProjectCommand::List => {
-                let projects = data["projects"].as_array().cloned().unwrap_or_default();
-                if projects.is_empty() {
-                    return "no projects yet; any car command run in a directory registers it\n"
-                        .into();
-                }
-                projects.iter().map(|p| project_line(p) + "\n").collect()
-            }
-            ProjectCommand::Show { .. } => {
-                project_line(&data["project"])
-                    + "\n"
-                    + &human_counts(&data["counts"], &data["archived"])
-            }
-            ProjectCommand::Rename { .. } => {
-                format!("Renamed: {}\n", project_line(&data["project"]).trim_start())
-            }
-            ProjectCommand::Prune { dry_run } => {
-                let projects = data["projects"].as_array().cloned().unwrap_or_default();
-                if projects.is_empty() {
-                    return "Every project's root exists; nothing to forget.\n".into();
-                }
-                let mut out = format!(
-                    "{} {} project(s) whose root is gone:\n",
-                    if *dry_run { "Would forget" } else { "Forgot" },
-                    projects.len()
-                );
-                for p in &projects {
-                    let c = &p["counts"];
-                    out.push_str(&format!(
-                        "{}\n      {} tasks, {} progress notes, {} decisions, {} graph nodes, {} checkpoints, {} memory nodes\n",
-                        project_line(&p["project"]),
-                        c["tasks"]["total"],
-                        c["progress"]["open"].as_i64().unwrap_or(0) + c["progress"]["resolved"].as_i64().unwrap_or(0),
-                        c["decisions"]["total"],
-                        c["graph_nodes"],
-                        c["checkpoints"],
-                        c["memory_nodes"]
-                    ));
-                }
-                out
-            }
+    }
+}
+
+/// `project show`: the project named by id, root or name, else this one.
+fn show_project(env: &Env, reference: Option<&str>) -> Result<ProjectStats, Failure> {
+    let store = open_store(env)?;
+    let info = match reference {
+        Some(reference) => {
+            let cwd = std::env::current_dir().unwrap_or_default();
+            admin::find(&store, reference, &cwd)?
+        }
+        None => {
+            let current = open_project(env)?;
+            admin::project(&store, current.id)?
+        }
+    };
+    Ok(admin::project_stats(
+        &store,
+        &env.home.archive_db_path(),
+        info,
+    )?)
+}
+
+/// `project rename`: the project with this id, else this one.
+fn rename_project(
+    env: &Env,
+    name: &str,
+    project_id: Option<i64>,
+) -> Result<admin::Renamed, Failure> {
+    let (store, id) = match project_id {
+        Some(id) => (open_store(env)?, id),
+        None => {
+            let current = open_project(env)?;
+            (current.store.clone(), current.id)
+        }
+    };
+    Ok(admin::Renamed {
+        project: admin::rename(&store, id, name)?,
+    })
+}
+
+fn human_project_list(listed: &admin::Listed) -> String {
+    if listed.projects.is_empty() {
+        return "no projects yet; any car command run in a directory registers it\n".into();
+    }
+    listed
+        .projects
+        .iter()
+        .map(|p| project_line(p) + "\n")
+        .collect()
+}
+
+fn human_forgetting(forgetting: &admin::Forgetting) -> String {
+    if forgetting.projects.is_empty() {
+        return "Every project's root exists; nothing to forget.\n".into();
+    }
+    let mut out = format!(
+        "{} {} project(s) whose root is gone:\n",
+        if forgetting.dry_run {
+            "Would forget"
+        } else {
+            "Forgot"
         },
-    )
+        forgetting.projects.len()
+    );
+    for gone in &forgetting.projects {
+        let c = &gone.counts;
+        out.push_str(&format!(
+            "{}\n      {} tasks, {} progress notes, {} decisions, {} graph nodes, {} checkpoints, {} memory nodes\n",
+            project_line(&gone.project),
+            c.tasks.total,
+            c.progress.open + c.progress.resolved,
+            c.decisions.total,
+            c.graph_nodes,
+            c.checkpoints,
+            c.memory_nodes
+        ));
+    }
+    out
 }
 
 fn config_command_name(command: &ConfigCommand) -> &'static str {
@@ -383,56 +367,58 @@ fn config_command_name(command: &ConfigCommand) -> &'static str {
 
 /// `car config …`.
 pub(crate) fn config(env: &Env, command: &ConfigCommand) -> Printed {
-    let result = (|| {
-        let project = open_project(env)?;
-        match command {
-            ConfigCommand::Get { key } => to_json(config::describe(&project, key)?),
-            ConfigCommand::Set { key, value } => to_json(config::set(&project, key, value)?),
-            ConfigCommand::Unset { key } => {
-                let removed = config::unset(&project, key)?;
-                let mut value = to_json(config::describe(&project, key)?)?;
-                value["removed"] = json!(removed);
-                Ok(value)
-            }
-            ConfigCommand::List => Ok(json!({"settings": config::list(&project)?})),
-        }
-    })();
-    render(
-        env.json,
-        config_command_name(command),
-        result,
-        |data| match command {
-            ConfigCommand::Get { .. } => {
-                format!("{}\n", data["value"].as_str().unwrap_or_default())
-            }
-            ConfigCommand::Set { .. } | ConfigCommand::Unset { .. } => format!(
-                "{} = {}{}\n",
-                data["key"].as_str().unwrap_or_default(),
-                data["value"].as_str().unwrap_or_default(),
-                if data["set"] == true {
-                    ""
-                } else {
-                    " (default)"
-                }
-            ),
-            ConfigCommand::List => data["settings"]
-                .as_array()
-                .into_iter()
-                .flatten()
-                .map(|s| {
-                    format!(
-                        "{:<22} {:<6} {}\n",
-                        s["key"].as_str().unwrap_or_default(),
-                        s["value"].as_str().unwrap_or_default(),
-                        if s["set"] == true {
-                            "(set)"
-                        } else {
-                            "(default)"
-                        }
-                    )
-                })
-                .collect(),
-        },
+    let name = config_command_name(command);
+    let project = match open_project(env) {
+        Ok(project) => project,
+        Err(failure) => return render(env.json, name, Err(failure), |_| String::new()),
+    };
+    match command {
+        ConfigCommand::Get { key } => render_typed(
+            env.json,
+            name,
+            config::describe(&project, key).map_err(Failure::from),
+            |setting| format!("{}\n", setting.value),
+        ),
+        ConfigCommand::Set { key, value } => render_typed(
+            env.json,
+            name,
+            config::set(&project, key, value).map_err(Failure::from),
+            setting_line,
+        ),
+        ConfigCommand::Unset { key } => render_typed(
+            env.json,
+            name,
+            config::unset(&project, key).map_err(Failure::from),
+            |unset| setting_line(&unset.setting),
+        ),
+        ConfigCommand::List => render_typed(
+            env.json,
+            name,
+            config::list(&project).map_err(Failure::from),
+            |list| {
+                list.settings
+                    .iter()
+                    .map(|s| {
+                        format!(
+                            "{:<22} {:<6} {}\n",
+                            s.key,
+                            s.value,
+                            if s.set { "(set)" } else { "(default)" }
+                        )
+                    })
+                    .collect()
+            },
+        ),
+    }
+}
+
+/// `key = value`, with `(default)` when the project did not set it.
+fn setting_line(setting: &config::Value) -> String {
+    format!(
+        "{} = {}{}\n",
+        setting.key,
+        setting.value,
+        if setting.set { "" } else { " (default)" }
     )
 }
 
@@ -481,77 +467,77 @@ pub(crate) fn prune(env: &Env, args: &PruneArgs) -> Printed {
     } else {
         "prune"
     };
-    let result = (|| {
-        let project: Project = open_project(env)?;
-        let path = env.home.archive_db_path();
-        let prefix = config::get(&project, "task.prefix")?;
-        let mut data = if args.restore {
-            let what = match (args.all, args.tasks.is_empty()) {
-                (true, _) => Restore::All,
-                (false, false) => Restore::Tasks(
-                    args.tasks
-                        .iter()
-                        .map(|t| task_number(t, &prefix))
-                        .collect::<Result<_, _>>()?,
-                ),
-                (false, true) => {
-                    return Err(Failure::usage(
-                        "say what to restore: --all, or task numbers such as CTX-0012",
-                    ))
-                }
-            };
-            to_json(archive::restore(
-                &project,
-                &path,
-                &what,
-                mode(args.dry_run),
-            )?)?
-        } else {
-            let days = config::older_than_days(&project)?;
-            let older_than = match &args.older_than {
-                Some(text) => parse_age(text)?,
-                None => Duration::from_secs(u64::from(days) * 86_400),
-            };
-            let mut data = to_json(archive::prune(
-                &project,
-                &path,
-                older_than,
-                mode(args.dry_run),
-            )?)?;
-            data["older_than_seconds"] = json!(older_than.as_secs());
-            data
+    let result = open_project(env).and_then(|project| prune_report(env, &project, args));
+    render_typed(env.json, name, result, |report| human_prune(report, args))
+}
+
+/// What `car prune` moved: archived, or with `--restore` brought back.
+fn prune_report(env: &Env, project: &Project, args: &PruneArgs) -> Result<Report, Failure> {
+    let path = env.home.archive_db_path();
+    let prefix = config::get(project, "task.prefix")?;
+    let mode = mode(args.dry_run);
+    let (moved, older_than) = if args.restore {
+        let what = match (args.all, args.tasks.is_empty()) {
+            (true, _) => Restore::All,
+            (false, false) => Restore::Tasks(
+                args.tasks
+                    .iter()
+                    .map(|t| task_number(t, &prefix))
+                    .collect::<Result<_, _>>()?,
+            ),
+            (false, true) => {
+                return Err(Failure::usage(
+                    "say what to restore: --all, or task numbers such as CTX-0012",
+                ))
+            }
         };
-        data["dry_run"] = json!(args.dry_run);
-        data["archive"] = json!(path);
-        data["prefix"] = json!(prefix);
-        Ok(data)
-    })();
-    render(env.json, name, result, |data| {
-        let verb = match (args.restore, args.dry_run) {
-            (false, true) => "Would archive",
-            (false, false) => "Archived",
-            (true, true) => "Would restore",
-            (true, false) => "Restored",
+        (archive::restore(project, &path, &what, mode)?, None)
+    } else {
+        let days = config::older_than_days(project)?;
+        let older_than = match &args.older_than {
+            Some(text) => parse_age(text)?,
+            None => Duration::from_secs(u64::from(days) * 86_400),
         };
-        let mut out = format!(
-            "{verb} {} task(s) ({} events, {} dependency links) and {} progress note(s) {} {}.\n",
-            data["tasks"].as_array().map_or(0, Vec::len),
-            data["events"],
-            data["dependencies"],
-            data["progress"],
-            if args.restore { "from" } else { "to" },
-            data["archive"].as_str().unwrap_or_default()
-        );
-        let prefix = data["prefix"].as_str().unwrap_or_default();
-        for task in data["tasks"].as_array().into_iter().flatten() {
-            out.push_str(&format!(
-                "  {prefix}-{:04}  {:<9} {}  {}\n",
-                task["number"].as_i64().unwrap_or(0),
-                task["status"].as_str().unwrap_or_default(),
-                task["closed_at"].as_str().unwrap_or("-"),
-                task["title"].as_str().unwrap_or_default()
-            ));
-        }
-        out
+        (
+            archive::prune(project, &path, older_than, mode)?,
+            Some(older_than.as_secs()),
+        )
+    };
+    Ok(Report {
+        moved,
+        older_than_seconds: older_than,
+        dry_run: args.dry_run,
+        archive: path,
+        prefix,
     })
+}
+
+fn human_prune(report: &Report, args: &PruneArgs) -> String {
+    let verb = match (args.restore, args.dry_run) {
+        (false, true) => "Would archive",
+        (false, false) => "Archived",
+        (true, true) => "Would restore",
+        (true, false) => "Restored",
+    };
+    let moved = &report.moved;
+    let mut out = format!(
+        "{verb} {} task(s) ({} events, {} dependency links) and {} progress note(s) {} {}.\n",
+        moved.tasks.len(),
+        moved.events,
+        moved.dependencies,
+        moved.progress,
+        if args.restore { "from" } else { "to" },
+        report.archive.display()
+    );
+    for task in &moved.tasks {
+        out.push_str(&format!(
+            "  {}-{:04}  {:<9} {}  {}\n",
+            report.prefix,
+            task.number,
+            task.status,
+            task.closed_at.as_deref().unwrap_or("-"),
+            task.title
+        ));
+    }
+    out
 }

@@ -5,13 +5,14 @@
 use std::path::Path;
 
 use rusqlite::{params, OptionalExtension, Transaction};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
+use super::archive::{self, Archived};
 use super::{Mode, ProjectError, Result};
 use crate::store::Store;
 
 /// A row of `projects`.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ProjectInfo {
     pub id: i64,
     pub name: String,
@@ -117,7 +118,7 @@ pub fn rename(store: &Store, id: i64, name: &str) -> Result<ProjectInfo> {
 }
 
 /// What one project holds.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Counts {
     pub tasks: TaskCounts,
     /// Dependency links between tasks of the project.
@@ -135,7 +136,7 @@ pub struct Counts {
     pub memory_nodes: i64,
 }
 
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct TaskCounts {
     pub total: i64,
     /// Open with no dependency left undone.
@@ -147,14 +148,14 @@ pub struct TaskCounts {
     pub cancelled: i64,
 }
 
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ProgressCounts {
     pub open: i64,
     pub resolved: i64,
     pub blockers_open: i64,
 }
 
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct DecisionCounts {
     pub total: i64,
     pub proposed: i64,
@@ -259,10 +260,69 @@ pub fn db_bytes(store: &Store) -> Result<i64> {
 }
 
 /// A project forgotten (or, in a dry run, that would be) and what it held.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Forgotten {
     pub project: ProjectInfo,
     pub counts: Counts,
+}
+
+/// What `project prune` did: the projects whose root is gone, forgotten unless a dry run.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Forgetting {
+    /// True when nothing was forgotten, only listed.
+    pub dry_run: bool,
+    pub projects: Vec<Forgotten>,
+}
+
+/// Every project CAR knows.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Listed {
+    pub projects: Vec<ProjectInfo>,
+}
+
+/// A project after its rename.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Renamed {
+    pub project: ProjectInfo,
+}
+
+/// One project with what it holds and what `car prune` archived of it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ProjectStats {
+    pub project: ProjectInfo,
+    pub counts: Counts,
+    pub archived: Archived,
+}
+
+/// What `car stats` reports: each project's counts and the sizes of the two databases.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Stats {
+    pub projects: Vec<ProjectStats>,
+    /// The size of car.db in bytes (see [`db_bytes`]).
+    pub db_bytes: i64,
+    /// The size of archive.db in bytes (0 when there is none).
+    pub archive_bytes: u64,
+}
+
+/// What `project` holds, counted in car.db and in the archive at `archive`.
+pub fn project_stats(store: &Store, archive: &Path, project: ProjectInfo) -> Result<ProjectStats> {
+    Ok(ProjectStats {
+        counts: counts(store, project.id)?,
+        archived: archive::archived(store, archive, project.id)?,
+        project,
+    })
+}
+
+/// The stats of `projects` and the sizes of car.db and of the archive at `archive`.
+pub fn stats(store: &Store, archive: &Path, projects: Vec<ProjectInfo>) -> Result<Stats> {
+    Ok(Stats {
+        projects: projects
+            .into_iter()
+            .map(|project| project_stats(store, archive, project))
+            .collect::<Result<_>>()?,
+        db_bytes: db_bytes(store)?,
+        archive_bytes: std::fs::metadata(archive).map(|m| m.len()).unwrap_or(0),
+    })
 }
 
 /// Forgets every project whose root directory no longer exists: all its rows in every
@@ -274,7 +334,7 @@ pub fn forget_gone(store: &Store, archive: &Path, mode: Mode) -> Result<Vec<Forg
     for project in projects(store)?.into_iter().filter(|p| !p.root_exists) {
         let counts = counts(store, project.id)?;
         if mode == Mode::Apply && !root_exists(&project.root) {
-            super::archive::forget(store, archive, project.id)?;
+            archive::forget(store, archive, project.id)?;
             let id = project.id;
             let root = project.root.clone();
             store.write(|tx| {

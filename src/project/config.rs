@@ -123,9 +123,31 @@ pub fn describe(project: &Project, key: &str) -> Result<Value> {
     })
 }
 
+/// Every known setting of a project.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Settings {
+    /// In the order of [`SETTINGS`].
+    pub settings: Vec<Value>,
+}
+
+/// A setting after `unset`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Unset {
+    /// The setting as it is now: its default.
+    #[serde(flatten)]
+    pub setting: Value,
+    /// Whether a value was stored (and is now removed).
+    pub removed: bool,
+}
+
 /// Every known setting of this project.
-pub fn list(project: &Project) -> Result<Vec<Value>> {
-    SETTINGS.iter().map(|s| describe(project, s.key)).collect()
+pub fn list(project: &Project) -> Result<Settings> {
+    Ok(Settings {
+        settings: SETTINGS
+            .iter()
+            .map(|s| describe(project, s.key))
+            .collect::<Result<_>>()?,
+    })
 }
 
 /// Validates and stores a value; an invalid one writes nothing.
@@ -146,8 +168,8 @@ pub fn set(project: &Project, key: &str, value: &str) -> Result<Value> {
     describe(project, key)
 }
 
-/// Removes a stored value (the default applies again). Says whether one was stored.
-pub fn unset(project: &Project, key: &str) -> Result<bool> {
+/// Removes a stored value (the default applies again); says whether one was stored.
+pub fn unset(project: &Project, key: &str) -> Result<Unset> {
     setting(key)?;
     let removed = project.store.write(|tx| {
         tx.execute(
@@ -155,7 +177,10 @@ pub fn unset(project: &Project, key: &str) -> Result<bool> {
             params![project.id, key],
         )
     })?;
-    Ok(removed > 0)
+    Ok(Unset {
+        setting: describe(project, key)?,
+        removed: removed > 0,
+    })
 }
 
 /// `prune.older_than_days` as a number.
@@ -186,8 +211,9 @@ mod tests {
         assert_eq!(get(&p, "task.prefix").unwrap(), "CTX");
         assert!(set(&p, "task.prefix", "WEB").unwrap().set);
         assert_eq!(get(&p, "task.prefix").unwrap(), "WEB");
-        assert!(unset(&p, "task.prefix").unwrap());
-        assert!(!unset(&p, "task.prefix").unwrap());
+        assert!(unset(&p, "task.prefix").unwrap().removed);
+        let again = unset(&p, "task.prefix").unwrap();
+        assert!(!again.removed && !again.setting.set);
         assert_eq!(get(&p, "task.prefix").unwrap(), "CTX");
         assert_eq!(older_than_days(&p).unwrap(), 30);
     }

@@ -10,11 +10,11 @@
 //! car.db's copy is the current one and the archive's is dropped (see [`drop_shadowed`]).
 
 use std::collections::BTreeSet;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use rusqlite::{params, Connection, Transaction, TransactionBehavior};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use super::{Mode, Project, ProjectError, Result};
 use crate::store::Store;
@@ -44,7 +44,7 @@ fn ids_json(ids: &[i64]) -> String {
 }
 
 /// A task that moved (or would move).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct MovedTask {
     pub id: i64,
     pub number: i64,
@@ -54,7 +54,7 @@ pub struct MovedTask {
 }
 
 /// What a prune or a restore moved (or, in a dry run, would move).
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Moved {
     pub tasks: Vec<MovedTask>,
     pub dependencies: usize,
@@ -62,8 +62,24 @@ pub struct Moved {
     pub progress: usize,
 }
 
+/// What `car prune` (or `car prune --restore`) moved, between car.db and which archive.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Report {
+    #[serde(flatten)]
+    pub moved: Moved,
+    /// How long ago archived rows were closed, at least (absent for a restore).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub older_than_seconds: Option<u64>,
+    /// True when nothing moved: `moved` says what would have.
+    pub dry_run: bool,
+    /// The archive database.
+    pub archive: PathBuf,
+    /// The project's task prefix (task.prefix), for showing task numbers.
+    pub prefix: String,
+}
+
 /// What the archive holds for a project.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Archived {
     pub tasks: i64,
     pub dependencies: i64,
