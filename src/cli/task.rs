@@ -2,11 +2,14 @@
 //! `task_manager` MCP tool runs exactly these commands in-process.
 
 use clap::{Args, Subcommand};
-use serde_json::{json, Value};
+use serde::Serialize;
 
-use super::{open_project, render, Env, Failure, Printed};
+use super::{open_project, render_typed, Env, Failure, Printed};
 use crate::output::table;
-use crate::project::tasks::{parse_priority, Filter, NewTask, Task, TaskDetail, TaskUpdate};
+use crate::project::import::Imported;
+use crate::project::tasks::{
+    parse_priority, DependencyChange, Filter, NewTask, Task, TaskDetail, TaskStatus, TaskUpdate,
+};
 use crate::project::Project;
 
 const TASK_HELP: &str = "\
@@ -177,96 +180,113 @@ fn command_name(command: &TaskCommand) -> &'static str {
     }
 }
 
-fn to_value<T: serde::Serialize>(value: &T) -> Value {
-    serde_json::to_value(value).unwrap_or(Value::Null)
+/// What a task command did, each by its own type (serialized as that type alone).
+#[derive(Serialize)]
+#[serde(untagged)]
+enum Done {
+    Tasks(Vec<Task>),
+    Task(Task),
+    Detail(TaskDetail),
+    Imported(Imported),
+    Dependency(DependencyChange),
 }
 
-fn task_rows(tasks: &[Value]) -> String {
+impl Done {
+    fn render(&self) -> String {
+        match self {
+            Done::Tasks(tasks) => task_rows(tasks),
+            Done::Task(task) => one_task(task),
+            Done::Detail(detail) => human_detail(detail),
+            Done::Imported(imported) => format!(
+                "Imported {} task(s) ({} to {}) with {} dependencies.\n",
+                imported.created,
+                imported.first.as_deref().unwrap_or("-"),
+                imported.last.as_deref().unwrap_or("-"),
+                imported.dependencies
+            ),
+            Done::Dependency(change) => format!(
+                "{}: {}",
+                if change.changed {
+                    "updated"
+                } else {
+                    "unchanged"
+                },
+                one_task(&change.task)
+            ),
+        }
+    }
+}
+
+fn task_rows(tasks: &[Task]) -> String {
     if tasks.is_empty() {
         return "no tasks\n".into();
     }
     let rows: Vec<Vec<String>> = tasks
         .iter()
         .map(|t| {
-            let text = |k: &str| t[k].as_str().unwrap_or("").to_string();
-            let mut status = text("status");
-            if let Some(by) = t["claimedBy"].as_str() {
+            let mut status = t.status.to_string();
+            if let Some(by) = &t.claimed_by {
                 status = format!("{status} ({by})");
             }
-            if t["waitingOn"].as_i64().unwrap_or(0) > 0 && text("status") == "open" {
-                status = format!("waiting on {}", t["waitingOn"]);
+            if t.waiting_on > 0 && t.status == TaskStatus::Open {
+                status = format!("waiting on {}", t.waiting_on);
             }
-            let labels: Vec<&str> = t["labels"]
-                .as_array()
-                .into_iter()
-                .flatten()
-                .filter_map(Value::as_str)
-                .collect();
             vec![
-                text("displayId"),
-                text("priority"),
+                t.display_id.clone(),
+                t.priority.clone(),
                 status,
-                text("title"),
-                labels.join(","),
+                t.title.clone(),
+                t.labels.join(","),
             ]
         })
         .collect();
     table(&["ID", "PRI", "STATUS", "TITLE", "LABELS"], &rows)
 }
 
-fn one_task(data: &Value) -> String {
+fn one_task(task: &Task) -> String {
     let mut out = format!(
         "{} [{}] {} — {}",
-        data["displayId"].as_str().unwrap_or(""),
-        data["priority"].as_str().unwrap_or(""),
-        data["status"].as_str().unwrap_or(""),
-        data["title"].as_str().unwrap_or("")
+        task.display_id, task.priority, task.status, task.title
     );
-    if let Some(by) = data["claimedBy"].as_str() {
+    if let Some(by) = &task.claimed_by {
         out.push_str(&format!(" (claimed by {by})"));
     }
-    if let Some(reason) = data["blockedReason"].as_str() {
+    if let Some(reason) = &task.blocked_reason {
         out.push_str(&format!("\n  blocked: {reason}"));
     }
     out.push('\n');
     out
 }
 
-fn detail(data: &Value) -> String {
-    let mut out = one_task(data);
-    if let Some(d) = data["description"].as_str().filter(|d| !d.is_empty()) {
-        out.push_str(&format!("\n{d}\n"));
+fn human_detail(detail: &TaskDetail) -> String {
+    let mut out = one_task(&detail.task);
+    if !detail.description.is_empty() {
+        out.push_str(&format!("\n{}\n", detail.description));
     }
-    for (key, title) in [
-        ("dependsOn", "Waits for"),
-        ("blocks", "Blocks"),
-        ("children", "Children"),
+    for (links, title) in [
+        (&detail.depends_on, "Waits for"),
+        (&detail.blocks, "Blocks"),
+        (&detail.children, "Children"),
     ] {
-        let links = data[key].as_array().cloned().unwrap_or_default();
         if !links.is_empty() {
             out.push_str(&format!("\n{title}:\n"));
             for l in links {
-                out.push_str(&format!(
-                    "  {} [{}] {}\n",
-                    l["displayId"].as_str().unwrap_or(""),
-                    l["status"].as_str().unwrap_or(""),
-                    l["title"].as_str().unwrap_or("")
-                ));
+                out.push_str(&format!("  {} [{}] {}\n", l.display_id, l.status, l.title));
             }
         }
     }
     out.push_str("\nHistory:\n");
-    for e in data["events"].as_array().into_iter().flatten() {
+    for e in &detail.events {
         out.push_str(&format!(
             "  {}  {}{}{}\n",
-            e["at"].as_str().unwrap_or(""),
-            e["event"].as_str().unwrap_or(""),
-            e["actor"]
-                .as_str()
+            e.at,
+            e.event,
+            e.actor
+                .as_deref()
                 .map(|a| format!(" by {a}"))
                 .unwrap_or_default(),
-            e["detail"]
-                .as_str()
+            e.detail
+                .as_deref()
                 .map(|d| format!(": {d}"))
                 .unwrap_or_default()
         ));
@@ -274,15 +294,7 @@ fn detail(data: &Value) -> String {
     out
 }
 
-fn task_json(task: &Task) -> Value {
-    to_value(task)
-}
-
-fn detail_json(detail: &TaskDetail) -> Value {
-    to_value(detail)
-}
-
-fn run_command(project: &Project, command: &TaskCommand) -> Result<Value, Failure> {
+fn run_command(project: &Project, command: &TaskCommand) -> Result<Done, Failure> {
     Ok(match command {
         TaskCommand::List {
             status,
@@ -290,16 +302,13 @@ fn run_command(project: &Project, command: &TaskCommand) -> Result<Value, Failur
             claimed_by,
             parent,
             limit,
-        } => {
-            let tasks = project.list_tasks(&Filter {
-                status: status.clone(),
-                label: label.clone(),
-                claimed_by: claimed_by.clone(),
-                parent: parent.clone(),
-                limit: *limit,
-            })?;
-            Value::Array(tasks.iter().map(task_json).collect())
-        }
+        } => Done::Tasks(project.list_tasks(&Filter {
+            status: status.clone(),
+            label: label.clone(),
+            claimed_by: claimed_by.clone(),
+            parent: parent.clone(),
+            limit: *limit,
+        })?),
         TaskCommand::Create {
             title,
             description,
@@ -308,7 +317,7 @@ fn run_command(project: &Project, command: &TaskCommand) -> Result<Value, Failur
             parent,
             depends_on,
             agent,
-        } => task_json(&project.create_task(
+        } => Done::Task(project.create_task(
             NewTask {
                 title: title.clone(),
                 description: description.clone(),
@@ -330,7 +339,7 @@ fn run_command(project: &Project, command: &TaskCommand) -> Result<Value, Failur
             no_parent,
             status,
             agent,
-        } => task_json(&project.update_task(
+        } => Done::Task(project.update_task(
             id,
             TaskUpdate {
                 title: title.clone(),
@@ -348,29 +357,27 @@ fn run_command(project: &Project, command: &TaskCommand) -> Result<Value, Failur
             Some(&agent.id()),
         )?),
         TaskCommand::Claim { id, agent } => {
-            task_json(&project.claim_task(id.as_deref(), &agent.id())?)
+            Done::Task(project.claim_task(id.as_deref(), &agent.id())?)
         }
         TaskCommand::Complete { id, note, agent } => {
-            task_json(&project.complete_task(id, Some(&agent.id()), note.as_deref())?)
+            Done::Task(project.complete_task(id, Some(&agent.id()), note.as_deref())?)
         }
         TaskCommand::Block { id, reason, agent } => {
-            task_json(&project.block_task(id, reason, Some(&agent.id()))?)
+            Done::Task(project.block_task(id, reason, Some(&agent.id()))?)
         }
         TaskCommand::Unblock { id, agent } => {
-            task_json(&project.unblock_task(id, Some(&agent.id()))?)
+            Done::Task(project.unblock_task(id, Some(&agent.id()))?)
         }
-        TaskCommand::Show { id } => detail_json(&project.task_detail(id)?),
+        TaskCommand::Show { id } => Done::Detail(project.task_detail(id)?),
         TaskCommand::Import { file, agent } => {
             let text = super::read_input(file)?;
-            to_value(&project.import_tasks(&text, Some(&agent.id()))?)
+            Done::Imported(project.import_tasks(&text, Some(&agent.id()))?)
         }
         TaskCommand::Dep(DepCommand::Add { id, on, agent }) => {
-            let (task, added) = project.add_dependency(id, on, Some(&agent.id()))?;
-            json!({"task": task_json(&task), "changed": added})
+            Done::Dependency(project.add_dependency(id, on, Some(&agent.id()))?)
         }
         TaskCommand::Dep(DepCommand::Remove { id, on, agent }) => {
-            let (task, removed) = project.remove_dependency(id, on, Some(&agent.id()))?;
-            json!({"task": task_json(&task), "changed": removed})
+            Done::Dependency(project.remove_dependency(id, on, Some(&agent.id()))?)
         }
     })
 }
@@ -379,24 +386,5 @@ fn run_command(project: &Project, command: &TaskCommand) -> Result<Value, Failur
 pub(crate) fn execute(env: &Env, command: TaskCommand) -> Printed {
     let name = command_name(&command);
     let result = open_project(env).and_then(|project| run_command(&project, &command));
-    render(env.json, name, result, |data| match &command {
-        TaskCommand::List { .. } => task_rows(data.as_array().map(Vec::as_slice).unwrap_or(&[])),
-        TaskCommand::Show { .. } => detail(data),
-        TaskCommand::Import { .. } => format!(
-            "Imported {} task(s) ({} to {}) with {} dependencies.\n",
-            data["created"],
-            data["first"].as_str().unwrap_or("-"),
-            data["last"].as_str().unwrap_or("-"),
-            data["dependencies"]
-        ),
-        TaskCommand::Dep(_) => {
-            let verb = if data["changed"] == true {
-                "updated"
-            } else {
-                "unchanged"
-            };
-            format!("{verb}: {}", one_task(&data["task"]))
-        }
-        _ => one_task(data),
-    })
+    render_typed(env.json, name, result, Done::render)
 }

@@ -4,7 +4,7 @@
 
 use rusqlite::{params, Transaction};
 
-use super::{display, event, load, prefix, resolved, status_of, task_id, Task};
+use super::{display, event, load, prefix, resolved, status_of, task_id, DependencyChange};
 use crate::project::{Project, ProjectError, Result};
 
 /// The path from `from` to `to` along dependencies, if any (breadth-first, so the shortest).
@@ -113,23 +113,24 @@ pub(super) fn remove_dep(tx: &Transaction<'_>, task: i64, on: i64) -> Result<boo
 }
 
 impl Project {
-    /// `task` depends on `on` (refused when it would close a cycle). Returns whether it is new.
+    /// `task` depends on `on` (refused when it would close a cycle); `changed` says whether it
+    /// is new.
     pub fn add_dependency(
         &self,
         task: &str,
         on: &str,
         actor: Option<&str>,
-    ) -> Result<(Task, bool)> {
+    ) -> Result<DependencyChange> {
         self.change_dependency(task, on, actor, "dependency added", add_dep)
     }
 
-    /// Removes a dependency. Returns whether there was one.
+    /// Removes a dependency; `changed` says whether there was one.
     pub fn remove_dependency(
         &self,
         task: &str,
         on: &str,
         actor: Option<&str>,
-    ) -> Result<(Task, bool)> {
+    ) -> Result<DependencyChange> {
         self.change_dependency(task, on, actor, "dependency removed", |tx, _, id, dep| {
             remove_dep(tx, id, dep)
         })
@@ -143,7 +144,7 @@ impl Project {
         actor: Option<&str>,
         what: &str,
         change: impl FnOnce(&Transaction<'_>, i64, i64, i64) -> Result<bool>,
-    ) -> Result<(Task, bool)> {
+    ) -> Result<DependencyChange> {
         let project = self.id;
         let (id, changed) = self.store.write(|tx| -> Result<(i64, bool)> {
             let id = task_id(tx, project, task)?;
@@ -155,6 +156,9 @@ impl Project {
             }
             Ok((id, changed))
         })?;
-        Ok((load(&self.store.conn(), self.id, id)?, changed))
+        Ok(DependencyChange {
+            task: load(&self.store.conn(), self.id, id)?,
+            changed,
+        })
     }
 }

@@ -13,7 +13,7 @@
 //! - Every change is recorded in `task_events` (who, what, when): `task show` prints it.
 
 use rusqlite::{params, OptionalExtension, Row, Transaction};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use super::{Project, ProjectError, Result};
 use crate::store::now;
@@ -25,7 +25,7 @@ const MAX_TITLE_CHARS: usize = 500;
 
 /// A task's status as every face shows it: the stored one, or `ready` for an open task whose
 /// dependencies are all done (derived in one place, [`TaskStatus::shown`]).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum TaskStatus {
     Open,
@@ -81,7 +81,7 @@ impl PartialEq<&str> for TaskStatus {
 }
 
 /// One task as every face shows it.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Task {
     #[serde(rename = "displayId")]
     pub display_id: String,
@@ -137,6 +137,15 @@ pub struct Event {
     pub actor: Option<String>,
     pub event: String,
     pub detail: Option<String>,
+}
+
+/// What adding or removing a dependency did.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct DependencyChange {
+    /// The task that waits (or no longer waits), as it is now.
+    pub task: Task,
+    /// False when there was nothing to do: the dependency existed (add) or did not (remove).
+    pub changed: bool,
 }
 
 /// What `create` needs.
