@@ -33,7 +33,7 @@ pub use mcp::McpServer;
 pub use memory::{
     AssembledContext, ContextMode, ContextRequest, Deleted as DeletedEntry, EntryScope, EntryView,
     EvaluationCase, InterveneRequest, Intervention, Kind, Memory, MemoryError, NewEntry, Note,
-    QueryHit, Recall, StatusSlot, Trigger, Written, OUTDATED_MARK,
+    QueryHit, Recall, StatusSlot, Trigger, Written, MIN_GROUNDING, OUTDATED_MARK,
 };
 pub use output::{failure as envelope_failure, success as envelope_success};
 pub use plan::{

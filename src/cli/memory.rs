@@ -366,8 +366,8 @@ fn human_query(recall: &Recall) -> String {
     let mut out = String::new();
     for hit in &recall.results {
         out.push_str(&format!(
-            "{:.3}  [{}] {}: {}\n",
-            hit.activation, hit.id, hit.subject, hit.body
+            "{:.3}  [{}] {}: {}\n       why: {}\n",
+            hit.activation, hit.id, hit.subject, hit.body, hit.why
         ));
     }
     out

@@ -50,6 +50,8 @@ pub struct Index {
     out: Vec<Vec<Link>>,
     inc: Vec<Vec<Link>>,
     live: usize,
+    /// Terms posted over all live nodes (for the average entry length).
+    posted_terms: usize,
     /// Current nodes per (project, tenant, kind), so counts never scan the graph.
     current: HashMap<(Option<i64>, String, Kind), usize>,
 }
@@ -298,6 +300,7 @@ impl Index {
     }
 
     fn post(&mut self, slot: u32, terms: &[String]) {
+        self.posted_terms += terms.len();
         for term in terms {
             // Look up before inserting: a term seen before costs no allocation.
             match self.postings.get_mut(term.as_str()) {
@@ -327,6 +330,7 @@ impl Index {
         let Some(Some(node)) = self.slots.get(slot as usize) else {
             return;
         };
+        self.posted_terms = self.posted_terms.saturating_sub(node.terms.len());
         for term in node.terms.clone() {
             if let Some(list) = self.postings.get_mut(&term) {
                 list.retain(|&s| s != slot);
@@ -425,6 +429,11 @@ impl Index {
             Some(project) => count(Some(project)) + count(None),
             None => count(None),
         }
+    }
+
+    /// The average number of distinct terms of a live node (at least 1).
+    pub fn average_terms(&self) -> f64 {
+        (self.posted_terms as f64 / self.live.max(1) as f64).max(1.0)
     }
 
     pub fn live(&self) -> usize {

@@ -23,7 +23,7 @@ use serde::Serialize;
 pub use context::{effective_budget, AssembledContext, ContextMode, ContextRequest, OUTDATED_MARK};
 pub use model::{Kind, Node, Scope};
 pub use notes::Note;
-pub use proactive::{EvaluationCase, InterveneRequest, Intervention, Trigger};
+pub use proactive::{EvaluationCase, InterveneRequest, Intervention, Trigger, MIN_GROUNDING};
 pub use tools::{EntryScope, EntryView, Recall};
 
 /// Every memory tool, and the unlisted operations MCP serves as its prompt and resources.
@@ -63,6 +63,42 @@ pub struct QueryHit {
     pub body: String,
     pub kind: Kind,
     pub activation: f64,
+    /// Why it came back.
+    pub why: Why,
+}
+
+/// Why an entry came back for a query.
+#[derive(Debug, Clone, PartialEq, Serialize, serde::Deserialize, schemars::JsonSchema)]
+pub struct Why {
+    /// The query's terms the entry matches (exactly, by stem, or inside a longer term).
+    pub matched: Vec<String>,
+    /// The entry it was reached through, when that path beat its own match.
+    pub via: Option<ViaEntry>,
+}
+
+/// The entry a result was reached through, and what ties the two.
+#[derive(Debug, Clone, PartialEq, Serialize, serde::Deserialize, schemars::JsonSchema)]
+pub struct ViaEntry {
+    pub id: String,
+    pub subject: String,
+    /// The named thing both mention ("falcon"), or the link between them ("depends_on").
+    pub through: String,
+}
+
+impl std::fmt::Display for Why {
+    /// `matched invoice, rendering · via fact-12 "falcon"`
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        if !self.matched.is_empty() {
+            write!(f, "matched {}", self.matched.join(", "))?;
+        }
+        if let Some(via) = &self.via {
+            if !self.matched.is_empty() {
+                write!(f, " · ")?;
+            }
+            write!(f, "via {} \"{}\"", via.id, via.through)?;
+        }
+        Ok(())
+    }
 }
 
 /// The memory of one project (plus global entries), backed by the shared store.
@@ -243,12 +279,28 @@ impl Memory {
             retrieve::retrieve(index, query, &filter, k)
                 .into_iter()
                 .filter_map(|hit| {
-                    index.node(hit.slot).map(|n| QueryHit {
+                    let n = index.node(hit.slot)?;
+                    let via = hit.via.as_ref().and_then(|via| {
+                        let through = index.node(via.slot)?;
+                        Some(ViaEntry {
+                            id: through.id.clone(),
+                            subject: through.subject.clone(),
+                            through: match &via.bridge {
+                                retrieve::Bridge::Term(term) => term.clone(),
+                                retrieve::Bridge::Link(kind) => kind.as_str().to_string(),
+                            },
+                        })
+                    });
+                    Some(QueryHit {
                         id: n.id.clone(),
                         subject: n.subject.clone(),
                         body: n.body.clone(),
                         kind: n.kind,
                         activation: (hit.activation * 10_000.0).round() / 10_000.0,
+                        why: Why {
+                            matched: retrieve::matched_terms(index, query, n),
+                            via,
+                        },
                     })
                 })
                 .collect()
@@ -587,5 +639,115 @@ mod tests {
         let bad = NewEntry::new(Kind::Pattern, "c", " ");
         assert!(memory.write_entries(vec![good, bad]).is_err());
         assert_eq!(memory.entry_count("").unwrap(), 0);
+    }
+
+    /// Distractors that share the question's words (and, some, the bridge's name) but not the
+    /// named thing that ties the question to its answer.
+    fn bridge_memory() -> (Memory, String, String) {
+        let memory = Memory::in_memory().unwrap();
+        let words = [
+            "worker",
+            "invoice",
+            "rendering",
+            "depends",
+            "runtime",
+            "queue",
+            "retries",
+            "cache",
+            "export",
+            "ledger",
+            "payout",
+            "schema",
+            "deploy",
+            "alerts",
+            "tokens",
+            "cluster",
+            "latency",
+            "budget",
+            "staging",
+            "metrics",
+            "logs",
+            "config",
+            "release",
+            "tests",
+        ];
+        let n = words.len();
+        let mut entries: Vec<NewEntry> = (0..2000)
+            .map(|i| {
+                let (a, b, c) = (words[i % n], words[(i / n) % n], words[(i / 7) % n]);
+                let extra = if i % 397 == 0 {
+                    " The Falcon room is booked."
+                } else {
+                    ""
+                };
+                NewEntry::new(
+                    Kind::Pattern,
+                    &format!("note {i}"),
+                    &format!("The {a} {b} {c} batch number {i} was tuned.{extra}"),
+                )
+            })
+            .collect();
+        entries.push(NewEntry::new(
+            Kind::Pattern,
+            "invoice rendering worker codename",
+            "Falcon is the codename of the invoice rendering worker.",
+        ));
+        entries.push(NewEntry::new(
+            Kind::Pattern,
+            "Falcon stack",
+            "Falcon runs headless Chromium and needs assets/fonts embedded.",
+        ));
+        let written = memory.write_entries(entries).unwrap();
+        let bridge = written[written.len() - 2].id.clone();
+        let answer = written[written.len() - 1].id.clone();
+        (memory, bridge, answer)
+    }
+
+    #[test]
+    fn a_fact_is_found_through_the_named_thing_that_bridges_it_to_the_question() {
+        let (memory, bridge, answer) = bridge_memory();
+        let hits = memory
+            .query(
+                "what does the invoice rendering worker depend on at runtime?",
+                "",
+                5,
+            )
+            .unwrap();
+        let Some(found) = hits.iter().find(|h| h.id == answer) else {
+            panic!("the answer is not in the top 5: {hits:#?}");
+        };
+        assert!(found.why.matched.is_empty(), "{:?}", found.why);
+        let via = found.why.via.as_ref().expect("reached through the bridge");
+        assert_eq!(
+            (via.id.as_str(), via.through.as_str()),
+            (bridge.as_str(), "falcon")
+        );
+        assert_eq!(found.why.to_string(), format!("via {bridge} \"falcon\""));
+        let direct = hits
+            .iter()
+            .find(|h| h.id == bridge)
+            .expect("the bridge is in the top 5");
+        assert_eq!(direct.why.matched, ["invoice", "rendering", "worker"]);
+        assert!(direct.why.via.is_none());
+    }
+
+    #[test]
+    fn a_reminder_stays_silent_when_no_entry_is_about_the_request() {
+        let (memory, bridge, _) = bridge_memory();
+        let mut request = InterveneRequest {
+            query: Some("write a haiku about autumn".into()),
+            ..InterveneRequest::default()
+        };
+        request.trigger.tool_error = true;
+        let silent = memory.intervene(&request).unwrap();
+        assert_eq!(silent.decision, proactive::Choice::Silent);
+        assert!(
+            silent.reason.as_deref().unwrap_or("").contains("no"),
+            "{silent:?}"
+        );
+        request.query = Some("about to edit the invoice rendering worker config".into());
+        let reminded = memory.intervene(&request).unwrap();
+        assert_eq!(reminded.decision, proactive::Choice::Inject, "{reminded:?}");
+        assert_eq!(reminded.selected.map(|s| s.id), Some(bridge));
     }
 }

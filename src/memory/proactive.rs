@@ -10,8 +10,11 @@ use super::model::{Kind, Scope};
 use super::retrieve::{self, Filter, Hit};
 use super::{Memory, Result};
 
-/// A reminder is injected only when the best candidate is at least this activated.
-const MIN_ACTIVATION: f64 = 0.35;
+/// A reminder is injected only for an entry at least this grounded in the request (the share
+/// of the request's term weight it matches, see `retrieve::grounding`). Calibrated on labelled
+/// requests (`cargo bench --bench recall` prints the sweep): the lowest threshold at which
+/// precision reaches 0.9 on the calibration set.
+pub const MIN_GROUNDING: f64 = 0.35;
 
 /// What just happened that may warrant a reminder.
 #[derive(Debug, Clone, Default, Deserialize, JsonSchema)]
@@ -116,6 +119,9 @@ pub struct CandidateView {
     pub kind: Kind,
     /// Retrieval activation, weighted by the trigger.
     pub activation: f64,
+    /// The share of the request's term weight this entry matches, in [0, 1]; a reminder needs
+    /// at least `min_grounding`.
+    pub grounding: f64,
 }
 
 /// The entry a reminder shows.
@@ -191,7 +197,7 @@ struct Candidate {
     kind: Kind,
     injections: i64,
     score: f64,
-    grounded: bool,
+    grounding: f64,
 }
 
 struct Decision {
@@ -236,7 +242,7 @@ fn decide(index: &Index, scope: &Scope, request: &InterveneRequest) -> Decision 
                 kind: node.kind,
                 injections: node.injections,
                 score: (score * 10_000.0).round() / 10_000.0,
-                grounded: hit.keyword > 0.0,
+                grounding: (retrieve::grounding(index, &text, node) * 10_000.0).round() / 10_000.0,
             })
         })
         .collect();
@@ -249,10 +255,7 @@ fn decide(index: &Index, scope: &Scope, request: &InterveneRequest) -> Decision 
             candidates,
         };
     }
-    match candidates
-        .iter()
-        .position(|c| c.grounded && c.score >= MIN_ACTIVATION)
-    {
+    match candidates.iter().position(|c| c.grounding >= MIN_GROUNDING) {
         Some(i) => Decision {
             chosen: Some(i),
             reason: None,
@@ -263,7 +266,11 @@ fn decide(index: &Index, scope: &Scope, request: &InterveneRequest) -> Decision 
             reason: Some(if candidates.is_empty() {
                 "no remembered entry matches the request".into()
             } else {
-                "no candidate is grounded in the request strongly enough to interrupt".into()
+                format!(
+                    "no entry is about this request: the best matches {:.0}% of its terms' weight, a reminder needs {:.0}%",
+                    candidates.iter().map(|c| c.grounding).fold(0.0, f64::max) * 100.0,
+                    MIN_GROUNDING * 100.0
+                )
             }),
             candidates,
         },
@@ -276,6 +283,7 @@ fn candidate_view(c: &Candidate) -> CandidateView {
         subject: c.subject.clone(),
         kind: c.kind,
         activation: c.score,
+        grounding: c.grounding,
     }
 }
 

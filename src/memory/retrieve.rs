@@ -1,33 +1,80 @@
-//! Retrieval: IDF-weighted seed terms (exact 3×, stem 2×, substring 1×), then personalized
-//! PageRank from the seeds over the typed, weighted links, so an entry that shares no word with
-//! the query is still found through the entries that connect them. Deterministic: ties break
-//! toward the newer entry.
+//! Retrieval, in two steps.
+//!
+//! 1. **Terms.** The query's terms find entries: an exact match weighs 3 × its IDF, a stem match
+//!    2 ×, a substring of a longer term (only for a term that matches nothing else) 1 ×; rare
+//!    terms weigh more. Each entry's sum is scaled by BM25's length norm (`k1` = 1.2, `b` = 0.75
+//!    over distinct terms), so a short fact about the thing outranks a long note that mentions
+//!    it in passing. The best [`PHRASE_CANDIDATES`] then gain, for each pair of adjacent query
+//!    terms they also write side by side ("invoice rendering", "rendering worker"), the two
+//!    terms' weight × [`PHRASE`]: the entry that names the very thing asked about outranks
+//!    one that has its words scattered. Scores are divided by the best one: the best has 1.
+//! 2. **Bridges.** The best matches (up to [`MAX_SEEDS`], each at least [`SEED_FLOOR`]) pass
+//!    their score on through the *named things* they mention that the query does not — a
+//!    codename, a team, a vendor, a repository, a file path, an identifier: any term in at most
+//!    [`BRIDGE_MAX_DF`] entries, weighted by its rarity and more when it is written as a name
+//!    (a capital, a digit, a `/`, `_`, `-` or `.` inside) — and through the entry's explicit
+//!    links (depends_on, triggers, …). An entry reached so scores `seed × BRIDGE × strength`
+//!    and remembers the path (`via fact-12 "falcon"`); an entry only mentioning the named thing
+//!    in its body, not its subject, gets [`MENTION`] of that. Common words never bridge, so a
+//!    fact reached through a strong bridge outranks facts that only share the question's words.
+//!
+//! An entry's activation is the stronger of its two scores plus a fifth of the weaker; entries
+//! derived from a superseded premise are ranked lower ([`STALE_PENALTY`]). This is HippoRAG's
+//! idea (a walk seeded by the query over an entity–passage graph, passages scored by the mass
+//! their entities bring) cut to the two hops that matter and scored by the strongest path, not
+//! by the sum of every path: it is deterministic, explains each result, and costs a few
+//! thousand posting visits per query. Ties break toward the newer entry.
 
 use foldhash::{HashMap, HashMapExt};
 
 use super::index::Index;
-use super::model::{Kind, Scope};
+use super::model::{EdgeKind, Kind, Node, Scope};
 use super::text;
 
-/// Retrieval parameters (reference values of memgine's `score_facts`).
-const DAMPING: f64 = 0.5;
-const MAX_SEEDS: usize = 8;
-const SEED_CAP: f64 = 0.4;
-const MAX_ITERATIONS: usize = 30;
-const EPSILON: f64 = 1e-6;
-const MAX_HOPS: usize = 2;
-const MAX_SUBGRAPH: usize = 2_000;
-const SUBSTRING_TERMS: usize = 16;
+/// How many of the best term matches pass their score on.
+pub const MAX_SEEDS: usize = 8;
+/// A match below this fraction of the best one passes nothing on.
+pub const SEED_FLOOR: f64 = 0.35;
+/// A term in more entries than this is a common word, not a named thing: it never bridges.
+pub const BRIDGE_MAX_DF: usize = 64;
+/// The share of a seed's score that crosses the strongest possible bridge.
+pub const BRIDGE: f64 = 1.0;
+/// The share of a bridge's score an entry gets when only its body mentions the named thing.
+pub const MENTION: f64 = 0.75;
 /// Entries that depend on a superseded premise are ranked lower.
 const STALE_PENALTY: f64 = 0.7;
+const SUBSTRING_TERMS: usize = 16;
+/// How many of the best term matches are checked for the query's adjacent pairs.
+pub const PHRASE_CANDIDATES: usize = 64;
+/// The share of a pair's exact-match weight an entry gains for writing the pair side by side.
+pub const PHRASE: f64 = 0.5;
+/// BM25's length parameters.
+const K1: f64 = 1.2;
+const B: f64 = 0.75;
+
+/// How an entry was reached through another.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Via {
+    /// The entry that passed its score on.
+    pub slot: u32,
+    /// The named thing both mention, or the link between them.
+    pub bridge: Bridge,
+}
+
+/// What connects an entry to the one that reached it.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Bridge {
+    Term(String),
+    Link(EdgeKind),
+}
 
 /// One ranked entry.
 #[derive(Debug, Clone)]
 pub struct Hit {
     pub slot: u32,
     pub activation: f64,
-    /// How strongly the entry matched the query's own terms (0 when found only by the walk).
-    pub keyword: f64,
+    /// The strongest bridge that reached it, when that beat its own match.
+    pub via: Option<Via>,
 }
 
 /// Which nodes a retrieval may return.
@@ -82,7 +129,9 @@ pub fn keyword_scores(index: &Index, query: &str, filter: &Filter<'_>) -> Vec<(u
                 .stem_postings(&index.stem(&t))
                 .len()
                 .max(index.postings(&t).len());
-            (t, df)
+            // A term only found inside longer ones ("each" in "reach") comes last: its
+            // fragments must not fill the candidates before the terms that really match.
+            (t, if df == 0 { usize::MAX } else { df })
         })
         .collect();
     // Rare terms first: they find the candidates; common ones mostly add to them.
@@ -192,10 +241,15 @@ fn score_terms(
             }
         }
     }
+    let average = index.average_terms();
     candidates
         .into_iter()
         .filter(|&slot| score[slot as usize] > 0.0)
-        .map(|slot| (slot, score[slot as usize]))
+        .map(|slot| {
+            let length = index.node(slot).map_or(average, |n| n.terms.len() as f64);
+            let norm = (K1 + 1.0) / (1.0 + K1 * (1.0 - B + B * length / average));
+            (slot, score[slot as usize] * norm)
+        })
         .collect()
 }
 
@@ -207,161 +261,253 @@ fn by_rank(a: &(u32, f64), b: &(u32, f64)) -> std::cmp::Ordering {
 /// The top `k` entries for a query, most activated first.
 pub fn retrieve(index: &Index, query: &str, filter: &Filter<'_>, k: usize) -> Vec<Hit> {
     let mut keyword = keyword_scores(index, query, filter);
-    if keyword.is_empty() {
+    if keyword.is_empty() || k == 0 {
         return Vec::new();
     }
-    let max_keyword = keyword.iter().map(|c| c.1).fold(0.0, f64::max);
-    // Seeds: the best few keyword matches.
+    phrase_bonus(index, query, &mut keyword);
+    let best = keyword.iter().map(|c| c.1).fold(0.0, f64::max);
+    for c in &mut keyword {
+        c.1 /= best;
+    }
     let seed_count = MAX_SEEDS.min(keyword.len());
     keyword.select_nth_unstable_by(seed_count - 1, by_rank);
-    let mut seeds: Vec<(u32, f64)> = keyword[..seed_count].to_vec();
-    seeds.sort_by(by_rank);
-    let ppr = personalized_pagerank(index, &seeds, filter);
-    let max_ppr = ppr.iter().map(|p| p.1).fold(0.0, f64::max);
-
-    // Blend so an entry both matched and connected outranks one that is only either.
-    let mut activation: HashMap<u32, (f64, f64)> =
-        HashMap::with_capacity(keyword.len() + ppr.len());
-    for &(slot, score) in &keyword {
-        activation.insert(slot, (score / max_keyword, score));
-    }
-    if max_ppr > 0.0 {
-        for &(slot, score) in &ppr {
-            let walked = score / max_ppr;
-            let entry = activation.entry(slot).or_insert((0.0, 0.0));
-            entry.0 = entry.0.max(walked) * 0.8 + entry.0.min(walked) * 0.2;
-        }
-    }
-    let mut ranked: Vec<(u32, f64)> = activation
+    let mut seeds: Vec<(u32, f64)> = keyword[..seed_count]
         .iter()
-        .map(|(&slot, &(act, _))| {
-            let stale = index.node(slot).is_some_and(|n| n.needs_review());
+        .copied()
+        .filter(|s| s.1 >= SEED_FLOOR)
+        .collect();
+    seeds.sort_by(by_rank);
+    let bridged = bridges(index, query, &seeds, filter);
+
+    let mut scores: HashMap<u32, (f64, f64, Option<Via>)> =
+        HashMap::with_capacity(keyword.len() + bridged.len());
+    for &(slot, score) in &keyword {
+        scores.insert(slot, (score, 0.0, None));
+    }
+    for (slot, (score, via)) in bridged {
+        let entry = scores.entry(slot).or_insert((0.0, 0.0, None));
+        entry.1 = score;
+        entry.2 = Some(via);
+    }
+    let mut ranked: Vec<(u32, f64)> = scores
+        .iter()
+        .map(|(&slot, &(own, walked, _))| {
+            let act = own.max(walked) + 0.2 * own.min(walked);
+            let stale = index.node(slot).is_some_and(Node::needs_review);
             (slot, if stale { act * STALE_PENALTY } else { act })
         })
         .filter(|h| h.1 > 1e-9)
         .collect();
-    if ranked.len() > k && k > 0 {
+    if ranked.len() > k {
         ranked.select_nth_unstable_by(k - 1, by_rank);
         ranked.truncate(k);
     }
     ranked.sort_by(by_rank);
-    ranked.truncate(k);
     ranked
         .into_iter()
-        .map(|(slot, act)| Hit {
-            slot,
-            activation: act,
-            keyword: activation.get(&slot).map(|a| a.1).unwrap_or(0.0),
+        .map(|(slot, activation)| {
+            let (own, walked, via) = scores.remove(&slot).unwrap_or((0.0, 0.0, None));
+            Hit {
+                slot,
+                activation,
+                via: via.filter(|_| walked > own),
+            }
         })
         .collect()
 }
 
-/// PPR restricted to the admitted nodes within [`MAX_HOPS`] of the seeds.
-fn personalized_pagerank(
-    index: &Index,
-    seeds: &[(u32, f64)],
-    filter: &Filter<'_>,
-) -> Vec<(u32, f64)> {
-    let admit = Admit::new(index, filter);
-    // The reset vector: seed weights normalized, each capped, renormalized.
-    let total: f64 = seeds.iter().map(|s| s.1).sum();
-    let mut reset: Vec<(u32, f64)> = seeds
-        .iter()
-        .map(|&(slot, w)| (slot, (w / total).min(SEED_CAP)))
+/// Adds to the best matches the weight of the query's adjacent term pairs they write side by
+/// side (see the module docs).
+fn phrase_bonus(index: &Index, query: &str, keyword: &mut [(u32, f64)]) {
+    let asked: Vec<String> = text::sequence(query).collect();
+    if asked.len() < 2 {
+        return;
+    }
+    let weight = |term: &str| 3.0 * index.idf(index.postings(term).len());
+    let pairs: Vec<(&str, &str, f64)> = asked
+        .windows(2)
+        .filter(|w| w[0] != w[1])
+        .map(|w| {
+            (
+                w[0].as_str(),
+                w[1].as_str(),
+                PHRASE * (weight(&w[0]) + weight(&w[1])),
+            )
+        })
         .collect();
-    let capped: f64 = reset.iter().map(|r| r.1).sum();
-    for r in &mut reset {
-        r.1 /= capped;
+    let checked = PHRASE_CANDIDATES.min(keyword.len());
+    if checked < keyword.len() {
+        keyword.select_nth_unstable_by(checked - 1, by_rank);
     }
-
-    // The neighbourhood, breadth first, in a stable order.
-    let mut local: HashMap<u32, usize> = HashMap::new();
-    let mut order: Vec<u32> = Vec::new();
-    for &(slot, _) in &reset {
-        local.insert(slot, order.len());
-        order.push(slot);
+    let average = index.average_terms();
+    for (slot, score) in &mut keyword[..checked] {
+        let Some(node) = index.node(*slot) else {
+            continue;
+        };
+        let written: Vec<String> = text::sequence(&node.subject)
+            .chain(text::sequence(&node.body))
+            .collect();
+        let bonus: f64 = pairs
+            .iter()
+            .filter(|(a, b, _)| written.windows(2).any(|w| w[0] == *a && w[1] == *b))
+            .map(|p| p.2)
+            .sum();
+        let length = node.terms.len() as f64;
+        *score += bonus * (K1 + 1.0) / (1.0 + K1 * (1.0 - B + B * length / average));
     }
-    let mut frontier: Vec<u32> = order.clone();
-    for _ in 0..MAX_HOPS {
-        let mut next = Vec::new();
-        for &slot in &frontier {
-            for link in neighbours(index, slot) {
-                if order.len() >= MAX_SUBGRAPH {
-                    break;
-                }
-                if !local.contains_key(&link.0) && admit.admits(index, link.0) {
-                    local.insert(link.0, order.len());
-                    order.push(link.0);
-                    next.push(link.0);
-                }
-            }
-        }
-        frontier = next;
-    }
-
-    // Transition weights inside the neighbourhood, flat: node i's targets are
-    // `targets[offsets[i]..offsets[i + 1]]`.
-    let mut offsets: Vec<usize> = Vec::with_capacity(order.len() + 1);
-    let mut targets: Vec<(usize, f64)> = Vec::new();
-    offsets.push(0);
-    for &slot in &order {
-        let start = targets.len();
-        targets.extend(
-            neighbours(index, slot).filter_map(|(other, w)| local.get(&other).map(|&j| (j, w))),
-        );
-        let sum: f64 = targets[start..].iter().map(|t| t.1).sum();
-        if sum > 0.0 {
-            for t in &mut targets[start..] {
-                t.1 /= sum;
-            }
-        }
-        offsets.push(targets.len());
-    }
-    let mut reset_vec = vec![0.0; order.len()];
-    for &(slot, w) in &reset {
-        reset_vec[local[&slot]] = w;
-    }
-    let mut score = reset_vec.clone();
-    let mut next = vec![0.0; order.len()];
-    for _ in 0..MAX_ITERATIONS {
-        for (n, r) in next.iter_mut().zip(&reset_vec) {
-            *n = (1.0 - DAMPING) * r;
-        }
-        let mut dead_end_mass = 0.0;
-        for i in 0..order.len() {
-            let out = &targets[offsets[i]..offsets[i + 1]];
-            if out.is_empty() {
-                dead_end_mass += score[i];
-                continue;
-            }
-            let mass = DAMPING * score[i];
-            for &(j, w) in out {
-                next[j] += mass * w;
-            }
-        }
-        // A dead end returns its mass to the seeds.
-        for &(slot, r) in &reset {
-            next[local[&slot]] += DAMPING * dead_end_mass * r;
-        }
-        let delta: f64 = next.iter().zip(&score).map(|(a, b)| (a - b).abs()).sum();
-        std::mem::swap(&mut score, &mut next);
-        if delta < EPSILON {
-            break;
-        }
-    }
-    order.into_iter().zip(score).collect()
 }
 
-/// The nodes activation can reach from `slot`, with edge weight × kind multiplier.
-fn neighbours(index: &Index, slot: u32) -> impl Iterator<Item = (u32, f64)> + '_ {
+/// Step 2: what the seeds reach through the named things they mention and their links, each
+/// entry with its strongest path.
+fn bridges(
+    index: &Index,
+    query: &str,
+    seeds: &[(u32, f64)],
+    filter: &Filter<'_>,
+) -> HashMap<u32, (f64, Via)> {
+    let admit = Admit::new(index, filter);
+    let mut reached: HashMap<u32, (f64, Via)> = HashMap::new();
+    if admit.tenant.is_none() {
+        return reached;
+    }
+    let asked: Vec<String> = text::terms(query);
+    let asked_stems: Vec<String> = asked.iter().map(|t| index.stem(t)).collect();
+    let mut offer = |slot: u32, score: f64, via: Via| {
+        if score <= 0.0 || !admit.admits(index, slot) {
+            return;
+        }
+        match reached.get(&slot) {
+            Some((best, _)) if *best >= score => {}
+            _ => {
+                reached.insert(slot, (score, via));
+            }
+        }
+    };
+    for &(seed, score) in seeds {
+        let Some(node) = index.node(seed) else {
+            continue;
+        };
+        for term in &node.terms {
+            if asked.contains(term) || asked_stems.contains(&index.stem(term)) {
+                continue;
+            }
+            let postings = index.postings(term);
+            if postings.len() < 2 || postings.len() > BRIDGE_MAX_DF {
+                continue;
+            }
+            let strength = bridge_strength(index, term, postings.len(), node);
+            for &other in postings {
+                if other != seed {
+                    let via = Via {
+                        slot: seed,
+                        bridge: Bridge::Term(term.clone()),
+                    };
+                    let about = index.node(other).map_or(0.0, |n| aboutness(n, term));
+                    offer(other, score * BRIDGE * strength * about, via);
+                }
+            }
+        }
+        for (other, kind, weight) in links(index, seed) {
+            let via = Via {
+                slot: seed,
+                bridge: Bridge::Link(kind),
+            };
+            offer(other, score * BRIDGE * weight, via);
+        }
+    }
+    reached
+}
+
+/// How strongly a shared term ties two entries, in (0, 1]: its rarity, `ln(N/df) / ln(N/2)`
+/// (1 for a term only the two entries share), raised a tenth when the entry writes it as a name
+/// (a capital, a digit, or inside an identifier such as `assets/fonts` or `invoice_svc`) and
+/// lowered a twentieth when it is a plain lowercase word.
+pub fn bridge_strength(index: &Index, term: &str, df: usize, node: &Node) -> f64 {
+    let n = index.live().max(4) as f64;
+    let rarity = ((n / df as f64).ln() / (n / 2.0).ln()).clamp(0.0, 1.0);
+    let named = written_as_name(&node.subject, term) || written_as_name(&node.body, term);
+    (rarity * if named { 1.1 } else { 0.95 }).min(1.0)
+}
+
+/// How much an entry reached through `term` is about it: fully when its subject names it
+/// ("Falcon stack"), [`MENTION`] when only its body does ("… the Falcon room is booked").
+fn aboutness(node: &Node, term: &str) -> f64 {
+    if text::sequence(&node.subject).any(|t| t == term) {
+        1.0
+    } else {
+        MENTION
+    }
+}
+
+/// Whether `text` writes `term` (lowercase) as a name somewhere.
+fn written_as_name(text: &str, term: &str) -> bool {
+    text.split_whitespace().any(|word| {
+        let word = word.trim_matches(|c: char| !c.is_alphanumeric());
+        let lower = word.to_lowercase();
+        let has = lower
+            .split(|c: char| !c.is_alphanumeric())
+            .any(|part| part == term);
+        has && (word.chars().any(|c| c.is_uppercase() || c.is_ascii_digit())
+            || word.contains(['/', '_', '-', '.', ':', '@', '#']))
+    })
+}
+
+/// The explicit links activation crosses from `slot` (not the related_to links the writer
+/// makes from shared words: named things bridge at query time, with today's rarities).
+fn links(index: &Index, slot: u32) -> impl Iterator<Item = (u32, EdgeKind, f64)> + '_ {
     let forward = index
         .outgoing(slot)
         .iter()
-        .map(|l| (l.other, l.weight * l.kind.multiplier()));
+        .filter(|l| l.kind != EdgeKind::RelatedTo)
+        .map(|l| (l.other, l.kind, l.weight * l.kind.multiplier()));
     let backward = index
         .incoming(slot)
         .iter()
-        .filter(|l| l.kind.walks_backwards())
-        .map(|l| (l.other, l.weight * l.kind.multiplier()));
+        .filter(|l| l.kind != EdgeKind::RelatedTo && l.kind.walks_backwards())
+        .map(|l| (l.other, l.kind, l.weight * l.kind.multiplier()));
     forward.chain(backward)
+}
+
+/// The query's terms an entry matched: exactly, by stem, or as part of a longer term.
+pub fn matched_terms(index: &Index, query: &str, node: &Node) -> Vec<String> {
+    text::terms(query)
+        .into_iter()
+        .filter(|term| {
+            let stem = index.stem(term);
+            node.terms.binary_search(term).is_ok()
+                || node.terms.iter().any(|t| index.stem(t) == stem)
+                || (term.chars().count() >= 4
+                    && node.terms.iter().any(|t| t.contains(term.as_str())))
+        })
+        .collect()
+}
+
+/// How much of a request an entry is about, in [0, 1]: the IDF mass of the request's terms the
+/// entry matches over the mass of all of them. "write a haiku about autumn" against a fact that mentions writing scores low;
+/// "edit the invoice rendering worker config" against the worker's fact scores high.
+pub fn grounding(index: &Index, query: &str, node: &Node) -> f64 {
+    let terms = text::terms(query);
+    // A term memory has never seen weighs as one in 1% of the entries: it says the request
+    // may be about something memory does not know, but is as often a plain verb ("edit").
+    let unseen = index.idf(index.live() / 100);
+    let weight = |term: &str| {
+        let df = index
+            .postings(term)
+            .len()
+            .max(index.stem_postings(&index.stem(term)).len());
+        if df == 0 {
+            unseen
+        } else {
+            index.idf(df)
+        }
+    };
+    let total: f64 = terms.iter().map(|t| weight(t)).sum();
+    if total <= 0.0 {
+        return 0.0;
+    }
+    let matched: f64 = matched_terms(index, query, node)
+        .iter()
+        .map(|t| weight(t))
+        .sum();
+    matched / total
 }

@@ -21,19 +21,21 @@ fn stemmer() -> &'static Stemmer {
     STEMMER.get_or_init(|| Stemmer::create(Algorithm::English))
 }
 
+/// The terms of a text in order, repeats included.
+pub fn sequence(text: &str) -> impl Iterator<Item = String> + '_ {
+    text.split(|c: char| !c.is_alphanumeric())
+        .filter(|t| !t.is_empty())
+        .map(str::to_lowercase)
+        .filter(|token| {
+            !((token.chars().count() < 2 && !token.chars().all(|c| c.is_ascii_digit()))
+                || STOP_WORDS.binary_search(&token.as_str()).is_ok())
+        })
+}
+
 /// The distinct terms of a text, in first-seen order.
 pub fn terms(text: &str) -> Vec<String> {
     let mut seen = Vec::new();
-    for token in text
-        .split(|c: char| !c.is_alphanumeric())
-        .filter(|t| !t.is_empty())
-    {
-        let token = token.to_lowercase();
-        if (token.chars().count() < 2 && !token.chars().all(|c| c.is_ascii_digit()))
-            || STOP_WORDS.binary_search(&token.as_str()).is_ok()
-        {
-            continue;
-        }
+    for token in sequence(text) {
         if !seen.contains(&token) {
             seen.push(token);
         }
