@@ -129,14 +129,6 @@ pub struct PruneArgs {
     pub tasks: Vec<String>,
 }
 
-fn mode(dry_run: bool) -> Mode {
-    if dry_run {
-        Mode::DryRun
-    } else {
-        Mode::Apply
-    }
-}
-
 fn open_store(env: &Env) -> Result<Arc<Store>, Failure> {
     Ok(Arc::new(Store::open(&env.home.db_path())?))
 }
@@ -267,7 +259,7 @@ pub(crate) fn project(env: &Env, command: &ProjectCommand) -> Printed {
         ),
         ProjectCommand::Prune { dry_run } => {
             let forgetting = open_store(env).and_then(|store| {
-                let mode = mode(*dry_run);
+                let mode = Mode::dry_run_if(*dry_run);
                 Ok(admin::Forgetting {
                     projects: admin::forget_gone(&store, &env.home.archive_db_path(), mode)?,
                     dry_run: *dry_run,
@@ -475,7 +467,7 @@ pub(crate) fn prune(env: &Env, args: &PruneArgs) -> Printed {
 fn prune_report(env: &Env, project: &Project, args: &PruneArgs) -> Result<Report, Failure> {
     let path = env.home.archive_db_path();
     let prefix = config::get(project, "task.prefix")?;
-    let mode = mode(args.dry_run);
+    let mode = Mode::dry_run_if(args.dry_run);
     let (moved, older_than) = if args.restore {
         let what = match (args.all, args.tasks.is_empty()) {
             (true, _) => Restore::All,

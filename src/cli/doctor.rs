@@ -1,17 +1,31 @@
 //! `car doctor`: checks the home, the database and the project, and says what to fix.
 
-use serde_json::{json, Value};
+use serde::{Deserialize, Serialize};
 
-use super::{render, Env, Printed};
+use super::{render_typed, Env, Failure, Printed};
 use crate::memory::Memory;
+use crate::project::lifecycle::Check;
+use crate::project::Mode;
 use crate::store::Store;
 
-fn check(name: &str, ok: bool, detail: impl Into<String>) -> Value {
-    json!({"check": name, "ok": ok, "detail": detail.into()})
+fn check(name: &str, ok: bool, detail: impl Into<String>) -> Check {
+    Check::new(name, ok, detail)
 }
 
-/// Runs the checks; with `fix`, repairs what the project checks can.
-pub(crate) fn execute(env: &Env, fix: bool) -> Printed {
+/// What `car doctor` found.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Doctor {
+    /// Every check passed.
+    pub healthy: bool,
+    /// CAR_HOME.
+    pub home: String,
+    /// CAR's version.
+    pub version: String,
+    pub checks: Vec<Check>,
+}
+
+/// Runs the checks; with [`Mode::Apply`] (`--fix`), repairs what the project checks can.
+pub(crate) fn execute(env: &Env, mode: Mode) -> Printed {
     let mut checks = Vec::new();
     let home = env.home.root();
     let home_ok = std::fs::create_dir_all(home).is_ok() && tempfile_probe(home);
@@ -89,41 +103,49 @@ pub(crate) fn execute(env: &Env, fix: bool) -> Printed {
             "none (nothing to import)".to_string()
         },
     ));
-    let (policies_ok, policies) = super::policy::doctor_check(env);
-    checks.push(check("policies", policies_ok, policies));
+    checks.push(super::policy::doctor_check(env));
     checks.push(connectors_check(env));
     checks.push(check(
         "project",
         true,
         format!("{}", env.project_root.display()),
     ));
-    checks.extend(super::session::doctor_checks(env, fix));
-    let healthy = checks.iter().all(|c| c["ok"] == true);
-    let data = json!({"healthy": healthy, "home": home.display().to_string(), "version": env!("CARGO_PKG_VERSION"), "checks": checks});
-    let result = if healthy {
-        Ok(data)
+    checks.extend(super::session::doctor_checks(env, mode));
+    let doctor = Doctor {
+        healthy: checks.iter().all(|c| c.ok),
+        home: home.display().to_string(),
+        version: env!("CARGO_PKG_VERSION").to_string(),
+        checks,
+    };
+    let result = if doctor.healthy {
+        Ok(doctor)
     } else {
-        Err(super::Failure::new(
+        Err(Failure::new(
             "unhealthy",
-            format!("some checks failed: {}", data["checks"]),
+            format!(
+                "some checks failed: {}",
+                serde_json::to_value(&doctor.checks).unwrap_or_default()
+            ),
         ))
     };
-    render(env.json, "doctor", result, |data| {
-        let mut out = String::new();
-        for c in data["checks"].as_array().into_iter().flatten() {
-            out.push_str(&format!(
-                "{} {:<15} {}\n",
-                if c["ok"] == true { "ok  " } else { "FAIL" },
-                c["check"].as_str().unwrap_or(""),
-                c["detail"].as_str().unwrap_or("")
-            ));
-        }
-        out
+    render_typed(env.json, "doctor", result, |doctor| {
+        doctor
+            .checks
+            .iter()
+            .map(|c| {
+                format!(
+                    "{} {:<15} {}\n",
+                    if c.ok { "ok  " } else { "FAIL" },
+                    c.check,
+                    c.detail
+                )
+            })
+            .collect()
     })
 }
 
 /// connectors.json parses, and the keychain is reachable when a connector keeps secrets there.
-fn connectors_check(env: &Env) -> Value {
+fn connectors_check(env: &Env) -> Check {
     let list = match crate::connectors::config::load(env.home.root()) {
         Ok(file) => file.connectors,
         Err(e) => return check("connectors", false, e.to_string()),

@@ -135,7 +135,9 @@ fn run(place: &Place, cli: Cli) -> Printed {
         Command::Context(args) => session::execute_context(&env, &args, Some(&place.memory)),
         Command::Checkpoint(args) => session::execute_checkpoint(&env, &args),
         Command::Resume(args) => session::execute_resume(&env, &args),
-        Command::Doctor { fix } => super::doctor::execute(&env, fix),
+        Command::Doctor { fix } => {
+            super::doctor::execute(&env, crate::project::Mode::dry_run_if(!fix))
+        }
         Command::Stats(args) => super::admin::stats(&env, &args),
         Command::Project(command) => super::admin::project(&env, &command),
         Command::Config(command) => super::admin::config(&env, &command),

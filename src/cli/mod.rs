@@ -30,6 +30,7 @@ use crate::app::App;
 use crate::home::{self, Home};
 use crate::mcp::McpServer;
 use crate::output;
+use crate::project::Mode;
 use crate::runtime::{CallOptions, Context, DispatchError, Face, ToolError};
 use crate::store::Store;
 
@@ -512,7 +513,7 @@ async fn run(cli: Cli) -> ExitCode {
         Command::Connector(command) => connector::run(&env, command).await,
         Command::Tools(command) => tools::run(&env, command).await,
         Command::Executions(args) => tools::executions(&env, args).await,
-        Command::Doctor { fix } => doctor::execute(&env, fix).emit(),
+        Command::Doctor { fix } => doctor::execute(&env, Mode::dry_run_if(!fix)).emit(),
         Command::Task(command) => task::execute(&env, command).emit(),
         Command::Progress(command) => journal::execute_progress(&env, command).emit(),
         Command::Decision(command) => journal::execute_decision(&env, command).emit(),

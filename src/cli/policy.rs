@@ -14,6 +14,7 @@ use crate::home::{Home, HomeError};
 use crate::policy::hook::{self, HookAnswer};
 use crate::policy::preset::{self, Overwrite, PresetError};
 use crate::policy::{rules, PolicyEngine};
+use crate::project::lifecycle::Check;
 
 const INIT_HELP: &str = "\
 Presets:
@@ -103,8 +104,8 @@ fn parent_notes(env: &Env) -> Vec<String> {
         .collect()
 }
 
-/// The `policies` check of `car doctor`: `(ok, detail)`.
-pub(crate) fn doctor_check(env: &Env) -> (bool, String) {
+/// The `policies` check of `car doctor`.
+pub(crate) fn doctor_check(env: &Env) -> Check {
     let engine = PolicyEngine::load(&env.home.policies_dir(), &env.project_root);
     let set = engine.rules();
     let mut detail = match &set.failure {
@@ -123,7 +124,7 @@ pub(crate) fn doctor_check(env: &Env) -> (bool, String) {
         detail.push_str("; ");
         detail.push_str(&note);
     }
-    (set.failure.is_none(), detail)
+    Check::new("policies", set.failure.is_none(), detail)
 }
 
 fn list(env: &Env) -> Result<Value, Failure> {

@@ -5,12 +5,12 @@
 use std::sync::Arc;
 
 use clap::Args;
-use serde_json::{json, Value};
 
-use super::{open_project, render, Env, Failure, Printed};
+use super::{open_project, render_typed, Env, Failure, Printed};
 use crate::memory::Memory;
-use crate::project::lifecycle::Status;
+use crate::project::lifecycle::{Briefing, Check, Resumed, Status};
 use crate::project::tasks::Task;
+use crate::project::Mode;
 
 #[derive(Debug, Args)]
 pub struct ContextArgs {
@@ -34,10 +34,6 @@ pub struct CheckpointArgs {
 pub struct ResumeArgs {
     /// The checkpoint (default: the latest).
     pub name: Option<String>,
-}
-
-fn to_value<T: serde::Serialize>(value: &T) -> Value {
-    serde_json::to_value(value).unwrap_or(Value::Null)
 }
 
 fn status_text(status: &Status) -> String {
@@ -94,13 +90,8 @@ fn status_text(status: &Status) -> String {
 
 /// `car status`.
 pub(crate) fn execute_status(env: &Env) -> Printed {
-    match open_project(env).and_then(|p| Ok(p.status()?)) {
-        Ok(status) => {
-            let text = status_text(&status);
-            render(env.json, "status", Ok(to_value(&status)), |_| text)
-        }
-        Err(failure) => render(env.json, "status", Err(failure), |_| String::new()),
-    }
+    let result = open_project(env).and_then(|p| Ok(p.status()?));
+    render_typed(env.json, "status", result, status_text)
 }
 
 /// `car context`: with `memory`, the briefing includes the most relevant facts.
@@ -109,7 +100,7 @@ pub(crate) fn execute_context(
     args: &ContextArgs,
     memory: Option<&Arc<Memory>>,
 ) -> Printed {
-    let result = (|| -> Result<Value, Failure> {
+    let result = (|| -> Result<Briefing, Failure> {
         let project = open_project(env)?;
         let opened;
         let memory = match memory {
@@ -125,21 +116,19 @@ pub(crate) fn execute_context(
         };
         Ok(project.context(memory, args.query.as_deref())?)
     })();
-    render(env.json, "context", result, |data| {
-        data["briefing"].as_str().unwrap_or("").to_string()
+    render_typed(env.json, "context", result, |context| {
+        context.briefing.clone()
     })
 }
 
 /// `car checkpoint`.
 pub(crate) fn execute_checkpoint(env: &Env, args: &CheckpointArgs) -> Printed {
-    let result = open_project(env)
-        .and_then(|p| Ok(to_value(&p.checkpoint(args.name.as_deref(), &args.note)?)));
-    render(env.json, "checkpoint", result, |data| {
+    let result =
+        open_project(env).and_then(|p| Ok(p.checkpoint(args.name.as_deref(), &args.note)?));
+    render_typed(env.json, "checkpoint", result, |checkpoint| {
         format!(
-            "Checkpoint {} saved ({}). `car resume {}` comes back to it.\n",
-            data["name"].as_str().unwrap_or(""),
-            data["createdAt"].as_str().unwrap_or(""),
-            data["name"].as_str().unwrap_or("")
+            "Checkpoint {0} saved ({1}). `car resume {0}` comes back to it.\n",
+            checkpoint.name, checkpoint.created_at
         )
     })
 }
@@ -147,81 +136,59 @@ pub(crate) fn execute_checkpoint(env: &Env, args: &CheckpointArgs) -> Printed {
 /// `car resume`.
 pub(crate) fn execute_resume(env: &Env, args: &ResumeArgs) -> Printed {
     let result = open_project(env).and_then(|p| Ok(p.resume(args.name.as_deref())?));
-    render(env.json, "resume", result, |data| {
-        let cp = &data["checkpoint"];
-        let mut out = format!(
-            "Resuming from {} ({}){}\n\n{}\n## Since then\n",
-            cp["name"].as_str().unwrap_or(""),
-            cp["createdAt"].as_str().unwrap_or(""),
-            cp["note"]
-                .as_str()
-                .filter(|n| !n.is_empty())
-                .map(|n| format!(": {n}"))
-                .unwrap_or_default(),
-            data["briefing"].as_str().unwrap_or("")
-        );
-        let changes = &data["changes"];
-        let ids = |key: &str| -> Vec<String> {
-            changes[key]
-                .as_array()
-                .into_iter()
-                .flatten()
-                .filter_map(|v| v.as_str().map(str::to_string))
-                .collect()
-        };
-        let mut any = false;
-        for (key, label) in [
-            ("tasksCreated", "New tasks"),
-            ("tasksRemoved", "Tasks archived or gone"),
-        ] {
-            let list = ids(key);
-            if !list.is_empty() {
-                any = true;
-                out.push_str(&format!("- {label}: {}\n", list.join(", ")));
-            }
-        }
-        for m in changes["tasksMoved"].as_array().into_iter().flatten() {
-            any = true;
-            out.push_str(&format!(
-                "- {}: {} → {}\n",
-                m["displayId"].as_str().unwrap_or(""),
-                m["from"].as_str().unwrap_or(""),
-                m["to"].as_str().unwrap_or("")
-            ));
-        }
-        for d in changes["decisions"].as_array().into_iter().flatten() {
-            any = true;
-            out.push_str(&format!(
-                "- decision {}: {}\n",
-                d["displayId"].as_str().unwrap_or(""),
-                d["title"].as_str().unwrap_or("")
-            ));
-        }
-        for p in changes["progress"].as_array().into_iter().flatten() {
-            any = true;
-            out.push_str(&format!(
-                "- {} #{}: {}\n",
-                p["kind"].as_str().unwrap_or(""),
-                p["id"],
-                p["body"].as_str().unwrap_or("")
-            ));
-        }
-        if !any {
-            out.push_str("- nothing changed\n");
-        }
-        out
-    })
+    render_typed(env.json, "resume", result, resumed_text)
 }
 
-/// The project checks of `car doctor`, as doctor check entries.
-pub(crate) fn doctor_checks(env: &Env, fix: bool) -> Vec<Value> {
-    match open_project(env).and_then(|p| Ok(p.check(fix)?)) {
-        Ok(checks) => checks
-            .into_iter()
-            .map(|(name, ok, detail)| json!({"check": name, "ok": ok, "detail": detail}))
-            .collect(),
-        Err(failure) => {
-            vec![json!({"check": "project data", "ok": false, "detail": failure.message})]
+fn resumed_text(resumed: &Resumed) -> String {
+    let cp = &resumed.checkpoint;
+    let note = if cp.note.is_empty() {
+        String::new()
+    } else {
+        format!(": {}", cp.note)
+    };
+    let mut out = format!(
+        "Resuming from {} ({}){note}\n\n{}\n## Since then\n",
+        cp.name, cp.created_at, resumed.briefing
+    );
+    let changes = &resumed.changes;
+    let mut lines = Vec::new();
+    for (list, label) in [
+        (&changes.tasks_created, "New tasks"),
+        (&changes.tasks_removed, "Tasks archived or gone"),
+    ] {
+        if !list.is_empty() {
+            lines.push(format!("- {label}: {}\n", list.join(", ")));
         }
+    }
+    lines.extend(
+        changes
+            .tasks_moved
+            .iter()
+            .map(|m| format!("- {}: {} → {}\n", m.display_id, m.from, m.to)),
+    );
+    lines.extend(
+        changes
+            .decisions
+            .iter()
+            .map(|d| format!("- decision {}: {}\n", d.display_id, d.title)),
+    );
+    lines.extend(
+        changes
+            .progress
+            .iter()
+            .map(|p| format!("- {} #{}: {}\n", p.kind, p.id, p.body)),
+    );
+    if lines.is_empty() {
+        lines.push("- nothing changed\n".to_string());
+    }
+    out.extend(lines);
+    out
+}
+
+/// The project checks of `car doctor` (with [`Mode::Apply`], repairing what they can).
+pub(crate) fn doctor_checks(env: &Env, mode: Mode) -> Vec<Check> {
+    match open_project(env).and_then(|p| Ok(p.check(mode)?)) {
+        Ok(checks) => checks,
+        Err(failure) => vec![Check::new("project data", false, failure.message)],
     }
 }

@@ -6,12 +6,11 @@ use std::collections::BTreeMap;
 
 use rusqlite::{params, OptionalExtension};
 use serde::{Deserialize, Serialize};
-use serde_json::{json, Value};
 
 use super::decisions::Decision;
 use super::progress::{Progress, ProgressFilter};
 use super::tasks::{Filter, Task};
-use super::{Project, ProjectError, Result};
+use super::{Mode, Project, ProjectError, Result};
 use crate::memory::Memory;
 use crate::store::now;
 
@@ -61,11 +60,79 @@ struct Snapshot {
 }
 
 /// One memory fact in a briefing.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Fact {
     pub id: String,
     pub subject: String,
     pub body: String,
+}
+
+/// The session-start briefing (`context`) and what it was made from.
+#[derive(Debug, Clone, Serialize)]
+pub struct Briefing {
+    /// The briefing as Markdown.
+    pub briefing: String,
+    pub status: Status,
+    /// The memory facts most relevant to the work at hand.
+    pub facts: Vec<Fact>,
+}
+
+/// A checkpoint's briefing and what changed since (`resume`).
+#[derive(Debug, Clone, Serialize)]
+pub struct Resumed {
+    pub checkpoint: CheckpointInfo,
+    /// The briefing as it was at the checkpoint.
+    pub briefing: String,
+    pub changes: Changes,
+    /// Where the project stands now.
+    pub now: Status,
+}
+
+/// What changed since a checkpoint.
+#[derive(Debug, Clone, Serialize)]
+pub struct Changes {
+    /// Tasks created since, by display id.
+    #[serde(rename = "tasksCreated")]
+    pub tasks_created: Vec<String>,
+    /// Tasks whose stored status changed.
+    #[serde(rename = "tasksMoved")]
+    pub tasks_moved: Vec<TaskMove>,
+    /// Tasks archived or deleted since, by display id.
+    #[serde(rename = "tasksRemoved")]
+    pub tasks_removed: Vec<String>,
+    /// Decisions recorded since.
+    pub decisions: Vec<Decision>,
+    /// Progress notes and blockers added since.
+    pub progress: Vec<Progress>,
+}
+
+/// A task whose stored status changed since a checkpoint.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TaskMove {
+    #[serde(rename = "displayId")]
+    pub display_id: String,
+    /// The stored status at the checkpoint.
+    pub from: String,
+    /// The stored status now.
+    pub to: String,
+}
+
+/// One check of `car doctor`: what was checked, whether it passed, and what to do if not.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Check {
+    pub check: String,
+    pub ok: bool,
+    pub detail: String,
+}
+
+impl Check {
+    pub fn new(check: impl Into<String>, ok: bool, detail: impl Into<String>) -> Check {
+        Check {
+            check: check.into(),
+            ok,
+            detail: detail.into(),
+        }
+    }
 }
 
 impl Project {
@@ -166,7 +233,7 @@ impl Project {
 
     /// The session-start briefing: status plus the memory facts most relevant to the work at
     /// hand (`query`, else the titles of the tasks in progress and ready).
-    pub fn context(&self, memory: Option<&Memory>, query: Option<&str>) -> Result<Value> {
+    pub fn context(&self, memory: Option<&Memory>, query: Option<&str>) -> Result<Briefing> {
         let status = self.status()?;
         let topic = match query.map(str::trim).filter(|q| !q.is_empty()) {
             Some(q) => q.to_string(),
@@ -191,8 +258,11 @@ impl Project {
                 .collect(),
             _ => Vec::new(),
         };
-        let briefing = briefing(&status, &facts);
-        Ok(json!({"briefing": briefing, "status": status, "facts": facts}))
+        Ok(Briefing {
+            briefing: briefing(&status, &facts),
+            status,
+            facts,
+        })
     }
 
     /// Saves a named snapshot (default name: `cp-<timestamp>`); a taken name is refused.
@@ -269,7 +339,7 @@ impl Project {
 
     /// A checkpoint (the latest when `name` is `None`): its note and briefing, and what changed
     /// since — tasks created, tasks whose status moved, decisions recorded, progress added.
-    pub fn resume(&self, name: Option<&str>) -> Result<Value> {
+    pub fn resume(&self, name: Option<&str>) -> Result<Resumed> {
         let row: Option<(String, String, String, String)> = self
             .store
             .conn()
@@ -298,12 +368,16 @@ impl Project {
             .filter(|n| !before.tasks.contains_key(n))
             .map(id)
             .collect();
-        let moved: Vec<Value> = now_state
+        let moved: Vec<TaskMove> = now_state
             .tasks
             .iter()
             .filter_map(|(n, status)| {
                 let was = before.tasks.get(n)?;
-                (was != status).then(|| json!({"displayId": id(n), "from": was, "to": status}))
+                (was != status).then(|| TaskMove {
+                    display_id: id(n),
+                    from: was.clone(),
+                    to: status.clone(),
+                })
             })
             .collect();
         let removed: Vec<String> = before
@@ -325,23 +399,27 @@ impl Project {
             .into_iter()
             .filter(|p| p.id > before.progress)
             .collect::<Vec<_>>();
-        Ok(json!({
-            "checkpoint": {"name": name, "note": note, "createdAt": created_at},
-            "briefing": before.briefing,
-            "changes": {
-                "tasksCreated": created,
-                "tasksMoved": moved,
-                "tasksRemoved": removed,
-                "decisions": decisions,
-                "progress": progress,
+        Ok(Resumed {
+            checkpoint: CheckpointInfo {
+                name,
+                note,
+                created_at,
             },
-            "now": self.status()?,
-        }))
+            briefing: before.briefing,
+            changes: Changes {
+                tasks_created: created,
+                tasks_moved: moved,
+                tasks_removed: removed,
+                decisions,
+                progress,
+            },
+            now: self.status()?,
+        })
     }
 
-    /// Project consistency checks: `(name, ok, detail)`; with `fix`, repairs what it can
-    /// (recounts `open_deps`, rebuilds the decision search index).
-    pub fn check(&self, fix: bool) -> Result<Vec<(String, bool, String)>> {
+    /// Project consistency checks; with [`Mode::Apply`], repairs what it can (recounts
+    /// `open_deps`, rebuilds the decision search index), with [`Mode::DryRun`] only reports.
+    pub fn check(&self, mode: Mode) -> Result<Vec<Check>> {
         let mut checks = Vec::new();
         let conn = self.store.conn();
         let drift: i64 = conn.query_row(
@@ -357,7 +435,7 @@ impl Project {
             |r| r.get(0),
         )?;
         drop(conn);
-        if drift > 0 && fix {
+        if drift > 0 && mode == Mode::Apply {
             self.store.write(|tx| -> Result<()> {
                 tx.execute(
                     "UPDATE tasks SET open_deps = (SELECT COUNT(*) FROM task_deps d JOIN tasks x ON x.id = d.depends_on
@@ -368,27 +446,27 @@ impl Project {
                 tx.execute("INSERT INTO decisions_fts(decisions_fts) VALUES ('rebuild')", [])?;
                 Ok(())
             })?;
-            checks.push((
-                "task dependencies".into(),
+            checks.push(Check::new(
+                "task dependencies",
                 true,
                 format!("fixed: recounted {drift} task(s)"),
             ));
         } else {
-            checks.push((
-                "task dependencies".into(),
+            checks.push(Check::new(
+                "task dependencies",
                 drift == 0,
                 if drift == 0 {
-                    "every ready/waiting count matches its dependencies".into()
+                    "every ready/waiting count matches its dependencies".to_string()
                 } else {
                     format!("{drift} task(s) have a wrong count of open dependencies; run `car doctor --fix`")
                 },
             ));
         }
-        checks.push((
-            "claims".into(),
+        checks.push(Check::new(
+            "claims",
             true,
             if stale == 0 {
-                "no claim older than 7 days".into()
+                "no claim older than 7 days".to_string()
             } else {
                 format!("{stale} claim(s) older than 7 days; release with `car task update ID --status open`")
             },
@@ -506,21 +584,22 @@ mod tests {
         p.claim_task(Some("1"), "agent").unwrap();
         p.create_task(new("add tests"), None).unwrap();
         let resumed = p.resume(None).unwrap();
-        assert_eq!(resumed["checkpoint"]["name"], cp.name);
-        assert!(resumed["briefing"]
-            .as_str()
-            .unwrap()
-            .contains("wire the API"));
-        assert_eq!(resumed["changes"]["tasksCreated"], json!(["CTX-0003"]));
+        assert_eq!(resumed.checkpoint.name, cp.name);
+        assert!(resumed.briefing.contains("wire the API"));
+        assert_eq!(resumed.changes.tasks_created, ["CTX-0003"]);
         assert_eq!(
-            resumed["changes"]["tasksMoved"],
-            json!([{"displayId": "CTX-0001", "from": "open", "to": "claimed"}])
+            resumed.changes.tasks_moved,
+            [TaskMove {
+                display_id: "CTX-0001".into(),
+                from: "open".into(),
+                to: "claimed".into()
+            }]
         );
         assert!(p.resume(Some("nope")).is_err());
         crate::project::config::set(&p, "context.max_ready", "1").unwrap();
         p.create_task(new("one more"), None).unwrap();
         assert_eq!(p.status().unwrap().ready.len(), 1);
-        let checks = p.check(false).unwrap();
-        assert!(checks.iter().all(|(_, ok, _)| *ok), "{checks:?}");
+        let checks = p.check(Mode::DryRun).unwrap();
+        assert!(checks.iter().all(|c| c.ok), "{checks:?}");
     }
 }

@@ -63,6 +63,17 @@ pub enum Mode {
     Apply,
 }
 
+impl Mode {
+    /// The mode a `--dry-run` flag selects (`car doctor --fix` is `dry_run_if(!fix)`).
+    pub fn dry_run_if(dry_run: bool) -> Mode {
+        if dry_run {
+            Mode::DryRun
+        } else {
+            Mode::Apply
+        }
+    }
+}
+
 pub type Result<T, E = ProjectError> = std::result::Result<T, E>;
 
 /// The number a display id names: `CTX-0001`, `ctx-1`, `#1` or `1` (`ADR-0002` for decisions).
