@@ -452,6 +452,16 @@ pub(crate) fn render_typed<T: serde::Serialize>(
     render(env_json, command, result.and_then(to_json), move |_| text)
 }
 
+/// [`render_typed`], printed; returns the exit code.
+pub(crate) fn finish_typed<T: serde::Serialize>(
+    env_json: bool,
+    command: &str,
+    result: Result<T, Failure>,
+    human: impl FnOnce(&T) -> String,
+) -> ExitCode {
+    render_typed(env_json, command, result, human).emit()
+}
+
 /// Prints a command's result and returns its exit code.
 pub(crate) fn finish(
     env_json: bool,

@@ -7,13 +7,14 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use clap::Subcommand;
+use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 
-use super::{call_tool, finish, open_app, Env, Failure};
+use super::{call_tool, finish, finish_typed, human_as, open_app, Env, Failure};
 use crate::home::{Home, HomeError};
 use crate::policy::hook::{self, HookAnswer};
 use crate::policy::preset::{self, Overwrite, PresetError};
-use crate::policy::{rules, PolicyEngine};
+use crate::policy::{rules, Decision, Evaluation, PolicyEngine};
 use crate::project::lifecycle::Check;
 
 const INIT_HELP: &str = "\
@@ -65,29 +66,56 @@ pub enum PolicyCommand {
     },
 }
 
-fn init(env: &Env, name: &str, global: bool, force: bool) -> Result<Value, Failure> {
-    let dir = if global {
-        env.home.policies_dir()
-    } else {
-        env.project_root.join(".car").join("policies")
-    };
-    let overwrite = if force {
-        Overwrite::Replace
-    } else {
-        Overwrite::Refuse
+/// Where `policy init` writes a preset.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Scope {
+    /// `$CAR_HOME/policies`, for every project.
+    Global,
+    /// `<project>/.car/policies`.
+    Project,
+}
+
+/// What `policy init` wrote.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Initialized {
+    pub preset: String,
+    pub scope: Scope,
+    /// The rule file written.
+    pub path: PathBuf,
+    /// How many rules it holds.
+    pub rules: usize,
+    /// Whether it replaced a file that was there (`--force`).
+    pub replaced: bool,
+}
+
+fn init(env: &Env, name: &str, scope: Scope, overwrite: Overwrite) -> Result<Initialized, Failure> {
+    let dir = match scope {
+        Scope::Global => env.home.policies_dir(),
+        Scope::Project => env.project_root.join(".car").join("policies"),
     };
     match preset::write(name, &dir, overwrite) {
-        Ok(written) => Ok(json!({
-            "preset": name,
-            "scope": if global { "global" } else { "project" },
-            "path": written.path,
-            "rules": written.rules,
-            "replaced": written.replaced,
-        })),
+        Ok(written) => Ok(Initialized {
+            preset: name.to_string(),
+            scope,
+            path: written.path,
+            rules: written.rules,
+            replaced: written.replaced,
+        }),
         Err(e @ PresetError::Unknown { .. }) => Err(Failure::usage(e.to_string())),
         Err(e @ PresetError::Exists(_)) => Err(Failure::new("exists", e.to_string())),
         Err(e @ PresetError::Io { .. }) => Err(Failure::new("io", e.to_string())),
     }
+}
+
+fn human_init(done: &Initialized) -> String {
+    format!(
+        "{} {} ({} rules of preset '{}'); edit it freely, check it with `car policy lint`\n",
+        if done.replaced { "replaced" } else { "wrote" },
+        done.path.display(),
+        done.rules,
+        done.preset
+    )
 }
 
 /// The note for each parent directory whose rules do not apply.
@@ -127,54 +155,135 @@ pub(crate) fn doctor_check(env: &Env) -> Check {
     Check::new("policies", set.failure.is_none(), detail)
 }
 
-fn list(env: &Env) -> Result<Value, Failure> {
-    let engine = PolicyEngine::load(&env.home.policies_dir(), &env.project_root);
-    let set = engine.rules();
-    let rules: Vec<Value> = set
-        .rules
-        .iter()
-        .map(|r| json!({"rule": r.name(), "file": r.file}))
-        .collect();
-    Ok(json!({
-        "policy_sources": set.sources,
-        "rules": rules,
-        "egress": {"allow_hosts": set.egress.allow_hosts, "strict": set.egress.strict},
-        "load_error": set.failure.as_ref().map(ToString::to_string),
-        "notes": parent_notes(env),
-    }))
+/// What `policy list` shows: where rules are read from and every rule loaded.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Listing {
+    pub policy_sources: Vec<rules::Source>,
+    pub rules: Vec<ListedRule>,
+    pub egress: Egress,
+    /// Why the rules did not load (every call is denied until it is fixed); null when they did.
+    pub load_error: Option<String>,
+    /// Rule directories found in parent directories, which do not apply.
+    pub notes: Vec<String>,
 }
 
-fn render_list(data: &Value) -> String {
+/// One loaded rule.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct ListedRule {
+    /// Its name in findings, e.g. `deny_tool:deploy`.
+    pub rule: String,
+    /// The file it is read from.
+    pub file: PathBuf,
+}
+
+/// The egress guard's settings.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Egress {
+    /// Hosts added to the default allowlist.
+    pub allow_hosts: Vec<String>,
+    /// Whether warnings are denials.
+    pub strict: bool,
+}
+
+fn list(env: &Env) -> Listing {
+    let engine = PolicyEngine::load(&env.home.policies_dir(), &env.project_root);
+    let set = engine.rules();
+    Listing {
+        policy_sources: set.sources.clone(),
+        rules: set
+            .rules
+            .iter()
+            .map(|r| ListedRule {
+                rule: r.name(),
+                file: r.file.clone(),
+            })
+            .collect(),
+        egress: Egress {
+            allow_hosts: set.egress.allow_hosts.clone(),
+            strict: set.egress.strict,
+        },
+        load_error: set.failure.as_ref().map(ToString::to_string),
+        notes: parent_notes(env),
+    }
+}
+
+fn render_list(listing: &Listing) -> String {
     let mut out = String::new();
-    for source in data["policy_sources"].as_array().into_iter().flatten() {
+    for source in &listing.policy_sources {
         out.push_str(&format!(
             "{} ({}, {} rule(s))\n",
-            source["path"].as_str().unwrap_or(""),
-            if source["exists"] == true {
-                "exists"
-            } else {
-                "missing"
-            },
-            source["rules"]
+            source.path.display(),
+            if source.exists { "exists" } else { "missing" },
+            source.rules
         ));
     }
-    for rule in data["rules"].as_array().into_iter().flatten() {
-        out.push_str(&format!(
-            "  {}  [{}]\n",
-            rule["rule"].as_str().unwrap_or(""),
-            rule["file"].as_str().unwrap_or("")
-        ));
+    for rule in &listing.rules {
+        out.push_str(&format!("  {}  [{}]\n", rule.rule, rule.file.display()));
     }
-    if let Some(error) = data["load_error"].as_str() {
+    if let Some(error) = &listing.load_error {
         out.push_str(&format!("LOAD ERROR (every call is denied): {error}\n"));
     }
-    for note in data["notes"].as_array().into_iter().flatten() {
-        out.push_str(&format!("note: {}\n", note.as_str().unwrap_or("")));
+    for note in &listing.notes {
+        out.push_str(&format!("note: {note}\n"));
     }
     out
 }
 
-fn lint(env: &Env, files: &[PathBuf]) -> Result<Value, Failure> {
+/// What `policy lint` found in each rule file.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct LintReport {
+    pub files: Vec<Linted>,
+    /// How many files did not parse.
+    pub errors: usize,
+}
+
+/// One rule file, checked.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Linted {
+    pub file: PathBuf,
+    /// Whether it parsed (then `rules` says how many it holds; else `line` and `error` why not).
+    pub ok: bool,
+    #[serde(flatten)]
+    pub verdict: Verdict,
+}
+
+/// A rule file's lint verdict.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum Verdict {
+    Parsed {
+        rules: usize,
+    },
+    Failed {
+        /// The 1-based line, when known.
+        line: Option<usize>,
+        error: String,
+    },
+}
+
+fn lint_file(file: &Path) -> Linted {
+    let parsed = std::fs::read_to_string(file)
+        .map_err(|e| rules::LoadFailure {
+            file: file.to_path_buf(),
+            line: None,
+            message: format!("cannot read: {e}"),
+        })
+        .and_then(|text| rules::parse(file, &text));
+    let verdict = match parsed {
+        Ok((rules, _)) => Verdict::Parsed { rules: rules.len() },
+        Err(e) => Verdict::Failed {
+            line: e.line,
+            error: e.to_string(),
+        },
+    };
+    Linted {
+        file: file.to_path_buf(),
+        ok: matches!(verdict, Verdict::Parsed { .. }),
+        verdict,
+    }
+}
+
+fn lint(env: &Env, files: &[PathBuf]) -> Result<LintReport, Failure> {
     let files = if files.is_empty() {
         let mut found = Vec::new();
         for dir in rules::rule_dirs(&env.home.policies_dir(), &env.project_root) {
@@ -184,36 +293,54 @@ fn lint(env: &Env, files: &[PathBuf]) -> Result<Value, Failure> {
     } else {
         files.to_vec()
     };
-    let reports: Vec<Value> = files
+    let files: Vec<Linted> = files.iter().map(|file| lint_file(file)).collect();
+    let messages: Vec<&str> = files
         .iter()
-        .map(|file| {
-            let parsed = std::fs::read_to_string(file)
-                .map_err(|e| rules::LoadFailure {
-                    file: file.clone(),
-                    line: None,
-                    message: format!("cannot read: {e}"),
-                })
-                .and_then(|text| rules::parse(file, &text));
-            match parsed {
-                Ok((rules, _)) => json!({"file": file, "ok": true, "rules": rules.len()}),
-                Err(e) => {
-                    json!({"file": file, "ok": false, "line": e.line, "error": e.to_string()})
-                }
-            }
+        .filter_map(|linted| match &linted.verdict {
+            Verdict::Failed { error, .. } => Some(error.as_str()),
+            Verdict::Parsed { .. } => None,
         })
         .collect();
-    let errors = reports.iter().filter(|r| r["ok"] == false).count();
-    let data = json!({"files": reports, "errors": errors});
-    if errors > 0 {
-        let messages: Vec<&str> = data["files"]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .filter_map(|r| r["error"].as_str())
-            .collect();
+    if !messages.is_empty() {
         return Err(Failure::new("invalid_policy", messages.join("\n")));
     }
-    Ok(data)
+    Ok(LintReport {
+        errors: messages.len(),
+        files,
+    })
+}
+
+fn human_lint(report: &LintReport) -> String {
+    let mut out = String::new();
+    for linted in &report.files {
+        if let Verdict::Parsed { rules } = linted.verdict {
+            out.push_str(&format!(
+                "ok  {} ({rules} rule(s))\n",
+                linted.file.display()
+            ));
+        }
+    }
+    if out.is_empty() {
+        out.push_str("no rule files\n");
+    }
+    out
+}
+
+fn human_evaluation(evaluation: &Evaluation) -> String {
+    let mut out = format!(
+        "{} ({})\n",
+        evaluation.decision.as_str(),
+        evaluation.basis.as_str()
+    );
+    for f in &evaluation.findings {
+        out.push_str(&format!(
+            "  {:<5} {}: {}\n",
+            f.severity.as_str(),
+            f.rule,
+            f.reason
+        ));
+    }
+    out
 }
 
 pub async fn run(env: &Env, command: PolicyCommand) -> ExitCode {
@@ -238,22 +365,10 @@ pub async fn run(env: &Env, command: PolicyCommand) -> ExitCode {
                 None,
             )
             .await;
-            let denied = matches!(&result, Ok(data) if data["decision"] == "deny");
+            let denied = matches!(&result, Ok(data) if Evaluation::deserialize(data)
+                .is_ok_and(|evaluation| evaluation.decision == Decision::Deny));
             let code = finish(env.json, name, result, |data| {
-                let mut out = format!(
-                    "{} ({})\n",
-                    data["decision"].as_str().unwrap_or(""),
-                    data["basis"].as_str().unwrap_or("")
-                );
-                for f in data["findings"].as_array().into_iter().flatten() {
-                    out.push_str(&format!(
-                        "  {:<5} {}: {}\n",
-                        f["severity"].as_str().unwrap_or(""),
-                        f["rule"].as_str().unwrap_or(""),
-                        f["reason"].as_str().unwrap_or("")
-                    ));
-                }
-                out
+                human_as(data, human_evaluation)
             });
             if denied {
                 ExitCode::from(1)
@@ -261,40 +376,27 @@ pub async fn run(env: &Env, command: PolicyCommand) -> ExitCode {
                 code
             }
         }
-        PolicyCommand::List => finish(env.json, "policy.list", list(env), render_list),
+        PolicyCommand::List => finish_typed(env.json, "policy.list", Ok(list(env)), render_list),
         PolicyCommand::Init {
             preset,
             global,
             force,
-        } => finish(
-            env.json,
-            "policy.init",
-            init(env, &preset, global, force),
-            |data| {
-                format!(
-                    "{} {} ({} rules of preset '{}'); edit it freely, check it with `car policy lint`\n",
-                    if data["replaced"] == true { "replaced" } else { "wrote" },
-                    data["path"].as_str().unwrap_or(""),
-                    data["rules"],
-                    data["preset"].as_str().unwrap_or("")
-                )
-            },
-        ),
+        } => {
+            let scope = if global {
+                Scope::Global
+            } else {
+                Scope::Project
+            };
+            let overwrite = if force {
+                Overwrite::Replace
+            } else {
+                Overwrite::Refuse
+            };
+            let done = init(env, &preset, scope, overwrite);
+            finish_typed(env.json, "policy.init", done, human_init)
+        }
         PolicyCommand::Lint { files } => {
-            finish(env.json, "policy.lint", lint(env, &files), |data| {
-                let mut out = String::new();
-                for f in data["files"].as_array().into_iter().flatten() {
-                    out.push_str(&format!(
-                        "ok  {} ({} rule(s))\n",
-                        f["file"].as_str().unwrap_or(""),
-                        f["rules"]
-                    ));
-                }
-                if out.is_empty() {
-                    out.push_str("no rule files\n");
-                }
-                out
-            })
+            finish_typed(env.json, "policy.lint", lint(env, &files), human_lint)
         }
     }
 }

@@ -19,22 +19,32 @@ pub(crate) mod rules;
 mod shell;
 mod tools;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 pub use engine::{Admission, PolicyEngine};
 pub use rules::LoadFailure;
 pub(crate) use tools::tool;
 
 /// The outcome of one evaluation.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, schemars::JsonSchema)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum Decision {
     Allow,
     Deny,
 }
 
+impl Decision {
+    /// Its name, as serialized.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Decision::Allow => "allow",
+            Decision::Deny => "deny",
+        }
+    }
+}
+
 /// Why the decision is what it is (no_rules_configured allows with no rule behind it).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, schemars::JsonSchema)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum Basis {
     /// At least one finding denies (a rule or the egress guard).
@@ -47,8 +57,20 @@ pub enum Basis {
     PolicyLoadFailed,
 }
 
+impl Basis {
+    /// Its name, as serialized.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Basis::DeniedByRule => "denied_by_rule",
+            Basis::PassedRules => "passed_rules",
+            Basis::NoRulesConfigured => "no_rules_configured",
+            Basis::PolicyLoadFailed => "policy_load_failed",
+        }
+    }
+}
+
 /// Who produced a finding.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, schemars::JsonSchema)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub enum Source {
     #[serde(rename = "policy_rules")]
     PolicyRules,
@@ -57,15 +79,25 @@ pub enum Source {
 }
 
 /// Whether a finding blocks the call or only warns.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, schemars::JsonSchema)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum Severity {
     Deny,
     Warn,
 }
 
+impl Severity {
+    /// Its name, as serialized.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Severity::Deny => "deny",
+            Severity::Warn => "warn",
+        }
+    }
+}
+
 /// One rule's or inspector's verdict on a call.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, schemars::JsonSchema)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Finding {
     pub source: Source,
     /// The rule's name, e.g. `deny_tool:deploy`, `egress:raw_socket`.
@@ -76,7 +108,7 @@ pub struct Finding {
 }
 
 /// The `policy_check` result: the decision, its basis and every finding.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, schemars::JsonSchema)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Evaluation {
     pub decision: Decision,
     pub basis: Basis,
@@ -102,5 +134,29 @@ impl Evaluation {
             }
         }
         parts.join("; ")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_are_the_serialized_ones() {
+        let name = |value: serde_json::Value| value.as_str().unwrap_or_default().to_string();
+        for decision in [Decision::Allow, Decision::Deny] {
+            assert_eq!(name(serde_json::json!(decision)), decision.as_str());
+        }
+        for basis in [
+            Basis::DeniedByRule,
+            Basis::PassedRules,
+            Basis::NoRulesConfigured,
+            Basis::PolicyLoadFailed,
+        ] {
+            assert_eq!(name(serde_json::json!(basis)), basis.as_str());
+        }
+        for severity in [Severity::Deny, Severity::Warn] {
+            assert_eq!(name(serde_json::json!(severity)), severity.as_str());
+        }
     }
 }

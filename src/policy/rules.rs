@@ -178,7 +178,7 @@ pub struct EgressConfig {
 }
 
 /// One directory rules are read from, as reported in `policy_sources`.
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, schemars::JsonSchema)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Source {
     pub path: PathBuf,
     pub exists: bool,
