@@ -7,8 +7,11 @@ use std::process::ExitCode;
 use clap::{Subcommand, ValueEnum};
 use serde_json::{json, Map, Value};
 
-use super::{call_tool, finish, prepare, read_input, Env, Failure};
-use crate::skills::{self, Skills};
+use super::{call_tool, finish, finish_typed, human_as, prepare, read_input, Env, Failure};
+use crate::skills::tools::{
+    IngestedView, RankedView, ReportedView, SkillList, SkillStatus, SkillView,
+};
+use crate::skills::{self, Change, Skills};
 
 #[derive(Debug, Subcommand)]
 pub enum SkillCommand {
@@ -187,78 +190,74 @@ fn as_tool_call(command: &SkillCommand) -> Result<Option<(&'static str, Value)>,
     }))
 }
 
-fn text(value: &Value) -> &str {
-    value.as_str().unwrap_or_default()
-}
-
 /// One line a skill: name, version, scope, record, and the degraded note.
-fn skill_line(skill: &Value) -> String {
-    let stats = &skill["stats"];
+fn skill_line(skill: &SkillView) -> String {
+    let stats = &skill.stats;
     let mut line = format!(
         "{} v{} [{}, {}] {}✓ {}✗",
-        text(&skill["name"]),
-        skill["version"],
-        text(&skill["platform"]),
-        text(&skill["scope"]),
-        stats["success_count"],
-        stats["fail_count"],
+        skill.name,
+        skill.version,
+        skill.platform,
+        skill.scope,
+        stats.success_count,
+        stats.fail_count,
     );
-    if skill["status"] == "deprecated" {
+    if skill.status == SkillStatus::Deprecated {
         line.push_str(&format!(
             " (deprecated → {})",
-            skill["superseded_by"].as_str().unwrap_or("?")
+            skill.superseded_by.as_deref().unwrap_or("?")
         ));
     }
-    if !text(&skill["description"]).is_empty() {
-        line.push_str(&format!(" — {}", text(&skill["description"])));
+    if !skill.description.is_empty() {
+        line.push_str(&format!(" — {}", skill.description));
     }
-    if let Some(note) = skill["note"].as_str() {
+    if let Some(note) = &skill.note {
         line.push_str(&format!("\n    ⚠ {note}"));
     }
     line
 }
 
-fn human_skills(data: &Value, empty: &str) -> String {
-    let skills = data["skills"].as_array().cloned().unwrap_or_default();
-    if skills.is_empty() {
+/// One line a skill, or `empty` when there are none.
+fn lines(lines: Vec<String>, empty: &str) -> String {
+    if lines.is_empty() {
         return format!("{empty}\n");
     }
-    let mut out = String::new();
-    for skill in &skills {
-        if let Some(score) = skill["score"].as_f64() {
-            out.push_str(&format!("{score:.3}  "));
-        }
-        out.push_str(&skill_line(skill));
-        out.push('\n');
-    }
-    out
+    lines.into_iter().map(|line| line + "\n").collect()
 }
 
-fn human_ingest(data: &Value) -> String {
-    let skill = &data["skill"];
-    let mut out = match text(&data["change"]) {
-        "unchanged" => format!(
-            "Skill {} unchanged (v{}).\n",
-            text(&skill["name"]),
-            skill["version"]
-        ),
-        "new_version" => format!(
+fn human_list(list: &SkillList<SkillView>) -> String {
+    lines(
+        list.skills.iter().map(skill_line).collect(),
+        "no skills saved yet; `car skill add --help` shows how",
+    )
+}
+
+fn human_found(found: &SkillList<RankedView>) -> String {
+    lines(
+        found
+            .skills
+            .iter()
+            .map(|ranked| format!("{:.3}  {}", ranked.score, skill_line(&ranked.skill)))
+            .collect(),
+        "no saved skill matches; save one with `car skill add`",
+    )
+}
+
+fn human_ingest(ingested: &IngestedView) -> String {
+    let skill = &ingested.skill;
+    let mut out = match ingested.change {
+        Change::Unchanged => format!("Skill {} unchanged (v{}).\n", skill.name, skill.version),
+        Change::NewVersion => format!(
             "Saved {} v{}: a new version with a fresh record.\n",
-            text(&skill["name"]),
-            skill["version"]
+            skill.name, skill.version
         ),
-        _ => format!(
-            "Saved skill {} ({} scope).\n",
-            text(&skill["name"]),
-            text(&skill["scope"])
-        ),
+        Change::Created => format!("Saved skill {} ({} scope).\n", skill.name, skill.scope),
     };
-    let deprecated: Vec<&str> = data["deprecated"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter_map(Value::as_str)
-        .filter(|name| *name != text(&skill["name"]))
+    let deprecated: Vec<&str> = ingested
+        .deprecated
+        .iter()
+        .map(String::as_str)
+        .filter(|name| *name != skill.name)
         .collect();
     if !deprecated.is_empty() {
         out.push_str(&format!("Deprecated: {}.\n", deprecated.join(", ")));
@@ -266,8 +265,8 @@ fn human_ingest(data: &Value) -> String {
     out
 }
 
-fn human_show(data: &Value) -> String {
-    format!("{}\n\n{}\n", skill_line(data), text(&data["code"]))
+fn human_show(skill: &SkillView) -> String {
+    format!("{}\n\n{}\n", skill_line(skill), skill.code)
 }
 
 fn skills_dir(env: &Env, dir: &Option<PathBuf>) -> PathBuf {
@@ -275,53 +274,61 @@ fn skills_dir(env: &Env, dir: &Option<PathBuf>) -> PathBuf {
         .unwrap_or_else(|| env.project_root.join(".car").join("skills"))
 }
 
-fn local(env: &Env, skills: &Skills, command: &SkillCommand) -> Result<Value, Failure> {
-    let failed = |e: skills::SkillError| Failure::new("failed", e.to_string());
+fn show(skills: &Skills, name: &str) -> Result<SkillView, Failure> {
+    let skill = skills
+        .get(name)
+        .map_err(|e| Failure::new("failed", e.to_string()))?
+        .ok_or_else(|| {
+            Failure::new(
+                "not_found",
+                format!(
+                    "no active skill named {name:?}; `car skill list --all` shows every version"
+                ),
+            )
+        })?;
+    Ok(SkillView::from(&skill))
+}
+
+/// The commands served by the skill store directly (not tools).
+fn local(env: &Env, skills: &Skills, command: &SkillCommand) -> ExitCode {
+    let name = command_name(command);
     match command {
-        SkillCommand::Show { name } => {
-            let skill = skills.get(name).map_err(failed)?.ok_or_else(|| {
-                Failure::new(
-                    "not_found",
-                    format!("no active skill named {name:?}; `car skill list --all` shows every version"),
-                )
-            })?;
-            Ok(skills::tools::skill_json(&skill))
+        SkillCommand::Show { name: skill } => {
+            finish_typed(env.json, name, show(skills, skill), human_show)
         }
         SkillCommand::Export { dir } => {
-            let dir = skills_dir(env, dir);
-            let active = skills.list(None, false).map_err(failed)?;
-            let written = skills::export_dir(&active, &dir).map_err(failed)?;
-            Ok(json!({
-                "dir": dir,
-                "exported": written.len(),
-                "files": written,
-                "degraded": active.iter().filter(|s| s.stats.degraded()).map(|s| &s.name).collect::<Vec<_>>(),
-            }))
+            let exported = skills::export_active(skills, &skills_dir(env, dir))
+                .map_err(|e| Failure::new("failed", e.to_string()));
+            finish_typed(env.json, name, exported, |exported| {
+                format!(
+                    "Exported {} skill(s) to {}.\n",
+                    exported.exported,
+                    exported.dir.display()
+                )
+            })
         }
         SkillCommand::Import { dir } => {
-            let dir = skills_dir(env, dir);
-            let files = skills::read_skill_files(&dir)
-                .map_err(|e| Failure::new("invalid", e.to_string()))?;
-            let batch = files
-                .into_iter()
-                .map(|(_, file)| file.into_new("import"))
-                .collect();
-            let done = skills
-                .ingest_all(batch)
-                .map_err(|e| Failure::new("invalid", e.to_string()))?;
-            let count = |change| done.iter().filter(|d| d.change == change).count();
-            Ok(json!({
-                "dir": dir,
-                "created": count(skills::Change::Created),
-                "updated": count(skills::Change::NewVersion),
-                "unchanged": count(skills::Change::Unchanged),
-                "skills": done.iter().map(|d| json!({"name": d.skill.name, "version": d.skill.version, "change": d.change})).collect::<Vec<_>>(),
-            }))
+            let imported = skills::import_dir(skills, &skills_dir(env, dir))
+                .map_err(|e| Failure::new("invalid", e.to_string()));
+            finish_typed(env.json, name, imported, |imported| {
+                format!(
+                    "Imported from {}: {} new, {} updated, {} unchanged.\n",
+                    imported.dir.display(),
+                    imported.created,
+                    imported.updated,
+                    imported.unchanged
+                )
+            })
         }
         SkillCommand::Add { .. }
         | SkillCommand::Find { .. }
         | SkillCommand::List { .. }
-        | SkillCommand::Report { .. } => Err(Failure::new("failed", "not a local command")),
+        | SkillCommand::Report { .. } => finish(
+            env.json,
+            name,
+            Err(Failure::new("failed", "not a local command")),
+            |_| String::new(),
+        ),
     }
 }
 
@@ -334,40 +341,21 @@ pub async fn run(env: &Env, command: SkillCommand) -> ExitCode {
     if let Some((tool, args)) = call {
         let result = call_tool(&app, tool, args, None).await;
         return finish(env.json, name, result, |data| match tool {
-            "skill_ingest" => human_ingest(data),
-            "skill_find" => human_skills(
-                data,
-                "no saved skill matches; save one with `car skill add`",
-            ),
-            "skill_list" => human_skills(
-                data,
-                "no skills saved yet; `car skill add --help` shows how",
-            ),
-            _ => format!("{}\n", skill_line(&data["skill"])),
+            "skill_ingest" => human_as(data, human_ingest),
+            "skill_find" => human_as(data, human_found),
+            "skill_list" => human_as(data, human_list),
+            _ => human_as(data, |reported: &ReportedView| {
+                format!("{}\n", skill_line(&reported.skill))
+            }),
         });
     }
-    let Some(skills) = app.skills().cloned() else {
-        return finish(
+    match app.skills() {
+        Some(skills) => local(env, skills, &command),
+        None => finish(
             env.json,
             name,
             Err(Failure::new("failed", "skills are not available")),
             |_| String::new(),
-        );
-    };
-    let result = local(env, &skills, &command);
-    finish(env.json, name, result, |data| match &command {
-        SkillCommand::Show { .. } => human_show(data),
-        SkillCommand::Export { .. } => format!(
-            "Exported {} skill(s) to {}.\n",
-            data["exported"],
-            text(&data["dir"])
         ),
-        _ => format!(
-            "Imported from {}: {} new, {} updated, {} unchanged.\n",
-            text(&data["dir"]),
-            data["created"],
-            data["updated"],
-            data["unchanged"]
-        ),
-    })
+    }
 }

@@ -14,7 +14,7 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-use super::{NewSkill, Result, Skill, SkillError};
+use super::{Change, NewSkill, Result, Skill, SkillError, Skills};
 
 /// One skill as a file holds it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -158,6 +158,82 @@ pub fn export_dir(skills: &[Skill], dir: &Path) -> Result<Vec<PathBuf>> {
         written.push(path);
     }
     Ok(written)
+}
+
+/// What `skill export` wrote.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Exported {
+    /// The directory written to.
+    pub dir: PathBuf,
+    /// How many skills were written.
+    pub exported: usize,
+    /// The files written, one a skill.
+    pub files: Vec<PathBuf>,
+    /// The degraded skills among them (files carry no outcome record).
+    pub degraded: Vec<String>,
+}
+
+/// What `skill import` saved.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Imported {
+    /// The directory read.
+    pub dir: PathBuf,
+    /// Skills new to this store.
+    pub created: usize,
+    /// Skills saved as a new version of one with the same name.
+    pub updated: usize,
+    /// Skills identical to the active version: nothing changed.
+    pub unchanged: usize,
+    pub skills: Vec<ImportedSkill>,
+}
+
+/// One skill of an import.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct ImportedSkill {
+    pub name: String,
+    /// Its version after the import.
+    pub version: i64,
+    pub change: Change,
+}
+
+/// Writes every active skill to `<dir>/<name>.json` (see [`export_dir`]).
+pub fn export_active(skills: &Skills, dir: &Path) -> Result<Exported> {
+    let active = skills.list(None, false)?;
+    let files = export_dir(&active, dir)?;
+    Ok(Exported {
+        dir: dir.to_path_buf(),
+        exported: files.len(),
+        files,
+        degraded: active
+            .iter()
+            .filter(|s| s.stats.degraded())
+            .map(|s| s.name.clone())
+            .collect(),
+    })
+}
+
+/// Saves every `<dir>/*.json` skill in one transaction; a bad file saves nothing.
+pub fn import_dir(skills: &Skills, dir: &Path) -> Result<Imported> {
+    let batch = read_dir(dir)?
+        .into_iter()
+        .map(|(_, file)| file.into_new("import"))
+        .collect();
+    let done = skills.ingest_all(batch)?;
+    let count = |change| done.iter().filter(|d| d.change == change).count();
+    Ok(Imported {
+        dir: dir.to_path_buf(),
+        created: count(Change::Created),
+        updated: count(Change::NewVersion),
+        unchanged: count(Change::Unchanged),
+        skills: done
+            .iter()
+            .map(|d| ImportedSkill {
+                name: d.skill.name.clone(),
+                version: d.skill.version,
+                change: d.change,
+            })
+            .collect(),
+    })
 }
 
 #[cfg(test)]

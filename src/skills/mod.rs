@@ -26,7 +26,7 @@ use std::sync::Arc;
 use rusqlite::{params, OptionalExtension, Row};
 use serde::{Deserialize, Serialize};
 
-pub use files::{export_dir, read_dir as read_skill_files, SkillFile};
+pub use files::{export_active, import_dir, SkillFile};
 pub use rank::{FindQuery, Match, Ranked};
 pub use tools::tools;
 
@@ -234,7 +234,7 @@ impl NewSkill {
 }
 
 /// What an ingest did.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, schemars::JsonSchema)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum Change {
     Created,

@@ -21,7 +21,7 @@ impl From<SkillError> for ToolError {
 }
 
 /// Whether a skill is the current version.
-#[derive(Debug, Clone, Copy, Serialize, JsonSchema)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum SkillStatus {
     Active,
@@ -29,7 +29,7 @@ pub enum SkillStatus {
 }
 
 /// A skill's outcome record.
-#[derive(Debug, Clone, Serialize, JsonSchema)]
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 pub struct StatsView {
     pub success_count: u64,
     pub fail_count: u64,
@@ -41,7 +41,7 @@ pub struct StatsView {
 }
 
 /// A skill as every face shows it.
-#[derive(Debug, Clone, Serialize, JsonSchema)]
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 pub struct SkillView {
     pub name: String,
     pub version: i64,
@@ -100,11 +100,6 @@ impl From<&Skill> for SkillView {
     }
 }
 
-/// A skill as every face shows it, as JSON.
-pub fn skill_json(skill: &Skill) -> Value {
-    serde_json::to_value(SkillView::from(skill)).unwrap_or_default()
-}
-
 /// The note a degraded skill carries wherever it is shown.
 pub fn degraded_note(skill: &Skill) -> Option<String> {
     skill.stats.degraded().then(|| {
@@ -116,7 +111,7 @@ pub fn degraded_note(skill: &Skill) -> Option<String> {
 }
 
 /// A skill offered for a task, with why.
-#[derive(Debug, Clone, Serialize, JsonSchema)]
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 pub struct RankedView {
     #[serde(flatten)]
     pub skill: SkillView,
@@ -128,7 +123,7 @@ pub struct RankedView {
 }
 
 /// How a skill's triggers matched the task.
-#[derive(Debug, Clone, Serialize, JsonSchema)]
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 pub struct MatchView {
     pub persona: f64,
     pub url: f64,
@@ -155,7 +150,7 @@ impl From<&Ranked> for RankedView {
 }
 
 /// What `skill_ingest` did.
-#[derive(Debug, Clone, Serialize, JsonSchema)]
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 pub struct IngestedView {
     pub skill: SkillView,
     pub change: Change,
@@ -166,7 +161,7 @@ pub struct IngestedView {
 }
 
 /// A list of skills.
-#[derive(Debug, Clone, Serialize, JsonSchema)]
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 pub struct SkillList<T> {
     pub skills: Vec<T>,
     pub count: usize,
@@ -182,7 +177,7 @@ impl<T> SkillList<T> {
 }
 
 /// What `skill_report` did.
-#[derive(Debug, Clone, Serialize, JsonSchema)]
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 pub struct ReportedView {
     pub skill: SkillView,
     /// This report made the skill degraded.
