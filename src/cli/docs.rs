@@ -6,10 +6,10 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use clap::{Args, CommandFactory};
-use serde_json::json;
+use serde::{Deserialize, Serialize};
 
 use super::console::stdout as write_stdout;
-use super::{finish, Cli, Failure};
+use super::{finish, finish_typed, Cli, Failure};
 
 /// Arguments of `car completions`.
 #[derive(Debug, Args)]
@@ -66,11 +66,25 @@ pub fn man(json: bool, args: &ManArgs) -> ExitCode {
             ),
         };
     };
-    let result = write_pages(dir).map(|pages| json!({"dir": dir, "pages": pages}));
-    finish(json, "man", result, |data| {
-        let count = data["pages"].as_array().map_or(0, Vec::len);
-        format!("wrote {count} man pages to {}", dir.display())
+    let result = write_pages(dir).map(|pages| ManPages {
+        dir: dir.clone(),
+        pages,
+    });
+    finish_typed(json, "man", result, |written| {
+        format!(
+            "wrote {} man pages to {}",
+            written.pages.len(),
+            written.dir.display()
+        )
     })
+}
+
+/// What `car man --out DIR` wrote.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct ManPages {
+    pub dir: PathBuf,
+    /// The page files, sorted: car.1, car-memory.1, …
+    pub pages: Vec<String>,
 }
 
 fn write_pages(dir: &Path) -> Result<Vec<String>, Failure> {

@@ -3,11 +3,13 @@
 use std::process::ExitCode;
 
 use clap::{Args, Subcommand};
+use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 
-use super::{call_tool, finish, open_app, Env, Failure};
+use super::{call_tool, finish, finish_typed, open_app, Env, Failure};
 use crate::output::render_human;
-use crate::runtime::executions;
+use crate::runtime::executions::{self, Execution};
+use crate::runtime::ToolSpec;
 
 #[derive(Debug, Subcommand)]
 pub enum ToolsCommand {
@@ -69,18 +71,11 @@ pub async fn run(env: &Env, command: ToolsCommand) -> ExitCode {
     };
     match command {
         ToolsCommand::List => {
-            let tools: Vec<Value> = app.runtime().specs().iter().map(|s| s.to_json()).collect();
-            finish(env.json, name, Ok(json!({"tools": tools})), |data| {
-                let mut out = String::new();
-                for tool in data["tools"].as_array().into_iter().flatten() {
-                    out.push_str(&format!(
-                        "{:<24} {:<15} {}\n",
-                        tool["name"].as_str().unwrap_or(""),
-                        tool["_meta"]["car/effect"].as_str().unwrap_or(""),
-                        tool["title"].as_str().unwrap_or("")
-                    ));
-                }
-                out
+            let specs = app.runtime().specs();
+            let rendered = human_tools(&specs);
+            let tools: Vec<Value> = specs.iter().map(ToolSpec::to_json).collect();
+            finish(env.json, name, Ok(json!({"tools": tools})), move |_| {
+                rendered
             })
         }
         ToolsCommand::Call {
@@ -97,21 +92,45 @@ pub async fn run(env: &Env, command: ToolsCommand) -> ExitCode {
     }
 }
 
+/// One line a tool: name, effect, title.
+fn human_tools(specs: &[ToolSpec]) -> String {
+    specs
+        .iter()
+        .map(|spec| {
+            format!(
+                "{:<24} {:<15} {}\n",
+                spec.name,
+                spec.effect.as_str(),
+                spec.title
+            )
+        })
+        .collect()
+}
+
+/// What `car executions` lists.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Executions {
+    /// Newest first.
+    pub executions: Vec<Execution>,
+}
+
 pub async fn executions(env: &Env, args: ExecutionsArgs) -> ExitCode {
     // One table: the store alone, not the whole of CAR (policies, connectors, the import).
     let result = crate::store::Store::open(&env.home.db_path())
         .map_err(Failure::from)
         .and_then(|store| {
             executions::recent(&store, args.tool.as_deref(), args.limit)
-                .map(|rows| json!({"executions": rows}))
+                .map(|executions| Executions { executions })
                 .map_err(Failure::from)
         });
-    finish(env.json, "executions.list", result, |data| {
-        let rows = data["executions"].as_array().cloned().unwrap_or_default();
-        if rows.is_empty() {
+    finish_typed(env.json, "executions.list", result, |list| {
+        if list.executions.is_empty() {
             "no executions recorded yet\n".to_string()
         } else {
-            render_human(&Value::Array(rows))
+            // The generic table, its columns the fields of an execution.
+            serde_json::to_value(&list.executions)
+                .map(|rows| render_human(&rows))
+                .unwrap_or_default()
         }
     })
 }

@@ -2,7 +2,8 @@
 //! `_meta["car/request_id"]`.
 
 use rusqlite::{params, OptionalExtension};
-use serde_json::{json, Value};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
 
 use crate::store::{self, Store};
 
@@ -175,8 +176,25 @@ pub fn finish(store: &Store, done: &Finished) -> store::Result<()> {
     })
 }
 
-/// The newest executions, newest first, optionally for one tool.
-pub fn recent(store: &Store, tool: Option<&str>, limit: usize) -> store::Result<Vec<Value>> {
+/// One row of the execution log, as `car executions` lists it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Execution {
+    pub id: String,
+    pub tool: String,
+    /// How the call ended (see [`ExecStatus`]), `running` until it does.
+    pub status: String,
+    /// The idempotency key it was called with.
+    pub request_id: Option<String>,
+    /// The face it came through: `cli` or `mcp`.
+    pub face: Option<String>,
+    pub started_at: String,
+    /// Null while it runs.
+    pub duration_ms: Option<i64>,
+    pub error: Option<String>,
+}
+
+/// The latest executions, newest first (only `tool`'s when given).
+pub fn recent(store: &Store, tool: Option<&str>, limit: usize) -> store::Result<Vec<Execution>> {
     let conn = store.conn();
     let mut stmt = conn.prepare(
         "SELECT id, tool, status, request_id, face, started_at, duration_ms, error
@@ -184,16 +202,16 @@ pub fn recent(store: &Store, tool: Option<&str>, limit: usize) -> store::Result<
          ORDER BY started_at DESC, rowid DESC LIMIT ?2",
     )?;
     let rows = stmt.query_map(params![tool, limit as i64], |r| {
-        Ok(json!({
-            "id": r.get::<_, String>(0)?,
-            "tool": r.get::<_, String>(1)?,
-            "status": r.get::<_, String>(2)?,
-            "request_id": r.get::<_, Option<String>>(3)?,
-            "face": r.get::<_, Option<String>>(4)?,
-            "started_at": r.get::<_, String>(5)?,
-            "duration_ms": r.get::<_, Option<i64>>(6)?,
-            "error": r.get::<_, Option<String>>(7)?,
-        }))
+        Ok(Execution {
+            id: r.get(0)?,
+            tool: r.get(1)?,
+            status: r.get(2)?,
+            request_id: r.get(3)?,
+            face: r.get(4)?,
+            started_at: r.get(5)?,
+            duration_ms: r.get(6)?,
+            error: r.get(7)?,
+        })
     })?;
     Ok(rows.collect::<Result<Vec<_>, _>>()?)
 }
