@@ -2,12 +2,12 @@
 //! [`Printed`] so the `progress_tracker` and `decision_logger` MCP tools run them in-process.
 
 use clap::Subcommand;
-use serde_json::Value;
+use serde::Serialize;
 
-use super::{open_project, render, Env, Failure, Printed};
+use super::{open_project, render_typed, Env, Failure, Printed};
 use crate::output::table;
-use crate::project::decisions::NewDecision;
-use crate::project::progress::ProgressFilter;
+use crate::project::decisions::{Decision, NewDecision};
+use crate::project::progress::{Progress, ProgressFilter};
 use crate::project::Project;
 
 #[derive(Debug, Subcommand)]
@@ -96,40 +96,50 @@ pub enum DecisionCommand {
     },
 }
 
-fn to_value<T: serde::Serialize>(value: &T) -> Value {
-    serde_json::to_value(value).unwrap_or(Value::Null)
+/// Progress entries, or the one a command wrote (serialized as it is).
+#[derive(Serialize)]
+#[serde(untagged)]
+enum Noted {
+    List(Vec<Progress>),
+    One(Progress),
 }
 
-fn text(v: &Value, key: &str) -> String {
-    v[key].as_str().unwrap_or("").to_string()
+impl Noted {
+    fn render(&self) -> String {
+        match self {
+            Noted::List(list) if list.is_empty() => "no progress entries\n".into(),
+            Noted::List(list) => list.iter().map(progress_line).collect(),
+            Noted::One(entry) => progress_line(entry),
+        }
+    }
 }
 
-fn progress_line(p: &Value) -> String {
+fn progress_line(p: &Progress) -> String {
     format!(
         "#{} {} [{}]{}: {}{}\n",
-        p["id"],
-        text(p, "kind"),
-        text(p, "status"),
-        p["task"]
-            .as_str()
+        p.id,
+        p.kind,
+        p.status,
+        p.task
+            .as_deref()
             .map(|t| format!(" on {t}"))
             .unwrap_or_default(),
-        text(p, "body"),
-        p["resolution"]
-            .as_str()
+        p.body,
+        p.resolution
+            .as_deref()
             .map(|r| format!(" — resolved: {r}"))
             .unwrap_or_default()
     )
 }
 
-fn run_progress(project: &Project, command: &ProgressCommand) -> Result<Value, Failure> {
+fn run_progress(project: &Project, command: &ProgressCommand) -> Result<Noted, Failure> {
     Ok(match command {
         ProgressCommand::List {
             task,
             status,
             kind,
             limit,
-        } => to_value(&project.list_progress(&ProgressFilter {
+        } => Noted::List(project.list_progress(&ProgressFilter {
             task: task.clone(),
             status: status.clone(),
             kind: kind.clone(),
@@ -140,17 +150,17 @@ fn run_progress(project: &Project, command: &ProgressCommand) -> Result<Value, F
             task,
             blocker,
             author,
-        } => to_value(&project.add_progress(
+        } => Noted::One(project.add_progress(
             task.as_deref(),
             if *blocker { "blocker" } else { "note" },
             text,
             Some(&crate::home::agent_id(author.as_deref())),
         )?),
         ProgressCommand::Update { id, body, kind } => {
-            to_value(&project.update_progress(id, body.as_deref(), kind.as_deref())?)
+            Noted::One(project.update_progress(id, body.as_deref(), kind.as_deref())?)
         }
         ProgressCommand::Resolve { id, resolution } => {
-            to_value(&project.resolve_progress(id, resolution.as_deref())?)
+            Noted::One(project.resolve_progress(id, resolution.as_deref())?)
         }
     })
 }
@@ -164,20 +174,40 @@ pub(crate) fn execute_progress(env: &Env, command: ProgressCommand) -> Printed {
         ProgressCommand::Resolve { .. } => "progress.resolve",
     };
     let result = open_project(env).and_then(|project| run_progress(&project, &command));
-    render(env.json, name, result, |data| match data.as_array() {
-        Some(list) if list.is_empty() => "no progress entries\n".into(),
-        Some(list) => list.iter().map(progress_line).collect(),
-        None => progress_line(data),
-    })
+    render_typed(env.json, name, result, Noted::render)
 }
 
-fn run_decision(project: &Project, command: &DecisionCommand) -> Result<Value, Failure> {
+/// Decisions, or the one a command wrote (serialized as it is).
+#[derive(Serialize)]
+#[serde(untagged)]
+enum Decided {
+    List(Vec<Decision>),
+    One(Box<Decision>),
+}
+
+impl Decided {
+    fn render(&self) -> String {
+        match self {
+            Decided::List(list) if list.is_empty() => "no decisions\n".into(),
+            Decided::List(list) => {
+                let rows: Vec<Vec<String>> = list
+                    .iter()
+                    .map(|d| vec![d.display_id.clone(), d.status.clone(), d.title.clone()])
+                    .collect();
+                table(&["ID", "STATUS", "TITLE"], &rows)
+            }
+            Decided::One(decision) => decision_text(decision),
+        }
+    }
+}
+
+fn run_decision(project: &Project, command: &DecisionCommand) -> Result<Decided, Failure> {
     Ok(match command {
         DecisionCommand::List {
             status,
             search,
             limit,
-        } => to_value(&project.list_decisions(status.as_deref(), search.as_deref(), *limit)?),
+        } => Decided::List(project.list_decisions(status.as_deref(), search.as_deref(), *limit)?),
         DecisionCommand::Record {
             title,
             decision,
@@ -185,37 +215,34 @@ fn run_decision(project: &Project, command: &DecisionCommand) -> Result<Value, F
             consequences,
             status,
             supersedes,
-        } => to_value(&project.record_decision(NewDecision {
+        } => Decided::One(Box::new(project.record_decision(NewDecision {
             title: title.clone(),
             context: context.clone(),
             decision: decision.clone(),
             consequences: consequences.clone(),
             status: status.clone(),
             supersedes: supersedes.clone(),
-        })?),
-        DecisionCommand::Resolve { id, status, note } => {
-            to_value(&project.resolve_decision(id, status, note.as_deref())?)
-        }
+        })?)),
+        DecisionCommand::Resolve { id, status, note } => Decided::One(Box::new(
+            project.resolve_decision(id, status, note.as_deref())?,
+        )),
     })
 }
 
-fn decision_text(d: &Value) -> String {
+fn decision_text(d: &Decision) -> String {
     let mut out = format!(
         "{} ({}) {}\n  decision: {}\n",
-        text(d, "displayId"),
-        text(d, "status"),
-        text(d, "title"),
-        text(d, "decision")
+        d.display_id, d.status, d.title, d.decision
     );
-    for key in [
-        "context",
-        "consequences",
-        "resolution",
-        "supersedes",
-        "supersededBy",
+    for (label, value) in [
+        ("context", Some(&d.context)),
+        ("consequences", Some(&d.consequences)),
+        ("resolution", d.resolution.as_ref()),
+        ("supersedes", d.supersedes.as_ref()),
+        ("supersededBy", d.superseded_by.as_ref()),
     ] {
-        if let Some(v) = d[key].as_str().filter(|v| !v.is_empty()) {
-            out.push_str(&format!("  {key}: {v}\n"));
+        if let Some(v) = value.filter(|v| !v.is_empty()) {
+            out.push_str(&format!("  {label}: {v}\n"));
         }
     }
     out
@@ -229,15 +256,5 @@ pub(crate) fn execute_decision(env: &Env, command: DecisionCommand) -> Printed {
         DecisionCommand::Resolve { .. } => "decision.resolve",
     };
     let result = open_project(env).and_then(|project| run_decision(&project, &command));
-    render(env.json, name, result, |data| match data.as_array() {
-        Some(list) if list.is_empty() => "no decisions\n".into(),
-        Some(list) => {
-            let rows: Vec<Vec<String>> = list
-                .iter()
-                .map(|d| vec![text(d, "displayId"), text(d, "status"), text(d, "title")])
-                .collect();
-            table(&["ID", "STATUS", "TITLE"], &rows)
-        }
-        None => decision_text(data),
-    })
+    render_typed(env.json, name, result, Decided::render)
 }
