@@ -14,7 +14,7 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-use super::{Change, NewSkill, Result, Skill, SkillError, Skills};
+use super::{Change, NewSkill, Result, Skill, SkillError, Skills, Versions};
 
 /// One skill as a file holds it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -198,7 +198,7 @@ pub struct ImportedSkill {
 
 /// Writes every active skill to `<dir>/<name>.json` (see [`export_dir`]).
 pub fn export_active(skills: &Skills, dir: &Path) -> Result<Exported> {
-    let active = skills.list(None, false)?;
+    let active = skills.list(None, Versions::Active)?;
     let files = export_dir(&active, dir)?;
     Ok(Exported {
         dir: dir.to_path_buf(),

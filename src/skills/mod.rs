@@ -233,6 +233,15 @@ impl NewSkill {
     }
 }
 
+/// Which versions of each skill `list` returns.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Versions {
+    /// The active version only.
+    Active,
+    /// Superseded versions too.
+    All,
+}
+
 /// What an ingest did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
@@ -315,8 +324,8 @@ impl Skills {
     }
 
     /// Skills scoped Global or `domain` (every active skill when `domain` is `None`), by name;
-    /// with `include_deprecated`, older versions too.
-    pub fn list(&self, domain: Option<&str>, include_deprecated: bool) -> Result<Vec<Skill>> {
+    /// with [`Versions::All`], older versions too.
+    pub fn list(&self, domain: Option<&str>, versions: Versions) -> Result<Vec<Skill>> {
         let conn = self.store.conn();
         let mut stmt = conn.prepare_cached(&format!(
             "SELECT {COLUMNS} FROM skills
@@ -325,13 +334,14 @@ impl Skills {
              ORDER BY name, version DESC"
         ))?;
         let domain = domain.map(|d| d.trim().to_lowercase());
-        let rows = stmt.query_map(params![include_deprecated, domain], Skill::from_row)?;
+        let all = versions == Versions::All;
+        let rows = stmt.query_map(params![all, domain], Skill::from_row)?;
         Ok(rows.collect::<rusqlite::Result<Vec<_>>>()?)
     }
 
     /// The best `k` active skills for a task (see [`rank`]).
     pub fn find(&self, query: &FindQuery) -> Result<Vec<Ranked>> {
-        let skills = self.list(None, false)?;
+        let skills = self.list(None, Versions::Active)?;
         Ok(rank::rank(skills, query))
     }
 
@@ -490,8 +500,8 @@ mod tests {
         assert_eq!(changed.change, Change::NewVersion);
         assert_eq!(changed.skill.version, 2);
         assert_eq!(changed.skill.stats, Stats::default());
-        assert_eq!(s.list(None, true).unwrap().len(), 2);
-        assert_eq!(s.list(None, false).unwrap().len(), 1);
+        assert_eq!(s.list(None, Versions::All).unwrap().len(), 2);
+        assert_eq!(s.list(None, Versions::Active).unwrap().len(), 1);
     }
 
     #[test]
@@ -520,7 +530,7 @@ mod tests {
         bad.platform = "cobol".into();
         let err = s.ingest_all(vec![new("fine", "ok"), bad]).unwrap_err();
         assert!(err.to_string().contains("unknown platform"), "{err}");
-        assert!(s.list(None, true).unwrap().is_empty());
+        assert!(s.list(None, Versions::All).unwrap().is_empty());
         assert!(s.ingest(new("  ", "code")).is_err());
         assert!(s.ingest(new("empty", " ")).is_err());
     }
@@ -551,7 +561,7 @@ mod tests {
         gl.url_pattern = "*gitlab.com*".into();
         s.ingest(gl).unwrap();
         let names = |domain| {
-            s.list(domain, false)
+            s.list(domain, Versions::Active)
                 .unwrap()
                 .into_iter()
                 .map(|k| k.name)

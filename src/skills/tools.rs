@@ -6,7 +6,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use super::{Change, FindQuery, NewSkill, Outcome, Ranked, Skill, SkillError, Skills};
+use super::{Change, FindQuery, NewSkill, Outcome, Ranked, Skill, SkillError, Skills, Versions};
 use crate::runtime::{Effect, Idempotence, Tool, ToolError, ToolSpec};
 
 impl From<SkillError> for ToolError {
@@ -351,7 +351,12 @@ pub fn tools(skills: Arc<Skills>) -> Vec<Tool> {
         .title("List skills")
         .effect(Effect::Read),
         move |args: ListArgs, _call| -> Result<SkillList<SkillView>, ToolError> {
-            let found = s.list(args.domain.as_deref(), args.include_deprecated)?;
+            let versions = if args.include_deprecated {
+                Versions::All
+            } else {
+                Versions::Active
+            };
+            let found = s.list(args.domain.as_deref(), versions)?;
             Ok(SkillList::of(found.iter().map(SkillView::from).collect()))
         },
     ));
