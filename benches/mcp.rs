@@ -333,6 +333,9 @@ enum QueryClass {
     Phrase,
     /// The verb and the first object: two Zipf-drawn words, often in thousands of facts.
     Pair,
+    /// A 5–12-word question as an agent asks it ("which team owns the job that retries the
+    /// payout ledger nightly?"): a few of a fact's words among question words.
+    Question,
 }
 
 impl QueryClass {
@@ -341,6 +344,7 @@ impl QueryClass {
             QueryClass::Codename => "codename",
             QueryClass::Phrase => "phrase",
             QueryClass::Pair => "pair",
+            QueryClass::Question => "question",
         }
     }
 }
@@ -388,13 +392,19 @@ fn corpus(n: usize, queries: usize) -> Corpus {
     let queries = (0..queries)
         .map(|j| {
             let fact = &facts[rng.below(n)];
-            let (class, span) = match j % 3 {
+            let (class, span) = match j % 4 {
                 0 => (QueryClass::Codename, &fact.words[0..2]),
                 1 => {
                     let start = 1 + rng.below(2);
                     (QueryClass::Phrase, &fact.words[start..start + 3])
                 }
-                _ => (QueryClass::Pair, &fact.words[1..3]),
+                2 => (QueryClass::Pair, &fact.words[1..3]),
+                _ => {
+                    return Query {
+                        text: question(&mut rng, fact),
+                        class: QueryClass::Question,
+                    }
+                }
             };
             Query {
                 text: span.join(" "),
@@ -403,6 +413,22 @@ fn corpus(n: usize, queries: usize) -> Corpus {
         })
         .collect();
     Corpus { facts, queries }
+}
+
+/// A question of 5–12 words about one fact, in one of the shapes agents ask: the fact's object
+/// words (and sometimes its codename, verb or team) among question words.
+fn question(rng: &mut Rng, fact: &Fact) -> String {
+    let w = &fact.words;
+    let (codename, verb, first, second) = (&w[0], &w[1], &w[2], &w[3]);
+    let team = w.last().map_or("", String::as_str);
+    match rng.below(6) {
+        0 => format!("which team owns the job that {verb} the {first} {second}?"),
+        1 => format!("how often does {codename} run and what does it touch?"),
+        2 => format!("what happens to the {first} {second} when the nightly run fails?"),
+        3 => format!("who do I ask about the {first} {second} before changing it?"),
+        4 => format!("is anything scheduled that {verb} {first} data for {team}?"),
+        _ => format!("why is the {second} slow after we deploy the {first} change?"),
+    }
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -812,14 +838,19 @@ impl Side {
 
     fn json(&self, first: Duration, start: Duration, rss: Option<f64>) -> Value {
         let mut bytes = self.bytes.clone();
-        let classes: Vec<Value> = [QueryClass::Codename, QueryClass::Phrase, QueryClass::Pair]
-            .into_iter()
-            .map(|class| {
-                let (stats, median_hits, zero, max_hits) = self.class_stats(class);
-                json!({"class": class.name(), "latency": stats.json(), "median_hits": median_hits,
+        let classes: Vec<Value> = [
+            QueryClass::Codename,
+            QueryClass::Phrase,
+            QueryClass::Pair,
+            QueryClass::Question,
+        ]
+        .into_iter()
+        .map(|class| {
+            let (stats, median_hits, zero, max_hits) = self.class_stats(class);
+            json!({"class": class.name(), "latency": stats.json(), "median_hits": median_hits,
                        "max_hits": max_hits, "queries_with_no_hit": zero})
-            })
-            .collect();
+        })
+        .collect();
         json!({
             "latency": Stats::of(&self.times).json(),
             "ping": Stats::of(&self.pings).json(),
@@ -1048,7 +1079,12 @@ async fn bench_queries(config: &Config, scratch: &Path, n: usize) -> Result<Valu
         "{:<30} {:>9} {:>9} {:>9} {:>11} {:>11}",
         "by query class", "car p50", "peer p50", "car hits", "peer hits", "peer max"
     );
-    for class in [QueryClass::Codename, QueryClass::Phrase, QueryClass::Pair] {
+    for class in [
+        QueryClass::Codename,
+        QueryClass::Phrase,
+        QueryClass::Pair,
+        QueryClass::Question,
+    ] {
         let (car_class, car_hits, _, _) = car_side.class_stats(class);
         let (peer_p50, peer_hits, peer_max) = if peer_side.times.is_empty() {
             ("-".to_string(), "-".to_string(), "-".to_string())
@@ -1065,6 +1101,25 @@ async fn bench_queries(config: &Config, scratch: &Path, n: usize) -> Result<Valu
             peer_hits,
             peer_max
         );
+    }
+    // Goals for questions as agents ask them (issue 13): p50 ≤ 1 ms at 10k, ≤ 2 ms at 100k.
+    let (questions, question_hits, question_misses, _) = car_side.class_stats(QueryClass::Question);
+    let question_goal = match n {
+        10_000 => Some(1.0),
+        100_000 => Some(2.0),
+        _ => None,
+    };
+    out["question"] = json!({"latency": questions.json(), "median_hits": question_hits,
+                             "no_hit": question_misses});
+    if let Some(goal) = question_goal {
+        let met = questions.p50 <= goal;
+        println!(
+            "goal question p50 ≤ {goal} ms at {n}: {} ({:.3} ms)",
+            verdict(met),
+            questions.p50
+        );
+        out["question"]["goal_p50_ms"] = json!(goal);
+        out["question"]["goal_p50_met"] = json!(met);
     }
     if n == 100_000 {
         let met = car_stats.p50 <= GOAL_QUERY_P50_MS_100K;

@@ -37,8 +37,10 @@ pub const MAX_SEEDS: usize = 8;
 pub const SEED_FLOOR: f64 = 0.35;
 /// A term in more entries than this is a common word, not a named thing: it never bridges.
 pub const BRIDGE_MAX_DF: usize = 64;
-/// The share of a seed's score that crosses the strongest possible bridge.
-pub const BRIDGE: f64 = 1.0;
+/// The share of a seed's score that crosses the strongest possible bridge: nearly all, so the
+/// entry a question is really after ranks right after the one that names its subject, but
+/// never above it.
+pub const BRIDGE: f64 = 0.99;
 /// The share of a bridge's score an entry gets when only its body mentions the named thing.
 pub const MENTION: f64 = 0.75;
 /// Entries that depend on a superseded premise are ranked lower.

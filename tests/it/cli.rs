@@ -41,6 +41,55 @@ fn a_relative_car_home_is_a_usage_error() {
 }
 
 #[test]
+fn memory_query_finds_a_fact_through_a_bridge_and_says_why() {
+    let home = TestHome::new();
+    for (subject, body) in [
+        (
+            "invoice rendering worker codename",
+            "Falcon is the codename of the invoice rendering worker.",
+        ),
+        (
+            "Falcon stack",
+            "Falcon runs headless Chromium and needs assets/fonts embedded.",
+        ),
+        (
+            "worker pool",
+            "The worker pool depends on the queue depth at runtime.",
+        ),
+        ("lint", "Run clippy before pushing."),
+    ] {
+        home.car_json(&["memory", "add", subject, body]);
+    }
+    let question = "what does the invoice rendering worker depend on at runtime?";
+    let found = home.car_json(&["memory", "query", question]);
+    let results = found["results"].as_array().unwrap();
+    let answer = results
+        .iter()
+        .find(|r| r["id"] == "fact-2")
+        .unwrap_or_else(|| panic!("the answer is missing: {found:#}"));
+    assert_eq!(
+        answer["why"],
+        json!({"matched": [], "via": {"id": "fact-1", "subject": "invoice rendering worker codename", "through": "falcon"}})
+    );
+    assert_eq!(results[0]["id"], "fact-1");
+    assert_eq!(
+        results[0]["why"]["matched"],
+        json!(["invoice", "rendering", "worker"])
+    );
+    assert!(
+        results.iter().all(|r| r["id"] != "fact-4"),
+        "nothing ties the lint fact to it"
+    );
+    let out = home.car(&["memory", "query", question]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("why: via fact-1 \"falcon\""), "{text}");
+    assert!(
+        text.contains("why: matched invoice, rendering, worker"),
+        "{text}"
+    );
+}
+
+#[test]
 fn memory_commands_cover_every_tool_with_the_envelope() {
     let home = TestHome::new();
     let out = home
