@@ -55,6 +55,8 @@
 //! `**` any number of components, and a trailing `/**` only what is strictly inside (so
 //! `/tmp/**` excepts `/tmp/build` and not `/tmp`); a leading `~/` is the home directory.
 
+use std::path::Path;
+
 use serde::Deserialize;
 
 use super::claude_tools::{self, Touched};
@@ -502,9 +504,9 @@ impl PathRule {
                         continue;
                     };
                     if let Some(file) = self.first_protected_file(&root, glob.as_deref(), places) {
-                        let shown = file
+                        let shown = Path::new(&file)
                             .strip_prefix(&places.project)
-                            .map_or(file.as_str(), |rest| rest.trim_start_matches('/'));
+                            .map_or_else(|_| file.clone(), |rest| rest.display().to_string());
                         return Some(format!(
                             "{}; the search would read {shown}: search with a `glob` or `type` that leaves it out, or a narrower `path`",
                             self.reason
@@ -556,11 +558,7 @@ impl PathRule {
 /// The path is the project or one of its ancestors (never excepted: `/tmp/**` must not
 /// let `rm -rf ..` delete a project that lives in `/tmp`).
 fn holds_project(path: &str, project: &str) -> bool {
-    path == "/"
-        || project == path
-        || project
-            .strip_prefix(path)
-            .is_some_and(|rest| rest.starts_with('/'))
+    Path::new(project).starts_with(path)
 }
 
 fn has_flag(flags: &[&str], rule_flag: &str) -> bool {
@@ -616,10 +614,7 @@ fn is_kind(kind: PathIs, place: &Place, places: &Places) -> bool {
             let project = places.project.as_str();
             project == "/"
                 || places.home.as_deref() == Some(project)
-                || !(path == project
-                    || path
-                        .strip_prefix(project)
-                        .is_some_and(|rest| rest.starts_with('/')))
+                || !Path::new(path).starts_with(project)
         }
         PathIs::ProjectRoot => path == &places.project,
         PathIs::Device => {
