@@ -8,10 +8,6 @@ use crate::project::lifecycle::Check;
 use crate::project::Mode;
 use crate::store::Store;
 
-fn check(name: &str, ok: bool, detail: impl Into<String>) -> Check {
-    Check::new(name, ok, detail)
-}
-
 /// What `car doctor` found.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Doctor {
@@ -29,7 +25,7 @@ pub(crate) fn execute(env: &Env, mode: Mode) -> Printed {
     let mut checks = Vec::new();
     let home = env.home.root();
     let home_ok = std::fs::create_dir_all(home).is_ok() && tempfile_probe(home);
-    checks.push(check(
+    checks.push(Check::new(
         "home",
         home_ok,
         if home_ok {
@@ -45,7 +41,7 @@ pub(crate) fn execute(env: &Env, mode: Mode) -> Printed {
     match Store::open(&db) {
         Ok(store) => {
             let version = store.schema_version().unwrap_or(-1);
-            checks.push(check(
+            checks.push(Check::new(
                 "database",
                 true,
                 format!(
@@ -58,7 +54,7 @@ pub(crate) fn execute(env: &Env, mode: Mode) -> Printed {
                 .conn()
                 .query_row("PRAGMA journal_mode", [], |r| r.get(0))
                 .unwrap_or_default();
-            checks.push(check(
+            checks.push(Check::new(
                 "wal",
                 mode.eq_ignore_ascii_case("wal"),
                 format!("journal_mode={mode}"),
@@ -67,7 +63,7 @@ pub(crate) fn execute(env: &Env, mode: Mode) -> Printed {
                 .conn()
                 .query_row("PRAGMA quick_check", [], |r| r.get(0))
                 .unwrap_or_else(|e| e.to_string());
-            checks.push(check(
+            checks.push(Check::new(
                 "integrity",
                 integrity == "ok",
                 format!("quick_check: {integrity}"),
@@ -79,19 +75,19 @@ pub(crate) fn execute(env: &Env, mode: Mode) -> Printed {
             ) {
                 Ok(memory) => {
                     let count = memory.entry_count("").unwrap_or(0);
-                    checks.push(check(
+                    checks.push(Check::new(
                         "memory",
                         true,
                         format!("{count} current entries visible from this project"),
                     ));
                 }
-                Err(e) => checks.push(check("memory", false, e.to_string())),
+                Err(e) => checks.push(Check::new("memory", false, e.to_string())),
             }
         }
-        Err(e) => checks.push(check("database", false, e.to_string())),
+        Err(e) => checks.push(Check::new("database", false, e.to_string())),
     }
     let assistant = env.home.assistant_json();
-    checks.push(check(
+    checks.push(Check::new(
         "assistant.json",
         true,
         if assistant.exists() {
@@ -105,7 +101,7 @@ pub(crate) fn execute(env: &Env, mode: Mode) -> Printed {
     ));
     checks.push(super::policy::doctor_check(env));
     checks.push(connectors_check(env));
-    checks.push(check(
+    checks.push(Check::new(
         "project",
         true,
         format!("{}", env.project_root.display()),
@@ -148,10 +144,10 @@ pub(crate) fn execute(env: &Env, mode: Mode) -> Printed {
 fn connectors_check(env: &Env) -> Check {
     let list = match crate::connectors::config::load(env.home.root()) {
         Ok(file) => file.connectors,
-        Err(e) => return check("connectors", false, e.to_string()),
+        Err(e) => return Check::new("connectors", false, e.to_string()),
     };
     if list.is_empty() {
-        return check("connectors", true, "none");
+        return Check::new("connectors", true, "none");
     }
     let enabled: usize = list.iter().map(|c| c.enabled.len()).sum();
     let summary = format!("{} ({enabled} tools enabled)", list.len());
@@ -163,10 +159,10 @@ fn connectors_check(env: &Env) -> Check {
         })
         .count();
     if with_secrets == 0 {
-        return check("connectors", true, summary);
+        return Check::new("connectors", true, summary);
     }
     match crate::secrets::Secrets::open(env.home.root()) {
-        Ok(secrets) => check(
+        Ok(secrets) => Check::new(
             "connectors",
             true,
             format!(
@@ -174,7 +170,7 @@ fn connectors_check(env: &Env) -> Check {
                 secrets.backend()
             ),
         ),
-        Err(e) => check(
+        Err(e) => Check::new(
             "connectors",
             false,
             format!("{summary}; {with_secrets} need the keychain, which is unreachable: {e}"),
