@@ -213,7 +213,9 @@ fn calibrate(seed: u64, n_cases: usize, n_distractors: usize) -> (f64, Vec<serde
     let loaded = load(&cases, &cases::distractors(seed, n_distractors));
     let requests = cases::reminder_requests(&cases, seed);
     let labelled = labelled(&loaded, &requests, seed);
-    let candidates: Vec<(Vec<(String, f64)>, &[String])> = labelled
+    // Per request: its candidates (id, grounding) best first, and the ids that answer it.
+    type Ranked<'a> = (Vec<(String, f64)>, &'a [String]);
+    let candidates: Vec<Ranked<'_>> = labelled
         .iter()
         .map(|case| {
             let out = loaded.memory.intervene(&case.request).unwrap();

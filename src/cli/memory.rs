@@ -6,10 +6,12 @@ use std::process::ExitCode;
 use clap::{Args, Subcommand, ValueEnum};
 use serde_json::{json, Map, Value};
 
-use super::{call_tool, finish, human_as, prepare, read_input, Env, Failure};
+use serde::Serialize;
+
+use super::{call_tool, finish, finish_typed, human_as, prepare, read_input, Env, Failure};
 use crate::memory::{
-    effective_budget, ContextMode, ContextRequest, EntryScope, EntryView, Intervention, Memory,
-    Recall,
+    effective_budget, AssembledContext, ContextMode, ContextRequest, EntryScope, EntryView,
+    Intervention, Kind, Memory, Recall,
 };
 use crate::output::render_human;
 use crate::DeletedEntry;
@@ -400,12 +402,99 @@ pub async fn run(env: &Env, command: MemoryCommand) -> ExitCode {
         );
     };
     let result = local(env, &memory, command);
-    finish(env.json, name, result, |data| {
-        match data.get("text").and_then(Value::as_str) {
-            Some(text) => text.to_string(),
-            None => render_human(data),
+    finish_typed(env.json, name, result, Local::render)
+}
+
+/// What a command served by the engine directly did.
+#[derive(Debug, Serialize)]
+#[serde(untagged)]
+enum Local {
+    Context(AssembledContext),
+    Show(Box<Shown>),
+    Exported(Exported),
+    Imported(Imported),
+}
+
+impl Local {
+    fn render(&self) -> String {
+        match self {
+            Local::Context(assembled) => assembled.text.clone(),
+            Local::Show(shown) => {
+                let mut out = format!(
+                    "[{}] {} ({}, {} scope)\n{}\n",
+                    shown.id,
+                    shown.subject,
+                    shown.kind.as_str(),
+                    shown.scope_name(),
+                    shown.body
+                );
+                if let Some(by) = &shown.superseded_by {
+                    out.push_str(&format!("superseded by {by} (not current)\n"));
+                }
+                if let Some(note) = &shown.needs_review {
+                    out.push_str(&format!("needs review: {note}\n"));
+                }
+                out.push_str(&format!(
+                    "created {}; injected {} time(s)\n",
+                    shown.created_at, shown.injections
+                ));
+                out
+            }
+            Local::Exported(exported) => match &exported.path {
+                Some(path) => format!("exported {} note(s) to {path}\n", exported.count),
+                None => serde_json::to_string_pretty(&exported.notes).unwrap_or_default() + "\n",
+            },
+            Local::Imported(imported) => format!(
+                "imported {} note(s) from {}\n",
+                imported.imported, imported.path
+            ),
         }
-    })
+    }
+}
+
+/// One entry as `car memory show` shows it.
+#[derive(Debug, Serialize)]
+struct Shown {
+    id: String,
+    kind: Kind,
+    subject: String,
+    body: String,
+    tags: Vec<String>,
+    confidence: Option<String>,
+    scope: EntryScope,
+    tenant_id: Option<String>,
+    created_at: String,
+    superseded_by: Option<String>,
+    invalidated_by: Option<String>,
+    needs_review: Option<String>,
+    injections: i64,
+}
+
+impl Shown {
+    fn scope_name(&self) -> &'static str {
+        match self.scope {
+            EntryScope::Project => "project",
+            EntryScope::Global => "global",
+        }
+    }
+}
+
+/// What `car memory export` wrote, or the notes themselves for `-o -`.
+#[derive(Debug, Serialize)]
+struct Exported {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    path: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    notes: Option<Vec<crate::memory::Note>>,
+    count: usize,
+}
+
+/// What `car memory import` stored.
+#[derive(Debug, Serialize)]
+struct Imported {
+    path: String,
+    imported: usize,
+    ids: Vec<String>,
 }
 
 fn command_name(command: &MemoryCommand) -> &'static str {
@@ -426,7 +515,7 @@ fn command_name(command: &MemoryCommand) -> &'static str {
 }
 
 /// Commands served by the engine directly (not tools).
-fn local(env: &Env, memory: &Memory, command: MemoryCommand) -> Result<Value, Failure> {
+fn local(env: &Env, memory: &Memory, command: MemoryCommand) -> Result<Local, Failure> {
     match command {
         MemoryCommand::Context {
             query,
@@ -443,20 +532,30 @@ fn local(env: &Env, memory: &Memory, command: MemoryCommand) -> Result<Value, Fa
             };
             request.budget_tokens = window.map(effective_budget).unwrap_or(budget);
             request.tenant = tenant.unwrap_or_default();
-            let assembled = memory.context(&request)?;
-            Ok(serde_json::to_value(assembled).unwrap_or_default())
+            Ok(Local::Context(memory.context(&request)?))
         }
         MemoryCommand::Show { id, tenant } => match memory
             .get(&id, tenant.as_deref().unwrap_or(""))?
         {
-            Some(node) => Ok(json!({
-                "id": node.id, "kind": node.kind.as_str(), "subject": node.subject, "body": node.body,
-                "tags": node.tags, "confidence": node.confidence, "scope": if node.project.is_none() { "global" } else { "project" },
-                "tenant_id": if node.tenant.is_empty() { Value::Null } else { json!(node.tenant) },
-                "created_at": node.created_at, "superseded_by": node.superseded_by,
-                "invalidated_by": node.invalidated_by, "needs_review": node.invalidated_note,
-                "injections": node.injections,
-            })),
+            Some(node) => Ok(Local::Show(Box::new(Shown {
+                scope: if node.project.is_none() {
+                    EntryScope::Global
+                } else {
+                    EntryScope::Project
+                },
+                tenant_id: (!node.tenant.is_empty()).then_some(node.tenant),
+                id: node.id,
+                kind: node.kind,
+                subject: node.subject,
+                body: node.body,
+                tags: node.tags,
+                confidence: node.confidence,
+                created_at: node.created_at,
+                superseded_by: node.superseded_by,
+                invalidated_by: node.invalidated_by,
+                needs_review: node.invalidated_note,
+                injections: node.injections,
+            }))),
             None => Err(Failure::new(
                 "not_found",
                 format!("no memory entry '{id}' in this project; find ids with `car memory query`"),
@@ -465,13 +564,19 @@ fn local(env: &Env, memory: &Memory, command: MemoryCommand) -> Result<Value, Fa
         MemoryCommand::Export { output } => {
             let notes = memory.export_notes()?;
             match output {
-                Some(path) if path.as_os_str() == "-" => {
-                    Ok(json!({"notes": notes, "count": notes.len()}))
-                }
+                Some(path) if path.as_os_str() == "-" => Ok(Local::Exported(Exported {
+                    path: None,
+                    count: notes.len(),
+                    notes: Some(notes),
+                })),
                 other => {
                     let path = other.unwrap_or_else(|| env.home.assistant_json());
                     Memory::write_notes(&path, &notes)?;
-                    Ok(json!({"path": path.display().to_string(), "count": notes.len()}))
+                    Ok(Local::Exported(Exported {
+                        path: Some(path.display().to_string()),
+                        notes: None,
+                        count: notes.len(),
+                    }))
                 }
             }
         }
@@ -494,10 +599,11 @@ fn local(env: &Env, memory: &Memory, command: MemoryCommand) -> Result<Value, Fa
             let written = memory.import_notes(&notes, &mut report);
             bar.finish();
             let written = written?;
-            Ok(
-                json!({"path": file.display().to_string(), "imported": written.len(),
-                      "ids": written.iter().map(|w| w.id.clone()).collect::<Vec<_>>()}),
-            )
+            Ok(Local::Imported(Imported {
+                path: file.display().to_string(),
+                imported: written.len(),
+                ids: written.into_iter().map(|w| w.id).collect(),
+            }))
         }
         MemoryCommand::Add { .. }
         | MemoryCommand::Query { .. }
