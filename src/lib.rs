@@ -24,6 +24,7 @@ mod policy;
 mod project;
 mod runtime;
 pub mod secrets;
+pub mod server;
 mod skills;
 mod store;
 

@@ -14,6 +14,7 @@ mod memory;
 mod plan;
 mod policy;
 pub mod progress;
+pub mod server;
 mod session;
 mod skill;
 mod task;

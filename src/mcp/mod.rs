@@ -27,7 +27,7 @@ use crate::runtime::{CallOptions, CallOutcome, Context, DispatchError, Face, Too
 
 /// The protocol revisions CAR serves (newest preferred). 2025-03-26 is left out on purpose: it
 /// requires JSON-RPC batches, which CAR refuses; a client asking for it is offered 2025-11-25.
-const PROTOCOL_VERSIONS: &[ProtocolVersion] = &[
+pub(crate) const PROTOCOL_VERSIONS: &[ProtocolVersion] = &[
     ProtocolVersion::V_2024_11_05,
     ProtocolVersion::V_2025_06_18,
     ProtocolVersion::V_2025_11_25,
@@ -48,6 +48,8 @@ pub enum ServeError {
 /// An MCP server over an [`App`].
 #[derive(Clone)]
 pub struct McpServer {
+    /// `serverInfo.name`: `car-mcp` or `car-server`.
+    name: &'static str,
     app: App,
     context: Context,
     tools: Arc<Vec<Value>>,
@@ -63,10 +65,17 @@ impl McpServer {
             .map(|s| s.to_json())
             .collect();
         McpServer {
+            name: "car-mcp",
             app,
             context: Context::new(Face::Mcp),
             tools: Arc::new(tools),
         }
+    }
+
+    /// The name the server gives in `initialize`.
+    pub fn named(mut self, name: &'static str) -> McpServer {
+        self.name = name;
+        self
     }
 
     /// The trusted context of the connection (confirmation grants decided by the host).
@@ -296,12 +305,26 @@ impl ServerHandler for McpServer {
                 "tools": {"listChanged": true},
                 "resources": {"subscribe": false, "listChanged": false},
                 "prompts": {"listChanged": false},
-                "completions": {}
+                "completions": {},
+                "logging": {}
             },
-            "serverInfo": {"name": "car-mcp", "title": "CAR", "version": env!("CARGO_PKG_VERSION")},
+            "serverInfo": {"name": self.name, "title": "CAR", "version": env!("CARGO_PKG_VERSION")},
             "instructions": "CAR gives you durable memory and a project's state across sessions. At session start, context_manager {action: \"context\"} briefs you (ready tasks, blockers, decisions, relevant memory). Recall with memory_query before you rely on assumptions; remember decisions, conventions and gotchas with memory_add_fact (a fact with the same subject replaces the old one). Track work with task_manager (list --status ready, claim, complete), record architecture decisions with decision_logger, and look for a saved skill with skill_find before writing a script anew. Check a multi-step plan with verify before running it."
         });
         serde_json::from_value(value).unwrap_or_default()
+    }
+
+    /// CAR sends no log notifications yet; the level a client sets is accepted (and logged), so
+    /// clients that set one before working are not refused. (SEP-2577 deprecates logging; the
+    /// revisions CAR serves still have it.)
+    #[allow(deprecated)]
+    async fn set_level(
+        &self,
+        request: rmcp::model::SetLevelRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<(), McpError> {
+        tracing::debug!("client log level: {:?}", request.level);
+        Ok(())
     }
 
     fn supported_protocol_versions(&self) -> Cow<'static, [ProtocolVersion]> {

@@ -11,7 +11,7 @@ use std::sync::OnceLock;
 
 use crate::support::CAR;
 
-const BINS: [&str; 3] = ["car", "car-mcp", "car-memgine-eval"];
+const BINS: [&str; 4] = ["car", "car-mcp", "car-memgine-eval", "car-server"];
 
 fn repo() -> &'static Path {
     Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -198,6 +198,7 @@ fn package_sh_makes_an_archive_of_the_binaries_license_and_readme_with_its_check
         "car",
         "car-mcp",
         "car-memgine-eval",
+        "car-server",
         "completions/",
         "completions/_car",
         "completions/car.bash",
@@ -286,6 +287,7 @@ fn package_sh_zips_the_windows_archive_and_sums_every_asset_in_the_directory() {
             "car-win32-x64-msvc/README.md",
             "car-win32-x64-msvc/car-mcp.exe",
             "car-win32-x64-msvc/car-memgine-eval.exe",
+            "car-win32-x64-msvc/car-server.exe",
             "car-win32-x64-msvc/car.exe",
         ]
     );

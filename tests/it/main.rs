@@ -31,5 +31,6 @@ mod plugin;
 mod policy;
 mod preset;
 mod project;
+mod server;
 mod skills;
 mod support;

@@ -21,10 +21,16 @@ fn initialize_negotiates_each_supported_revision() {
         assert_eq!(result["serverInfo"]["name"], "car-mcp");
         assert_eq!(
             result["capabilities"],
-            json!({"completions": {}, "prompts": {"listChanged": false},
+            json!({"completions": {}, "logging": {}, "prompts": {"listChanged": false},
                    "resources": {"subscribe": false, "listChanged": false}, "tools": {"listChanged": true}})
         );
         assert_eq!(mcp.request("ping", json!({}))["result"], json!({}));
+        let level = mcp.request("logging/setLevel", json!({"level": "warning"}));
+        assert_eq!(
+            level["result"],
+            json!({}),
+            "a log level is accepted: {level}"
+        );
         mcp.finish();
     }
 }

@@ -12,6 +12,7 @@ use serde_json::{json, Value};
 
 pub const CAR: &str = env!("CARGO_BIN_EXE_car");
 pub const CAR_MCP: &str = env!("CARGO_BIN_EXE_car-mcp");
+pub const CAR_SERVER: &str = env!("CARGO_BIN_EXE_car-server");
 
 /// How long a test waits for one answer before failing.
 pub const ANSWER_TIMEOUT: Duration = Duration::from_secs(60);

@@ -1,4 +1,5 @@
-"""Drives car-mcp with the official MCP Python SDK and prints what it saw as JSON."""
+"""Drives car-mcp (a command: stdio) or car-server (an http:// URL: streamable HTTP) with the
+official MCP Python SDK and prints what it saw as JSON."""
 import asyncio
 import json
 import os
@@ -6,12 +7,20 @@ import sys
 
 from mcp import ClientSession, StdioServerParameters
 from mcp.client.stdio import stdio_client
+from mcp.client.streamable_http import streamable_http_client
+
+
+def transport(server: str):
+    if server.startswith("http://"):
+        return streamable_http_client(server)
+    # The SDK passes only a minimal environment by default; CAR_HOME must reach the server.
+    params = StdioServerParameters(command=server, args=[], env=dict(os.environ), cwd=os.getcwd())
+    return stdio_client(params)
 
 
 async def main(server: str) -> None:
-    # The SDK passes only a minimal environment by default; CAR_HOME must reach the server.
-    params = StdioServerParameters(command=server, args=[], env=dict(os.environ), cwd=os.getcwd())
-    async with stdio_client(params) as (read, write):
+    async with transport(server) as streams:
+        read, write = streams[0], streams[1]
         async with ClientSession(read, write) as session:
             init = await session.initialize()
             tools = await session.list_tools()

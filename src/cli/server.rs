@@ -1,0 +1,178 @@
+//! `car-server`: the shared engine over streamable HTTP MCP (see `crate::server`).
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use clap::Parser;
+
+use super::{console, init_logging, open_app, resolve, LocationArgs};
+use crate::home::{self, Home};
+use crate::runtime::{Context, Face};
+use crate::server::{self, Exposure, ServeOptions};
+
+/// `car-server`: CAR's shared engine over HTTP.
+#[derive(Debug, Parser)]
+#[command(
+    name = "car-server",
+    version,
+    about = "CAR's shared engine over streamable HTTP MCP: the same tools, prompt and resources as car-mcp, one live engine for every client (editors, agents, scripts).",
+    after_help = "Point an MCP client at it, e.g. Claude Code:\n  claude mcp add --transport http car http://127.0.0.1:9102/mcp\nHealth: curl http://127.0.0.1:9102/health\nOnly loopback clients are served unless --allow-remote, and then every request needs\n`Authorization: Bearer <token>` with the token in $CAR_HOME/daemon/token (made at first start, mode 0600).\nEnvironment: CAR_HOME, CAR_MCP_BIND, CAR_CONFIRM (tools the host confirms), RUST_LOG."
+)]
+pub struct ServerCli {
+    #[command(flatten)]
+    pub location: LocationArgs,
+    /// Where MCP listens (host:port).
+    #[arg(long, env = "CAR_MCP_BIND", default_value = server::DEFAULT_MCP_BIND, value_name = "HOST:PORT")]
+    pub mcp_bind: SocketAddr,
+    /// Serve clients beyond loopback (every request must then carry the bearer token).
+    #[arg(long)]
+    pub allow_remote: bool,
+}
+
+/// The daemon's bearer token: read from `$CAR_HOME/daemon/token`, made (32 random bytes, hex,
+/// mode 0600) when it does not exist.
+pub fn token(home: &Home) -> std::io::Result<String> {
+    let path = token_path(home);
+    if let Ok(text) = std::fs::read_to_string(&path) {
+        let text = text.trim();
+        if !text.is_empty() {
+            return Ok(text.to_string());
+        }
+    }
+    let token =
+        uuid::Uuid::new_v4().simple().to_string() + &uuid::Uuid::new_v4().simple().to_string();
+    if let Some(dir) = path.parent() {
+        std::fs::create_dir_all(dir)?;
+    }
+    write_private(&path, &token)?;
+    Ok(token)
+}
+
+fn token_path(home: &Home) -> PathBuf {
+    home.root().join("daemon").join("token")
+}
+
+#[cfg(unix)]
+fn write_private(path: &Path, text: &str) -> std::io::Result<()> {
+    use std::io::Write;
+    use std::os::unix::fs::OpenOptionsExt;
+    let mut file = std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(0o600)
+        .open(path)?;
+    file.write_all(text.as_bytes())
+}
+
+#[cfg(not(unix))]
+fn write_private(path: &Path, text: &str) -> std::io::Result<()> {
+    std::fs::write(path, text)
+}
+
+/// Runs `car-server`.
+pub fn main() -> ExitCode {
+    let cli = ServerCli::parse();
+    init_logging();
+    let env = match resolve(&cli.location, false) {
+        Ok(env) => env,
+        Err(failure) => {
+            console::stderr_line(&format!("car-server: {}", failure.message));
+            return ExitCode::from(failure.exit);
+        }
+    };
+    let exposure = if cli.allow_remote {
+        match token(&env.home) {
+            Ok(token) => Exposure::Remote { token },
+            Err(e) => {
+                console::stderr_line(&format!(
+                    "car-server: cannot read or make the token under {}: {e}",
+                    env.home.root().display()
+                ));
+                return ExitCode::FAILURE;
+            }
+        }
+    } else {
+        Exposure::Loopback
+    };
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            console::stderr_line(&format!("car-server: cannot start the async runtime: {e}"));
+            return ExitCode::FAILURE;
+        }
+    };
+    runtime.block_on(async move {
+        let app = match open_app(&env) {
+            Ok(app) => app,
+            Err(failure) => {
+                console::stderr_line(&format!("car-server: {}", failure.message));
+                return ExitCode::from(failure.exit);
+            }
+        };
+        if let Some(memory) = app.memory().cloned() {
+            tokio::task::spawn_blocking(move || {
+                if let Err(e) = memory.warm() {
+                    tracing::warn!("warming the memory index failed: {e}");
+                }
+            });
+        }
+        let shutdown = tokio_util::sync::CancellationToken::new();
+        let on_signal = shutdown.clone();
+        tokio::spawn(async move {
+            stop_signal().await;
+            tracing::info!("car-server: stopping");
+            on_signal.cancel();
+        });
+        let options = ServeOptions {
+            mcp_bind: cli.mcp_bind,
+            exposure,
+            context: Context::new(Face::Mcp).grants(home::confirm_grants_from_env()),
+            shutdown,
+        };
+        let listener = match server::bind(&options).await {
+            Ok(listener) => listener,
+            Err(e) => {
+                console::stderr_line(&format!("car-server: {e}"));
+                return ExitCode::FAILURE;
+            }
+        };
+        // The one line a supervisor (or a test that asked for port 0) reads to find it.
+        let addr = listener.local_addr().map_or(options.mcp_bind, |a| a);
+        console::stderr_line(&format!("car-server: MCP at http://{addr}/mcp"));
+        match server::serve_on(app, listener, options).await {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(e) => {
+                console::stderr_line(&format!("car-server: {e}"));
+                ExitCode::FAILURE
+            }
+        }
+    })
+}
+
+/// SIGINT or SIGTERM (Ctrl-C elsewhere).
+async fn stop_signal() {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{signal, SignalKind};
+        match signal(SignalKind::terminate()) {
+            Ok(mut term) => {
+                tokio::select! {
+                    _ = tokio::signal::ctrl_c() => {}
+                    _ = term.recv() => {}
+                }
+            }
+            Err(_) => {
+                let _ = tokio::signal::ctrl_c().await;
+            }
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = tokio::signal::ctrl_c().await;
+    }
+}

@@ -1,0 +1,296 @@
+//! `car-server`: the same engine over streamable HTTP MCP, checked with real clients (the
+//! Python SDK, the official conformance suite in server mode) and at its access checks.
+
+use std::io::{BufRead, BufReader};
+use std::process::{Child, Stdio};
+
+use serde_json::{json, Value};
+
+use crate::support::{TestHome, CAR_SERVER};
+
+/// A running car-server on a port it chose (asked for port 0; it prints where it listens).
+struct Server {
+    child: Child,
+    base: String,
+}
+
+impl Server {
+    fn start(home: &TestHome, args: &[&str]) -> Server {
+        let mut child = home
+            .command(CAR_SERVER)
+            .args(["--mcp-bind", "127.0.0.1:0"])
+            .args(args)
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
+        let base = loop {
+            let line = lines
+                .next()
+                .expect("car-server exited before listening")
+                .unwrap();
+            if let Some(url) = line.strip_prefix("car-server: MCP at ") {
+                break url.trim_end_matches("/mcp").to_string();
+            }
+        };
+        // Keep draining its log so it never blocks on a full pipe.
+        std::thread::spawn(move || for _ in lines {});
+        Server { child, base }
+    }
+
+    fn mcp(&self) -> String {
+        format!("{}/mcp", self.base)
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn initialize() -> Value {
+    json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-11-25", "capabilities": {},
+        "clientInfo": {"name": "car-test", "version": "1"}}})
+}
+
+fn post(
+    url: &str,
+    headers: &[(&str, &str)],
+    body: String,
+) -> (u16, Value, reqwest::header::HeaderMap) {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    runtime.block_on(async {
+        let mut request = reqwest::Client::new()
+            .post(url)
+            .header("content-type", "application/json")
+            .header("accept", "application/json, text/event-stream");
+        for (name, value) in headers {
+            request = request.header(*name, *value);
+        }
+        let response = request.body(body).send().await.unwrap();
+        let status = response.status().as_u16();
+        let headers = response.headers().clone();
+        let text = response.text().await.unwrap_or_default();
+        let value = serde_json::from_str(&text).unwrap_or(Value::String(text));
+        (status, value, headers)
+    })
+}
+
+fn get(url: &str) -> Value {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    runtime.block_on(async { reqwest::get(url).await.unwrap().json().await.unwrap() })
+}
+
+#[test]
+fn health_and_the_access_checks_in_front_of_mcp() {
+    let home = TestHome::new();
+    let server = Server::start(&home, &[]);
+    let health = get(&format!("{}/health", server.base));
+    assert_eq!(health["status"], "ok");
+    assert_eq!(health["server_name"], "car-server");
+    assert!(health["protocol_versions"]
+        .as_array()
+        .unwrap()
+        .contains(&json!("2025-11-25")));
+
+    let init = initialize().to_string();
+    let (status, _, headers) = post(&server.mcp(), &[], init.clone());
+    assert_eq!(status, 200);
+    assert!(
+        headers.contains_key("mcp-session-id"),
+        "a 2025-11-25 session gets an id"
+    );
+
+    let (status, body, _) = post(
+        &server.mcp(),
+        &[("origin", "http://evil.example")],
+        init.clone(),
+    );
+    assert_eq!(
+        (status, body["error"].as_str()),
+        (403, Some("origin not allowed"))
+    );
+    let (status, _, _) = post(&server.mcp(), &[("origin", "null")], init.clone());
+    assert_eq!(status, 403, "the literal null origin is foreign");
+    let (status, _, _) = post(
+        &server.mcp(),
+        &[("origin", "http://localhost:6274")],
+        init.clone(),
+    );
+    assert_eq!(status, 200, "a loopback origin is fine");
+    let (status, body, _) = post(
+        &server.mcp(),
+        &[("host", "evil.example:9102")],
+        init.clone(),
+    );
+    assert_eq!(status, 403, "DNS rebinding: {body}");
+    let (status, body, _) = post(
+        &server.mcp(),
+        &[("mcp-protocol-version", "1999-01-01")],
+        init.clone(),
+    );
+    assert_eq!(status, 400);
+    assert!(
+        body["supported"]
+            .as_array()
+            .unwrap()
+            .contains(&json!("2025-06-18")),
+        "{body}"
+    );
+
+    let huge = format!(
+        "{{\"jsonrpc\":\"2.0\",\"id\":2,\"method\":\"ping\",\"params\":{{\"pad\":\"{}\"}}}}",
+        "x".repeat(5 << 20)
+    );
+    let (status, _, _) = post(&server.mcp(), &[], huge);
+    assert_eq!(status, 413, "a body over 4 MiB is refused");
+    let (status, _, _) = post(&server.mcp(), &[], init);
+    assert_eq!(status, 200, "and the server is still up");
+}
+
+#[test]
+fn beyond_loopback_every_request_needs_the_token() {
+    let home = TestHome::new();
+    // Loopback still, but served as a remote bind would be: the token is what admits.
+    let server = Server::start(&home, &["--allow-remote"]);
+    let token = std::fs::read_to_string(home.home.join("daemon/token")).unwrap();
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        let mode = std::fs::metadata(home.home.join("daemon/token"))
+            .unwrap()
+            .permissions()
+            .mode();
+        assert_eq!(mode & 0o777, 0o600);
+    }
+    let init = initialize().to_string();
+    let (status, _, headers) = post(&server.mcp(), &[], init.clone());
+    assert_eq!(status, 401);
+    assert_eq!(headers["www-authenticate"], "Bearer realm=\"car\"");
+    let (status, _, _) = post(
+        &server.mcp(),
+        &[("authorization", "Bearer wrong")],
+        init.clone(),
+    );
+    assert_eq!(status, 401);
+    let bearer = format!("Bearer {}", token.trim());
+    let (status, _, _) = post(&server.mcp(), &[("authorization", &bearer)], init);
+    assert_eq!(status, 200);
+
+    let refused = home
+        .command(CAR_SERVER)
+        .args(["--mcp-bind", "0.0.0.0:0"])
+        .output()
+        .unwrap();
+    assert!(!refused.status.success());
+    assert!(
+        String::from_utf8_lossy(&refused.stderr).contains("--allow-remote"),
+        "a non-loopback bind without --allow-remote says how"
+    );
+}
+
+#[test]
+fn the_python_mcp_sdk_lists_and_calls_tools_over_http() {
+    let home = TestHome::new();
+    let server = Server::start(&home, &[]);
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/it/py/sdk_client.py");
+    let out = home
+        .command("python3")
+        .args([script, &server.mcp()])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "the Python SDK client failed over HTTP:\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let report: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(report["server"], "car-server");
+    assert_eq!(report["tools"].as_array().unwrap().len(), 23);
+    assert_eq!(report["recalled"][0]["subject"], "deploys");
+    assert_eq!(report["error_is_error"], true);
+    assert!(report["prompt"].as_str().unwrap().contains("canary"));
+}
+
+/// The suite's scenarios that need no fixture tools, prompts or resources: car-server itself
+/// must pass each.
+const PROTOCOL_SCENARIOS: &[&str] = &[
+    "server-initialize",
+    "ping",
+    "logging-set-level",
+    "completion-complete",
+    "tools-list",
+    "resources-list",
+    "prompts-list",
+    "server-sse-multiple-streams",
+    "dns-rebinding-protection",
+];
+
+#[test]
+fn the_conformance_suite_passes_every_protocol_scenario_over_http() {
+    let home = TestHome::new();
+    let server = Server::start(&home, &[]);
+    let tools = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tools");
+    let conformance = tools.join("node_modules/.bin/conformance");
+    let node22 = tools.join("node22/node_modules/.bin");
+    assert!(
+        conformance.exists(),
+        "run scripts/test.sh: it installs the conformance suite into tools/"
+    );
+    let path = format!(
+        "{}:{}",
+        node22.display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let mut failed = Vec::new();
+    for scenario in PROTOCOL_SCENARIOS {
+        let out = std::process::Command::new(&conformance)
+            .args(["server", "--url", &server.mcp(), "--scenario", scenario])
+            .env("PATH", &path)
+            .output()
+            .unwrap();
+        let text = String::from_utf8_lossy(&out.stdout);
+        if !out.status.success() || !text.contains(" 0 failed") {
+            failed.push(format!("{scenario}:\n{text}"));
+        }
+    }
+    assert!(failed.is_empty(), "{}", failed.join("\n"));
+}
+
+#[test]
+fn claude_code_connects_to_car_server_over_http() {
+    let home = TestHome::new();
+    let server = Server::start(&home, &[]);
+    let claude = crate::claude::claude_bin();
+    let added = home
+        .command(claude.to_str().unwrap())
+        .args(["mcp", "add", "--transport", "http", "car", &server.mcp()])
+        .output()
+        .unwrap();
+    assert!(
+        added.status.success(),
+        "{}",
+        String::from_utf8_lossy(&added.stderr)
+    );
+    let listed = home
+        .command(claude.to_str().unwrap())
+        .args(["mcp", "list"])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&listed.stdout);
+    let line = text
+        .lines()
+        .find(|l| l.starts_with("car: "))
+        .unwrap_or_else(|| panic!("car is not listed:\n{text}"));
+    assert!(line.contains("Connected"), "{line}");
+}
