@@ -101,6 +101,7 @@ pub(crate) fn execute(env: &Env, mode: Mode) -> Printed {
     ));
     checks.push(super::policy::doctor_check(env));
     checks.push(connectors_check(env));
+    checks.push(daemon_check(env));
     checks.push(Check::new(
         "project",
         true,
@@ -141,6 +142,26 @@ pub(crate) fn execute(env: &Env, mode: Mode) -> Printed {
 }
 
 /// connectors.json parses, and the keychain is reachable when a connector keeps secrets there.
+/// Whether this CAR_HOME's car-server runs (not running is fine: car-mcp needs none).
+fn daemon_check(env: &Env) -> Check {
+    let dir = crate::server::lifecycle::DaemonDir::new(env.home.root());
+    match crate::server::lifecycle::running(&dir) {
+        Some(state) => Check::new(
+            "daemon",
+            true,
+            format!(
+                "car-server runs (pid {}), MCP at {}",
+                state.pid, state.mcp_url
+            ),
+        ),
+        None => Check::new(
+            "daemon",
+            true,
+            "not running (`car daemon start` shares one engine over HTTP)",
+        ),
+    }
+}
+
 fn connectors_check(env: &Env) -> Check {
     let list = match crate::connectors::config::load(env.home.root()) {
         Ok(file) => file.connectors,

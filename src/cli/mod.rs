@@ -5,6 +5,7 @@
 mod admin;
 mod connector;
 pub mod console;
+mod daemon;
 mod docs;
 mod doctor;
 mod graph;
@@ -148,6 +149,9 @@ pub enum Command {
     /// Move old closed tasks and resolved progress notes to CAR_HOME/archive.db, or --restore them.
     #[command(after_help = admin::PRUNE_HELP)]
     Prune(admin::PruneArgs),
+    /// Start, stop and watch car-server, the shared engine over HTTP MCP.
+    #[command(subcommand, after_help = daemon::HELP)]
+    Daemon(daemon::DaemonCommand),
     /// Serve the MCP protocol over stdio (what car-mcp does).
     Mcp(McpArgs),
     /// Print a shell completion script (bash, zsh, fish, powershell, elvish).
@@ -536,6 +540,7 @@ async fn run(cli: Cli) -> ExitCode {
         Command::Project(command) => admin::project(&env, &command).emit(),
         Command::Config(command) => admin::config(&env, &command).emit(),
         Command::Prune(args) => admin::prune(&env, &args).emit(),
+        Command::Daemon(command) => daemon::run(&env, command).await,
         Command::Mcp(_) => serve_mcp(&env).await,
     }
 }

@@ -9,6 +9,7 @@ use clap::Parser;
 use super::{console, init_logging, open_app, resolve, LocationArgs};
 use crate::home::{self, Home};
 use crate::runtime::{Context, Face};
+use crate::server::lifecycle::{DaemonDir, DaemonLock, DaemonState};
 use crate::server::{self, Exposure, ServeOptions};
 
 /// `car-server`: CAR's shared engine over HTTP.
@@ -50,7 +51,7 @@ pub fn token(home: &Home) -> std::io::Result<String> {
 }
 
 fn token_path(home: &Home) -> PathBuf {
-    home.root().join("daemon").join("token")
+    DaemonDir::new(home.root()).token()
 }
 
 #[cfg(unix)]
@@ -82,6 +83,13 @@ pub fn main() -> ExitCode {
             return ExitCode::from(failure.exit);
         }
     };
+    if !cli.mcp_bind.ip().is_loopback() && !cli.allow_remote {
+        console::stderr_line(&format!(
+            "car-server: {}",
+            server::ServerError::NotLoopback(cli.mcp_bind)
+        ));
+        return ExitCode::from(2);
+    }
     let exposure = if cli.allow_remote {
         match token(&env.home) {
             Ok(token) => Exposure::Remote { token },
@@ -103,6 +111,13 @@ pub fn main() -> ExitCode {
         Ok(rt) => rt,
         Err(e) => {
             console::stderr_line(&format!("car-server: cannot start the async runtime: {e}"));
+            return ExitCode::FAILURE;
+        }
+    };
+    let lock = match DaemonLock::acquire(&DaemonDir::new(env.home.root())) {
+        Ok(lock) => lock,
+        Err(e) => {
+            console::stderr_line(&format!("car-server: {e}"));
             return ExitCode::FAILURE;
         }
     };
@@ -143,8 +158,19 @@ pub fn main() -> ExitCode {
         };
         // The one line a supervisor (or a test that asked for port 0) reads to find it.
         let addr = listener.local_addr().map_or(options.mcp_bind, |a| a);
-        console::stderr_line(&format!("car-server: MCP at http://{addr}/mcp"));
-        match server::serve_on(app, listener, options).await {
+        let state = DaemonState {
+            pid: std::process::id(),
+            mcp_url: format!("http://{addr}/mcp"),
+            started_at: crate::store::now(),
+            version: env!("CARGO_PKG_VERSION").to_string(),
+        };
+        if let Err(e) = lock.publish(&state) {
+            tracing::warn!("cannot write the daemon's state file: {e}");
+        }
+        console::stderr_line(&format!("car-server: MCP at {}", state.mcp_url));
+        let served = server::serve_on(app, listener, options).await;
+        drop(lock);
+        match served {
             Ok(()) => ExitCode::SUCCESS,
             Err(e) => {
                 console::stderr_line(&format!("car-server: {e}"));

@@ -13,6 +13,8 @@
 //!   unauthenticated endpoint beyond loopback.
 #![deny(clippy::print_stdout, clippy::print_stderr)]
 
+pub mod lifecycle;
+
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;

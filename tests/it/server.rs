@@ -294,3 +294,102 @@ fn claude_code_connects_to_car_server_over_http() {
         .unwrap_or_else(|| panic!("car is not listed:\n{text}"));
     assert!(line.contains("Connected"), "{line}");
 }
+
+#[test]
+fn car_daemon_starts_one_server_per_home_reports_it_and_stops_it() {
+    let home = TestHome::new();
+    let status = home.car_json(&["daemon", "status"]);
+    assert_eq!(status["running"], false);
+    let started = home.car_json(&["daemon", "start", "--mcp-bind", "127.0.0.1:0"]);
+    assert_eq!(started["started"], true, "{started}");
+    let url = started["mcp_url"].as_str().unwrap().to_string();
+    assert!(
+        url.starts_with("http://127.0.0.1:") && url.ends_with("/mcp"),
+        "{url}"
+    );
+
+    let status = home.car_json(&["daemon", "status"]);
+    assert_eq!(
+        (status["running"].clone(), status["healthy"].clone()),
+        (json!(true), json!(true))
+    );
+    assert_eq!(status["pid"], started["pid"]);
+    let again = home.car_json(&["daemon", "start"]);
+    assert_eq!(
+        (again["started"].clone(), again["pid"].clone()),
+        (json!(false), started["pid"].clone())
+    );
+    let second = home
+        .command(CAR_SERVER)
+        .args(["--mcp-bind", "127.0.0.1:0"])
+        .output()
+        .unwrap();
+    assert!(!second.status.success());
+    let said = String::from_utf8_lossy(&second.stderr);
+    assert!(
+        said.contains("already runs") && said.contains(&url),
+        "{said}"
+    );
+    let (code, _, _) = post(&url, &[], initialize().to_string());
+    assert_eq!(code, 200, "the daemon serves MCP");
+    let doctor = home.car(&["doctor"]);
+    assert!(
+        String::from_utf8_lossy(&doctor.stdout).contains(&url),
+        "car doctor reports the daemon"
+    );
+
+    let stopped = home.car_json(&["daemon", "stop"]);
+    assert_eq!(stopped["stopped"], true);
+    assert_eq!(home.car_json(&["daemon", "status"])["running"], false);
+    assert!(
+        !home.home.join("daemon/state.json").exists(),
+        "a graceful stop removes its state"
+    );
+    let logs = home.car_json(&["daemon", "logs"]);
+    assert!(logs["lines"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|l| l.as_str().unwrap().contains(&url)));
+    assert_eq!(
+        home.car_json(&["daemon", "stop"])["stopped"],
+        false,
+        "stopping twice is fine"
+    );
+}
+
+#[test]
+fn car_daemon_install_writes_a_login_unit_and_uninstall_removes_it() {
+    let home = TestHome::new();
+    // --no-enable: a test must not talk to the developer's own service manager.
+    let installed = home.car_json(&[
+        "daemon",
+        "install",
+        "--no-enable",
+        "--mcp-bind",
+        "127.0.0.1:9333",
+    ]);
+    let path = std::path::PathBuf::from(installed["path"].as_str().unwrap());
+    assert!(
+        path.starts_with(home.user_home()),
+        "inside the test's own home: {}",
+        path.display()
+    );
+    let unit = std::fs::read_to_string(&path).unwrap();
+    assert!(
+        unit.contains("car-server") && unit.contains("127.0.0.1:9333"),
+        "{unit}"
+    );
+    assert!(
+        unit.contains(&home.home.display().to_string()),
+        "the unit names this CAR_HOME: {unit}"
+    );
+    assert!(installed["manager"].is_null());
+    let removed = home.car_json(&["daemon", "uninstall", "--no-disable"]);
+    assert_eq!(removed["changed"], true);
+    assert!(!path.exists());
+    assert_eq!(
+        home.car_json(&["daemon", "uninstall", "--no-disable"])["changed"],
+        false
+    );
+}
