@@ -61,6 +61,9 @@ pub struct StartArgs {
     /// Serve clients beyond loopback (each request then needs the token of `car daemon token`).
     #[arg(long)]
     allow_remote: bool,
+    /// The WebSocket port (default 9100; 0 picks a free one).
+    #[arg(long, env = "CAR_WS_PORT", value_name = "PORT")]
+    port: Option<u16>,
 }
 
 #[derive(Debug, Args)]
@@ -253,6 +256,9 @@ fn server_command(env: &Env, args: &StartArgs) -> Command {
     if args.allow_remote {
         command.arg("--allow-remote");
     }
+    if let Some(port) = args.port {
+        command.args(["--port", &port.to_string()]);
+    }
     command
 }
 
@@ -436,6 +442,9 @@ fn unit_text(env: &Env, args: &StartArgs) -> String {
     }
     if args.allow_remote {
         argv.push("--allow-remote".to_string());
+    }
+    if let Some(port) = args.port {
+        argv.extend(["--port".to_string(), port.to_string()]);
     }
     let home = env.home.root().display().to_string();
     if cfg!(target_os = "macos") {

@@ -29,6 +29,10 @@ pub struct ServerCli {
     /// Serve clients beyond loopback (every request must then carry the bearer token).
     #[arg(long)]
     pub allow_remote: bool,
+    /// The WebSocket port (plan execution with the client's own tools), on the MCP host; 0
+    /// picks a free one.
+    #[arg(long, env = "CAR_WS_PORT", default_value_t = 9100, value_name = "PORT")]
+    pub port: u16,
 }
 
 /// The daemon's bearer token: read from `$CAR_HOME/daemon/token`, made (32 random bytes, hex,
@@ -90,16 +94,20 @@ pub fn main() -> ExitCode {
         ));
         return ExitCode::from(2);
     }
+    // The token admits WebSocket sessions always, and HTTP requests beyond loopback.
+    let secret = match token(&env.home) {
+        Ok(token) => token,
+        Err(e) => {
+            console::stderr_line(&format!(
+                "car-server: cannot read or make the token under {}: {e}",
+                env.home.root().display()
+            ));
+            return ExitCode::FAILURE;
+        }
+    };
     let exposure = if cli.allow_remote {
-        match token(&env.home) {
-            Ok(token) => Exposure::Remote { token },
-            Err(e) => {
-                console::stderr_line(&format!(
-                    "car-server: cannot read or make the token under {}: {e}",
-                    env.home.root().display()
-                ));
-                return ExitCode::FAILURE;
-            }
+        Exposure::Remote {
+            token: secret.clone(),
         }
     } else {
         Exposure::Loopback
@@ -156,11 +164,23 @@ pub fn main() -> ExitCode {
                 return ExitCode::FAILURE;
             }
         };
+        let ws_addr = SocketAddr::new(cli.mcp_bind.ip(), cli.port);
+        let ws_listener = match tokio::net::TcpListener::bind(ws_addr).await {
+            Ok(listener) => listener,
+            Err(e) => {
+                console::stderr_line(&format!(
+                    "car-server: cannot listen on {ws_addr} for WebSocket clients: {e}; choose another port with --port"
+                ));
+                return ExitCode::FAILURE;
+            }
+        };
+        let ws_url = format!("ws://{}/", ws_listener.local_addr().map_or(ws_addr, |a| a));
         // The one line a supervisor (or a test that asked for port 0) reads to find it.
         let addr = listener.local_addr().map_or(options.mcp_bind, |a| a);
         let state = DaemonState {
             pid: std::process::id(),
             mcp_url: format!("http://{addr}/mcp"),
+            ws_url: ws_url.clone(),
             started_at: crate::store::now(),
             version: env!("CARGO_PKG_VERSION").to_string(),
         };
@@ -168,7 +188,16 @@ pub fn main() -> ExitCode {
             tracing::warn!("cannot write the daemon's state file: {e}");
         }
         console::stderr_line(&format!("car-server: MCP at {}", state.mcp_url));
-        let served = server::serve_on(app, listener, options).await;
+        console::stderr_line(&format!("car-server: WebSocket at {ws_url}"));
+        let ws_state = server::ws::WsState {
+            app: app.clone(),
+            token: std::sync::Arc::from(secret.as_str()),
+            context: options.context.clone(),
+        };
+        let exposure = options.exposure.clone();
+        let ws = server::serve_ws_on(ws_state, ws_listener, &exposure, options.shutdown.clone());
+        let (served, ws_served) = tokio::join!(server::serve_on(app, listener, options), ws);
+        let served = served.and(ws_served);
         drop(lock);
         match served {
             Ok(()) => ExitCode::SUCCESS,

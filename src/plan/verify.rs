@@ -101,6 +101,15 @@ impl ToolCatalog {
     }
 
     /// Also knows the tools of `source`, as they are when a proposal is checked.
+    /// Adds tools declared elsewhere (a WebSocket client's own tools), by name and input schema.
+    pub fn with_declared(mut self, tools: impl IntoIterator<Item = (String, Value)>) -> Self {
+        for (name, schema) in tools {
+            self.validators
+                .insert(name, Arc::new(crate::runtime::LazyValidator::new(schema)));
+        }
+        self
+    }
+
     pub fn with_source(mut self, source: Option<Arc<dyn crate::runtime::ToolSource>>) -> Self {
         self.source = source;
         self

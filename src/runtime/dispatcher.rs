@@ -144,6 +144,12 @@ impl Dispatcher {
             .or_else(|| self.source.as_ref()?.current().entry(name))
     }
 
+    /// The policy gate's verdict on a call that runs elsewhere (a WebSocket client's own tool
+    /// in a proposal): the same rules as every registry call.
+    pub fn check_policy(&self, spec: &ToolSpec, args: &Value, context: &Context) -> PolicyVerdict {
+        self.policy.check(spec, args, context)
+    }
+
     /// Runs one call through validation, policy, confirmation and execution, and records it.
     pub async fn call(
         &self,

@@ -16,7 +16,7 @@ pub(crate) struct LazyValidator {
 }
 
 impl LazyValidator {
-    fn new(schema: Value) -> LazyValidator {
+    pub(crate) fn new(schema: Value) -> LazyValidator {
         LazyValidator {
             schema,
             compiled: OnceLock::new(),

@@ -39,6 +39,9 @@ pub struct DaemonState {
     pub pid: u32,
     /// `http://127.0.0.1:9102/mcp`.
     pub mcp_url: String,
+    /// `ws://127.0.0.1:9100/`.
+    #[serde(default)]
+    pub ws_url: String,
     pub started_at: String,
     pub version: String,
 }
@@ -115,6 +118,7 @@ pub fn running(dir: &DaemonDir) -> Option<DaemonState> {
         Err(_) => read_state(dir).or(Some(DaemonState {
             pid: 0,
             mcp_url: String::new(),
+            ws_url: String::new(),
             started_at: String::new(),
             version: String::new(),
         })),
@@ -149,6 +153,7 @@ mod tests {
         let state = DaemonState {
             pid: 42,
             mcp_url: "http://127.0.0.1:9102/mcp".into(),
+            ws_url: "ws://127.0.0.1:9100/".into(),
             started_at: "now".into(),
             version: "0".into(),
         };

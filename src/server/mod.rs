@@ -14,6 +14,7 @@
 #![deny(clippy::print_stdout, clippy::print_stderr)]
 
 pub mod lifecycle;
+pub mod ws;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -92,6 +93,19 @@ pub struct Health {
     pub protocol_versions: Vec<String>,
     pub server_name: &'static str,
     pub version: &'static str,
+}
+
+/// The WebSocket route (`GET /` upgraded), behind the same Host and Origin checks; the token is
+/// checked by the protocol's first frame.
+pub fn ws_router(state: ws::WsState, exposure: &Exposure) -> Router {
+    let guard = Guard {
+        token: None,
+        check_host: matches!(exposure, Exposure::Loopback),
+    };
+    Router::new()
+        .route("/", get(ws::upgrade))
+        .with_state(state)
+        .layer(middleware::from_fn_with_state(guard, admit))
 }
 
 /// The routes of `car-server` over one app.
@@ -227,13 +241,15 @@ fn is_loopback_origin(value: &HeaderValue) -> bool {
 
 /// `Authorization: Bearer <token>`, compared in constant time.
 fn bearer_matches(headers: &HeaderMap, token: &str) -> bool {
-    let Some(given) = headers
+    headers
         .get(header::AUTHORIZATION)
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.strip_prefix("Bearer "))
-    else {
-        return false;
-    };
+        .is_some_and(|given| tokens_match(given, token))
+}
+
+/// Compares two tokens in time that does not depend on where they differ.
+pub(crate) fn tokens_match(given: &str, token: &str) -> bool {
     let (a, b) = (given.as_bytes(), token.as_bytes());
     a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
 }
@@ -266,6 +282,19 @@ pub async fn serve_on(
     let shutdown = options.shutdown.clone();
     let routes = router(app, &options.exposure, options.context, shutdown.clone());
     axum::serve(listener, routes)
+        .with_graceful_shutdown(async move { shutdown.cancelled().await })
+        .await
+        .map_err(ServerError::Serve)
+}
+
+/// Serves the WebSocket protocol on a listener already bound, until `shutdown`.
+pub async fn serve_ws_on(
+    state: ws::WsState,
+    listener: tokio::net::TcpListener,
+    exposure: &Exposure,
+    shutdown: CancellationToken,
+) -> Result<(), ServerError> {
+    axum::serve(listener, ws_router(state, exposure))
         .with_graceful_shutdown(async move { shutdown.cancelled().await })
         .await
         .map_err(ServerError::Serve)

@@ -315,6 +315,7 @@ fn doctor_reports_a_healthy_home() {
             "assistant.json",
             "policies",
             "connectors",
+            "daemon",
             "project",
             "task dependencies",
             "claims"

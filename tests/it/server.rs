@@ -8,35 +8,44 @@ use serde_json::{json, Value};
 
 use crate::support::{TestHome, CAR_SERVER};
 
-/// A running car-server on a port it chose (asked for port 0; it prints where it listens).
+/// A running car-server on ports it chose (asked for port 0; it prints where it listens).
 struct Server {
     child: Child,
     base: String,
+    ws: String,
 }
 
 impl Server {
     fn start(home: &TestHome, args: &[&str]) -> Server {
         let mut child = home
             .command(CAR_SERVER)
-            .args(["--mcp-bind", "127.0.0.1:0"])
+            .args(["--mcp-bind", "127.0.0.1:0", "--port", "0"])
             .args(args)
             .stdout(Stdio::null())
             .stderr(Stdio::piped())
             .spawn()
             .unwrap();
         let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
-        let base = loop {
+        let (mut base, mut ws) = (None, None);
+        while base.is_none() || ws.is_none() {
             let line = lines
                 .next()
                 .expect("car-server exited before listening")
                 .unwrap();
             if let Some(url) = line.strip_prefix("car-server: MCP at ") {
-                break url.trim_end_matches("/mcp").to_string();
+                base = Some(url.trim_end_matches("/mcp").to_string());
             }
-        };
+            if let Some(url) = line.strip_prefix("car-server: WebSocket at ") {
+                ws = Some(url.to_string());
+            }
+        }
         // Keep draining its log so it never blocks on a full pipe.
         std::thread::spawn(move || for _ in lines {});
-        Server { child, base }
+        Server {
+            child,
+            base: base.unwrap(),
+            ws: ws.unwrap(),
+        }
     }
 
     fn mcp(&self) -> String {
@@ -300,7 +309,14 @@ fn car_daemon_starts_one_server_per_home_reports_it_and_stops_it() {
     let home = TestHome::new();
     let status = home.car_json(&["daemon", "status"]);
     assert_eq!(status["running"], false);
-    let started = home.car_json(&["daemon", "start", "--mcp-bind", "127.0.0.1:0"]);
+    let started = home.car_json(&[
+        "daemon",
+        "start",
+        "--mcp-bind",
+        "127.0.0.1:0",
+        "--port",
+        "0",
+    ]);
     assert_eq!(started["started"], true, "{started}");
     let url = started["mcp_url"].as_str().unwrap().to_string();
     assert!(
@@ -391,5 +407,149 @@ fn car_daemon_install_writes_a_login_unit_and_uninstall_removes_it() {
     assert_eq!(
         home.car_json(&["daemon", "uninstall", "--no-disable"])["changed"],
         false
+    );
+}
+
+fn run_ws<T>(work: impl std::future::Future<Output = T>) -> T {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap()
+        .block_on(work)
+}
+
+fn tool(name: &str) -> car::server::ws::ClientTool {
+    car::server::ws::ClientTool {
+        name: name.into(),
+        description: format!("the test's {name}"),
+        parameters: json!({"type": "object", "properties": {"text": {"type": "string"}}}),
+    }
+}
+
+#[test]
+fn a_websocket_client_runs_a_verified_plan_with_its_own_tools() {
+    use car::server::ws::client::{run_proposal, Execute};
+    use car::server::ws::ActionStatus;
+
+    let home = TestHome::new();
+    std::fs::create_dir_all(home.project.join(".car/policies")).unwrap();
+    std::fs::write(
+        home.project.join(".car/policies/ws.toml"),
+        "deny_tool = [\"forbidden\"]\n",
+    )
+    .unwrap();
+    let server = Server::start(&home, &[]);
+    let token = std::fs::read_to_string(home.home.join("daemon/token")).unwrap();
+    let tools: Vec<_> = ["echo", "flaky", "slow", "forbidden"]
+        .into_iter()
+        .map(tool)
+        .collect();
+    let proposal = json!({"id": "p1", "actions": [
+        {"id": "ready", "type": "state_write", "parameters": {"key": "ready", "value": true}},
+        {"id": "say", "type": "tool_call", "tool": "echo", "parameters": {"text": "hi"},
+         "dependencies": ["ready"], "preconditions": [{"key": "ready", "value": true}],
+         "expected_effects": {"said": "hi"}},
+        {"id": "retry", "type": "tool_call", "tool": "flaky", "dependencies": ["ready"],
+         "failure_behavior": "retry", "max_retries": 2},
+        {"id": "hang", "type": "tool_call", "tool": "slow", "dependencies": ["say"],
+         "timeout_ms": 300, "failure_behavior": "skip"},
+        {"id": "after", "type": "assertion", "dependencies": ["hang"]},
+        {"id": "nope", "type": "tool_call", "tool": "forbidden", "dependencies": ["say"],
+         "failure_behavior": "skip"}
+    ]});
+    let flaky_calls = std::sync::Arc::new(std::sync::atomic::AtomicU32::new(0));
+    let counter = flaky_calls.clone();
+    let executed = run_ws(run_proposal(
+        &server.ws,
+        token.trim(),
+        &tools,
+        proposal,
+        move |call: Execute| {
+            let counter = counter.clone();
+            async move {
+                match call.tool.as_str() {
+                    "echo" => Ok(json!({"echoed": call.parameters["text"]})),
+                    "flaky" if counter.fetch_add(1, std::sync::atomic::Ordering::SeqCst) == 0 => {
+                        Err("first attempt fails".to_string())
+                    }
+                    "flaky" => Ok(json!({"attempt": call.attempt})),
+                    _ => {
+                        tokio::time::sleep(std::time::Duration::from_secs(5)).await;
+                        Ok(json!("too late"))
+                    }
+                }
+            }
+        },
+    ))
+    .unwrap();
+    let by: std::collections::HashMap<&str, &car::server::ws::ActionResult> = executed
+        .results
+        .iter()
+        .map(|r| (r.action_id.as_str(), r))
+        .collect();
+    assert_eq!(executed.proposal_id, "p1");
+    assert_eq!(by["ready"].status, ActionStatus::Ok);
+    assert_eq!(
+        by["ready"].state_changes,
+        json!({"ready": true}).as_object().unwrap().clone()
+    );
+    assert_eq!(
+        (by["say"].status, by["say"].output.clone()),
+        (ActionStatus::Ok, json!({"echoed": "hi"}))
+    );
+    assert_eq!(by["say"].state_changes["said"], "hi");
+    assert_eq!(
+        (by["retry"].status, by["retry"].attempts),
+        (ActionStatus::Ok, 2),
+        "{:?}",
+        by["retry"]
+    );
+    assert_eq!(by["hang"].status, ActionStatus::Failed);
+    assert!(
+        by["hang"].error.as_deref().unwrap().contains("300 ms"),
+        "{:?}",
+        by["hang"]
+    );
+    assert_eq!(
+        by["after"].status,
+        ActionStatus::Skipped,
+        "its dependency failed"
+    );
+    assert_eq!(by["nope"].status, ActionStatus::Denied);
+    assert!(by["nope"]
+        .error
+        .as_deref()
+        .unwrap()
+        .contains("denied by policy"));
+    assert_eq!(executed.cost.retries, 1);
+    assert_eq!(executed.cost.levels, 4);
+
+    // A plan that does not verify runs nothing.
+    let refused = run_ws(run_proposal(
+        &server.ws,
+        token.trim(),
+        &tools,
+        json!({"actions": [{"id": "a", "type": "tool_call", "tool": "unknown_tool"}]}),
+        |_: Execute| async { Ok(json!(null)) },
+    ));
+    match refused {
+        Err(car::server::ws::client::ClientError::Refused { method, data, .. }) => {
+            assert_eq!(method, "proposal.submit");
+            assert!(data.unwrap().to_string().contains("unknown_tool"));
+        }
+        other => panic!("an invalid plan ran: {other:?}"),
+    }
+    // The wrong token is refused at the first frame.
+    let wrong = run_ws(run_proposal(
+        &server.ws,
+        "wrong",
+        &tools,
+        json!({}),
+        |_: Execute| async { Ok(json!(null)) },
+    ));
+    assert!(
+        matches!(wrong, Err(car::server::ws::client::ClientError::Refused { ref method, .. }) if method == "session.auth"),
+        "{wrong:?}"
     );
 }

@@ -1,0 +1,737 @@
+//! The WebSocket protocol of `car-server` (JSON-RPC 2.0 over text frames, `ws://127.0.0.1:9100/`):
+//! what MCP cannot do — run a verified plan whose tools are the caller's own callbacks.
+//!
+//! 1. `session.auth {token}` must be the first frame (the token of `$CAR_HOME/daemon/token`);
+//!    anything else first gets an error and the connection is closed.
+//! 2. `session.init {tools: [{name, description, parameters}]}` declares the client's tools.
+//! 3. `proposal.submit {proposal}` verifies the plan against those tools (and CAR's own), puts
+//!    every tool call through the policy gate, then runs the DAG level by level — the actions of
+//!    a level at once — calling the client back with `tools.execute {action_id, tool,
+//!    parameters, timeout_ms, attempt, request_id}` for each tool call. `failure_behavior`
+//!    (`abort`, `retry` up to `max_retries`, `skip`) is honoured; a callback that does not answer
+//!    within `timeout_ms` (default 30 s) gets `tools.cancel {request_id}` and counts as failed.
+//!    The answer: `{proposal_id, results: [{action_id, status, output, error, state_changes,
+//!    duration_ms, attempts}], cost}`.
+//! 4. `state.get {key}`, `state.set {key, value}`, `state.keys`, `state.snapshot`: the session's
+//!    state, which state writes and declared effects change; `verify`/`simulate {proposal}`.
+//!
+//! Session state lives with the connection: a client that vanishes mid-proposal takes it along,
+//! and nothing is written anywhere else.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use axum::extract::ws::{Message, WebSocket, WebSocketUpgrade};
+use axum::extract::State;
+use axum::response::Response;
+use serde::{Deserialize, Serialize};
+use serde_json::{json, Map, Value};
+use tokio::sync::{mpsc, oneshot};
+
+use crate::app::App;
+use crate::plan::{
+    simulate, verify, Action, ActionProposal, ActionType, FailureBehavior, ToolCatalog,
+    VerifyOptions,
+};
+use crate::runtime::{Context, PolicyVerdict, ToolSpec};
+
+/// The largest frame a client may send.
+pub const MAX_FRAME_BYTES: usize = 4 * 1024 * 1024;
+/// How long a callback may take when the action names no `timeout_ms`.
+pub const DEFAULT_CALLBACK_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// A tool the client runs itself.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct ClientTool {
+    pub name: String,
+    #[serde(default)]
+    pub description: String,
+    /// Its input schema (JSON Schema).
+    #[serde(default = "any_object")]
+    pub parameters: Value,
+}
+
+fn any_object() -> Value {
+    json!({"type": "object"})
+}
+
+/// How one action ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ActionStatus {
+    Ok,
+    Failed,
+    /// Not run: a precondition failed, a dependency did not complete, or the run was aborted.
+    Skipped,
+    /// The policy gate refused it.
+    Denied,
+}
+
+/// One action's result.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct ActionResult {
+    pub action_id: String,
+    pub status: ActionStatus,
+    pub output: Value,
+    pub error: Option<String>,
+    /// What the action changed in the session state.
+    pub state_changes: Map<String, Value>,
+    pub duration_ms: u64,
+    /// Callbacks made (retries included); 0 for actions that call nothing.
+    pub attempts: u32,
+}
+
+/// What running a proposal cost.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Cost {
+    pub actions: usize,
+    pub callbacks: u32,
+    pub retries: u32,
+    /// Levels run one after another (the critical path, in actions).
+    pub levels: usize,
+    pub duration_ms: u64,
+}
+
+/// The answer to `proposal.submit`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Executed {
+    pub proposal_id: String,
+    pub results: Vec<ActionResult>,
+    pub cost: Cost,
+}
+
+/// A JSON-RPC error.
+#[derive(Debug, Clone, Serialize)]
+struct RpcError {
+    code: i64,
+    message: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    data: Option<Value>,
+}
+
+impl RpcError {
+    fn new(code: i64, message: impl Into<String>) -> RpcError {
+        RpcError {
+            code,
+            message: message.into(),
+            data: None,
+        }
+    }
+    fn invalid(message: impl Into<String>) -> RpcError {
+        RpcError::new(-32602, message)
+    }
+}
+
+/// What the WebSocket routes need.
+#[derive(Clone)]
+pub struct WsState {
+    pub app: App,
+    pub token: Arc<str>,
+    pub context: Context,
+}
+
+/// `GET /` upgraded to the protocol.
+pub async fn upgrade(State(state): State<WsState>, ws: WebSocketUpgrade) -> Response {
+    ws.max_message_size(MAX_FRAME_BYTES)
+        .max_frame_size(MAX_FRAME_BYTES)
+        .on_upgrade(move |socket| connection(socket, state))
+}
+
+type Pending = Arc<Mutex<HashMap<String, oneshot::Sender<Result<Value, String>>>>>;
+
+/// One connection's session.
+struct Session {
+    state: WsState,
+    tools: Mutex<Vec<ClientTool>>,
+    store: Mutex<Map<String, Value>>,
+    pending: Pending,
+    out: mpsc::UnboundedSender<Value>,
+    next_callback: std::sync::atomic::AtomicU64,
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+async fn connection(mut socket: WebSocket, state: WsState) {
+    let (out, mut outgoing) = mpsc::unbounded_channel::<Value>();
+    let session = Arc::new(Session {
+        state,
+        tools: Mutex::new(Vec::new()),
+        store: Mutex::new(Map::new()),
+        pending: Arc::new(Mutex::new(HashMap::new())),
+        out,
+        next_callback: std::sync::atomic::AtomicU64::new(1),
+    });
+    let mut authed = false;
+    loop {
+        tokio::select! {
+            frame = socket.recv() => {
+                let Some(Ok(frame)) = frame else { break };
+                let text = match frame {
+                    Message::Text(text) => text.to_string(),
+                    Message::Close(_) => break,
+                    Message::Ping(_) | Message::Pong(_) => continue,
+                    Message::Binary(_) => {
+                        let _ = session.out.send(error_frame(Value::Null, RpcError::new(-32600, "send JSON-RPC as text frames")));
+                        continue;
+                    }
+                };
+                let message: Value = match serde_json::from_str(&text) {
+                    Ok(value) => value,
+                    Err(e) => {
+                        let _ = session.out.send(error_frame(Value::Null, RpcError::new(-32700, format!("not JSON: {e}"))));
+                        continue;
+                    }
+                };
+                if !authed {
+                    let given = message.pointer("/params/token").and_then(Value::as_str);
+                    let ok = message["method"] == "session.auth"
+                        && given.is_some_and(|t| super::tokens_match(t, &session.state.token));
+                    let id = message.get("id").cloned().unwrap_or(Value::Null);
+                    if !ok {
+                        let error = RpcError::new(-32001, "the first frame must be session.auth {token} with the token of $CAR_HOME/daemon/token");
+                        let _ = socket.send(Message::Text(error_frame(id, error).to_string().into())).await;
+                        break;
+                    }
+                    authed = true;
+                    let _ = session.out.send(result_frame(id, json!({"authenticated": true})));
+                    continue;
+                }
+                dispatch(&session, message);
+            }
+            frame = outgoing.recv() => {
+                let Some(frame) = frame else { break };
+                if socket.send(Message::Text(frame.to_string().into())).await.is_err() {
+                    break;
+                }
+            }
+        }
+    }
+    // The client is gone: every callback waiting on it fails at once.
+    lock(&session.pending).clear();
+}
+
+fn result_frame(id: Value, result: Value) -> Value {
+    json!({"jsonrpc": "2.0", "id": id, "result": result})
+}
+
+fn error_frame(id: Value, error: RpcError) -> Value {
+    json!({"jsonrpc": "2.0", "id": id, "error": error})
+}
+
+/// A frame from the client: a request to answer, or the answer to a callback.
+fn dispatch(session: &Arc<Session>, message: Value) {
+    let id = message.get("id").cloned().unwrap_or(Value::Null);
+    let Some(method) = message
+        .get("method")
+        .and_then(Value::as_str)
+        .map(str::to_string)
+    else {
+        // An answer to tools.execute.
+        let key = id.as_str().unwrap_or_default().to_string();
+        if let Some(waiter) = lock(&session.pending).remove(&key) {
+            let outcome = match message.get("error") {
+                Some(error) => Err(error
+                    .get("message")
+                    .and_then(Value::as_str)
+                    .map_or_else(|| error.to_string(), str::to_string)),
+                None => Ok(message.get("result").cloned().unwrap_or(Value::Null)),
+            };
+            let _ = waiter.send(outcome);
+        }
+        return;
+    };
+    let params = message.get("params").cloned().unwrap_or(json!({}));
+    let session = session.clone();
+    tokio::spawn(async move {
+        let answer = match handle(&session, &method, params).await {
+            Ok(result) => result_frame(id, result),
+            Err(error) => error_frame(id, error),
+        };
+        let _ = session.out.send(answer);
+    });
+}
+
+fn parse<T: serde::de::DeserializeOwned>(params: Value) -> Result<T, RpcError> {
+    serde_path_to_error::deserialize(params).map_err(|e| {
+        let path = e.path().to_string();
+        RpcError::invalid(format!("`{path}`: {}", e.into_inner()))
+    })
+}
+
+fn to_value(value: impl Serialize) -> Result<Value, RpcError> {
+    serde_json::to_value(value).map_err(|e| RpcError::new(-32603, e.to_string()))
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct InitParams {
+    #[serde(default)]
+    tools: Vec<ClientTool>,
+}
+
+#[derive(Deserialize)]
+struct ProposalParams {
+    proposal: ActionProposal,
+    #[serde(default)]
+    initial_state: Option<Map<String, Value>>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct KeyParams {
+    key: String,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct SetParams {
+    key: String,
+    value: Value,
+}
+
+async fn handle(session: &Arc<Session>, method: &str, params: Value) -> Result<Value, RpcError> {
+    match method {
+        "session.auth" => Ok(json!({"authenticated": true})),
+        "session.init" => {
+            let init: InitParams = parse(params)?;
+            let names: Vec<String> = init.tools.iter().map(|t| t.name.clone()).collect();
+            *lock(&session.tools) = init.tools;
+            Ok(json!({"tools": names}))
+        }
+        "state.get" => {
+            let KeyParams { key } = parse(params)?;
+            let value = lock(&session.store).get(&key).cloned();
+            Ok(json!({"key": key, "exists": value.is_some(), "value": value}))
+        }
+        "state.set" => {
+            let SetParams { key, value } = parse(params)?;
+            lock(&session.store).insert(key.clone(), value);
+            Ok(json!({"key": key}))
+        }
+        "state.keys" => Ok(json!({"keys": lock(&session.store).keys().cloned().collect::<Vec<_>>()})),
+        "state.snapshot" => Ok(json!({"state": lock(&session.store).clone()})),
+        "verify" => {
+            let p: ProposalParams = parse(params)?;
+            let state = p.initial_state.unwrap_or_else(|| lock(&session.store).clone());
+            to_value(check(session, &p.proposal, state))
+        }
+        "simulate" => {
+            let p: ProposalParams = parse(params)?;
+            let state = p.initial_state.unwrap_or_else(|| lock(&session.store).clone());
+            to_value(simulate(&p.proposal, &state))
+        }
+        "proposal.submit" => {
+            let p: ProposalParams = parse(params)?;
+            to_value(submit(session, p.proposal).await?)
+        }
+        other => Err(RpcError::new(
+            -32601,
+            format!("unknown method '{other}'; the methods are session.init, proposal.submit, state.get|set|keys|snapshot, verify, simulate"),
+        )),
+    }
+}
+
+/// Verifies against the client's tools and CAR's own.
+fn check(
+    session: &Session,
+    proposal: &ActionProposal,
+    state: Map<String, Value>,
+) -> crate::plan::Verification {
+    let declared: Vec<(String, Value)> = lock(&session.tools)
+        .iter()
+        .map(|t| (t.name.clone(), t.parameters.clone()))
+        .collect();
+    let runtime = session.state.app.runtime();
+    let catalog = ToolCatalog::from_registry(runtime.registry()).with_declared(declared);
+    let options = VerifyOptions {
+        max_actions: 10_000,
+        extra_tools: Vec::new(),
+        initial_state: state,
+    };
+    verify(proposal, &catalog, &options)
+}
+
+async fn submit(session: &Arc<Session>, proposal: ActionProposal) -> Result<Executed, RpcError> {
+    let started = Instant::now();
+    let initial = lock(&session.store).clone();
+    let verdict = check(session, &proposal, initial);
+    if !verdict.valid {
+        let mut error =
+            RpcError::invalid("the proposal is not valid; nothing ran (see data.issues)");
+        error.data = Some(json!({"issues": verdict.issues}));
+        return Err(error);
+    }
+    let by_id: HashMap<&str, &Action> = proposal
+        .actions
+        .iter()
+        .map(|a| (a.id.as_str(), a))
+        .collect();
+    let mut results: HashMap<String, ActionResult> = HashMap::new();
+    let mut aborted: Option<String> = None;
+    for level in &verdict.execution_levels {
+        let mut running = tokio::task::JoinSet::new();
+        for id in level {
+            let Some(action) = by_id.get(id.as_str()).map(|a| (*a).clone()) else {
+                continue;
+            };
+            if let Some(reason) = not_runnable(session, &action, &results, aborted.as_deref()) {
+                results.insert(action.id.clone(), skipped(&action, reason));
+                continue;
+            }
+            let session = session.clone();
+            running.spawn(async move { run_action(&session, &action).await });
+        }
+        let mut finished = Vec::new();
+        while let Some(done) = running.join_next().await {
+            if let Ok(result) = done {
+                finished.push(result);
+            }
+        }
+        // Apply the level's changes in the level's order, so a run is repeatable.
+        finished.sort_by_key(|r| level.iter().position(|id| *id == r.action_id));
+        for result in finished {
+            if result.status == ActionStatus::Ok {
+                lock(&session.store).extend(result.state_changes.clone());
+            } else if by_id
+                .get(result.action_id.as_str())
+                .is_some_and(|a| a.failure_behavior != FailureBehavior::Skip)
+                && aborted.is_none()
+            {
+                aborted = Some(result.action_id.clone());
+            }
+            results.insert(result.action_id.clone(), result);
+        }
+    }
+    let ordered: Vec<ActionResult> = proposal
+        .actions
+        .iter()
+        .filter_map(|a| results.remove(&a.id))
+        .collect();
+    let callbacks: u32 = ordered.iter().map(|r| r.attempts).sum();
+    let retries: u32 = ordered.iter().map(|r| r.attempts.saturating_sub(1)).sum();
+    Ok(Executed {
+        proposal_id: proposal.id.clone(),
+        cost: Cost {
+            actions: ordered.len(),
+            callbacks,
+            retries,
+            levels: verdict.execution_levels.len(),
+            duration_ms: started.elapsed().as_millis() as u64,
+        },
+        results: ordered,
+    })
+}
+
+/// Why an action cannot run now, if it cannot.
+fn not_runnable(
+    session: &Session,
+    action: &Action,
+    results: &HashMap<String, ActionResult>,
+    aborted: Option<&str>,
+) -> Option<String> {
+    if let Some(failed) = aborted {
+        return Some(format!(
+            "not run: action '{failed}' failed and aborted the proposal"
+        ));
+    }
+    if let Some(dep) = action.dependencies.iter().find(|d| {
+        results
+            .get(d.as_str())
+            .is_some_and(|r| r.status != ActionStatus::Ok)
+    }) {
+        return Some(format!("not run: its dependency '{dep}' did not complete"));
+    }
+    let state = lock(&session.store);
+    action
+        .preconditions
+        .iter()
+        .find_map(|p| p.check(&state).err())
+        .map(|why| format!("not run: precondition failed: {why}"))
+}
+
+fn skipped(action: &Action, reason: String) -> ActionResult {
+    ActionResult {
+        action_id: action.id.clone(),
+        status: ActionStatus::Skipped,
+        output: Value::Null,
+        error: Some(reason),
+        state_changes: Map::new(),
+        duration_ms: 0,
+        attempts: 0,
+    }
+}
+
+async fn run_action(session: &Arc<Session>, action: &Action) -> ActionResult {
+    let started = Instant::now();
+    let mut result = ActionResult {
+        action_id: action.id.clone(),
+        status: ActionStatus::Ok,
+        output: Value::Null,
+        error: None,
+        state_changes: Map::new(),
+        duration_ms: 0,
+        attempts: 0,
+    };
+    match action.kind {
+        ActionType::StateWrite => {
+            if let Some(key) = action.parameters.get("key").and_then(Value::as_str) {
+                let value = action
+                    .parameters
+                    .get("value")
+                    .cloned()
+                    .unwrap_or(Value::Null);
+                result.state_changes.insert(key.to_string(), value);
+            }
+        }
+        ActionType::StateRead => {
+            let key = action
+                .parameters
+                .get("key")
+                .and_then(Value::as_str)
+                .unwrap_or_default();
+            result.output = lock(&session.store)
+                .get(key)
+                .cloned()
+                .unwrap_or(Value::Null);
+        }
+        ActionType::Assertion => {}
+        ActionType::ToolCall => call_client(session, action, &mut result).await,
+    }
+    if result.status == ActionStatus::Ok {
+        result.state_changes.extend(
+            action
+                .expected_effects
+                .iter()
+                .map(|(k, v)| (k.clone(), v.clone())),
+        );
+    }
+    result.duration_ms = started.elapsed().as_millis() as u64;
+    result
+}
+
+/// Calls the client's tool (after the policy gate), retrying as the action says.
+async fn call_client(session: &Arc<Session>, action: &Action, result: &mut ActionResult) {
+    let tool = action.tool.clone().unwrap_or_default();
+    let declared = lock(&session.tools)
+        .iter()
+        .find(|t| t.name == tool)
+        .cloned();
+    let (description, schema) = match declared {
+        Some(t) => (t.description, t.parameters),
+        None => (String::new(), any_object()),
+    };
+    let spec = ToolSpec::new(&tool, &description, schema);
+    let parameters = Value::Object(action.parameters.clone());
+    let runtime = session.state.app.runtime();
+    if let PolicyVerdict::Deny { reason } =
+        runtime
+            .dispatcher()
+            .check_policy(&spec, &parameters, &session.state.context)
+    {
+        result.status = ActionStatus::Denied;
+        result.error = Some(format!("denied by policy: {reason}"));
+        return;
+    }
+    let attempts = match action.failure_behavior {
+        FailureBehavior::Retry => 1 + action.max_retries.min(10),
+        FailureBehavior::Abort | FailureBehavior::Skip => 1,
+    };
+    let timeout = action
+        .timeout_ms
+        .map_or(DEFAULT_CALLBACK_TIMEOUT, Duration::from_millis);
+    for attempt in 1..=attempts {
+        result.attempts = attempt;
+        let n = session
+            .next_callback
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let request_id = format!("cb-{n}");
+        let (tx, rx) = oneshot::channel();
+        lock(&session.pending).insert(request_id.clone(), tx);
+        let call = json!({"jsonrpc": "2.0", "id": request_id, "method": "tools.execute", "params": {
+            "action_id": action.id, "tool": tool, "parameters": parameters,
+            "timeout_ms": timeout.as_millis() as u64, "attempt": attempt, "request_id": request_id}});
+        if session.out.send(call).is_err() {
+            result.status = ActionStatus::Failed;
+            result.error = Some("the client is gone".into());
+            return;
+        }
+        match tokio::time::timeout(timeout, rx).await {
+            Ok(Ok(Ok(output))) => {
+                result.status = ActionStatus::Ok;
+                result.error = None;
+                result.output = output;
+                return;
+            }
+            Ok(Ok(Err(message))) => {
+                result.status = ActionStatus::Failed;
+                result.error = Some(message);
+            }
+            Ok(Err(_)) => {
+                result.status = ActionStatus::Failed;
+                result.error = Some("the client is gone".into());
+                return;
+            }
+            Err(_) => {
+                lock(&session.pending).remove(&request_id);
+                let _ = session
+                    .out
+                    .send(json!({"jsonrpc": "2.0", "method": "tools.cancel",
+                    "params": {"request_id": request_id, "reason": "timeout"}}));
+                result.status = ActionStatus::Failed;
+                result.error = Some(format!(
+                    "the callback did not answer within {} ms",
+                    timeout.as_millis()
+                ));
+            }
+        }
+    }
+}
+
+/// A client of the protocol: run a proposal whose tool calls this process answers.
+pub mod client {
+    use std::collections::HashMap;
+    use std::future::Future;
+
+    use futures_util::{SinkExt, StreamExt};
+    use serde_json::{json, Value};
+    use tokio_tungstenite::tungstenite::Message;
+
+    use super::{ClientTool, Executed};
+
+    /// One `tools.execute` callback.
+    #[derive(Debug, Clone)]
+    pub struct Execute {
+        pub action_id: String,
+        pub tool: String,
+        pub parameters: Value,
+        pub attempt: u32,
+        pub request_id: String,
+    }
+
+    /// Why a run did not return results.
+    #[derive(Debug, thiserror::Error)]
+    pub enum ClientError {
+        #[error("cannot connect to {url}: {message}")]
+        Connect { url: String, message: String },
+        #[error("car-server refused {method}: {message}")]
+        Refused {
+            method: String,
+            message: String,
+            data: Option<Value>,
+        },
+        #[error("the connection broke: {0}")]
+        Broken(String),
+    }
+
+    /// Connects to `url` (`ws://127.0.0.1:9100/`), authenticates with `token`, declares
+    /// `tools`, submits `proposal` and answers every `tools.execute` with `execute` (callbacks
+    /// run concurrently; a `tools.cancel` aborts its callback). Returns the server's results.
+    pub async fn run_proposal<F, Fut>(
+        url: &str,
+        token: &str,
+        tools: &[ClientTool],
+        proposal: Value,
+        execute: F,
+    ) -> Result<Executed, ClientError>
+    where
+        F: Fn(Execute) -> Fut,
+        Fut: Future<Output = Result<Value, String>> + Send + 'static,
+    {
+        let (mut socket, _) =
+            tokio_tungstenite::connect_async(url)
+                .await
+                .map_err(|e| ClientError::Connect {
+                    url: url.to_string(),
+                    message: e.to_string(),
+                })?;
+        let requests = [
+            ("session.auth", json!({"token": token})),
+            ("session.init", json!({"tools": tools})),
+            ("proposal.submit", json!({"proposal": proposal})),
+        ];
+        let (answers, mut answered) = tokio::sync::mpsc::unbounded_channel::<Value>();
+        let mut running: HashMap<String, tokio::task::AbortHandle> = HashMap::new();
+        for (n, (method, params)) in requests.into_iter().enumerate() {
+            let frame = json!({"jsonrpc": "2.0", "id": n + 1, "method": method, "params": params});
+            socket
+                .send(Message::Text(frame.to_string().into()))
+                .await
+                .map_err(|e| ClientError::Broken(e.to_string()))?;
+            loop {
+                let message = tokio::select! {
+                    frame = socket.next() => match frame {
+                        Some(Ok(Message::Text(text))) => serde_json::from_str::<Value>(&text)
+                            .map_err(|e| ClientError::Broken(format!("not JSON: {e}")))?,
+                        Some(Ok(Message::Close(_))) | None => {
+                            return Err(ClientError::Broken("car-server closed the connection".into()))
+                        }
+                        Some(Ok(_)) => continue,
+                        Some(Err(e)) => return Err(ClientError::Broken(e.to_string())),
+                    },
+                    Some(answer) = answered.recv() => {
+                        if let Some(id) = answer["id"].as_str() {
+                            running.remove(id);
+                        }
+                        socket.send(Message::Text(answer.to_string().into())).await
+                            .map_err(|e| ClientError::Broken(e.to_string()))?;
+                        continue;
+                    }
+                };
+                match message["method"].as_str() {
+                    Some("tools.execute") => {
+                        let p = &message["params"];
+                        let call = Execute {
+                            action_id: p["action_id"].as_str().unwrap_or_default().to_string(),
+                            tool: p["tool"].as_str().unwrap_or_default().to_string(),
+                            parameters: p["parameters"].clone(),
+                            attempt: p["attempt"].as_u64().unwrap_or(1) as u32,
+                            request_id: p["request_id"].as_str().unwrap_or_default().to_string(),
+                        };
+                        let id = message["id"].clone();
+                        let key = id.as_str().unwrap_or_default().to_string();
+                        let work = execute(call);
+                        let answers = answers.clone();
+                        let task = tokio::spawn(async move {
+                            let answer = match work.await {
+                                Ok(result) => json!({"jsonrpc": "2.0", "id": id, "result": result}),
+                                Err(message) => json!({"jsonrpc": "2.0", "id": id,
+                                    "error": {"code": -32000, "message": message}}),
+                            };
+                            let _ = answers.send(answer);
+                        });
+                        running.insert(key, task.abort_handle());
+                    }
+                    Some("tools.cancel") => {
+                        let id = message["params"]["request_id"].as_str().unwrap_or_default();
+                        if let Some(task) = running.remove(id) {
+                            task.abort();
+                        }
+                    }
+                    Some(_) => {}
+                    None if message["id"] == json!(n + 1) => {
+                        if let Some(error) = message.get("error") {
+                            return Err(ClientError::Refused {
+                                method: method.to_string(),
+                                message: error["message"].as_str().unwrap_or_default().to_string(),
+                                data: error.get("data").cloned(),
+                            });
+                        }
+                        if method == "proposal.submit" {
+                            return serde_json::from_value(message["result"].clone()).map_err(
+                                |e| ClientError::Broken(format!("unexpected results: {e}")),
+                            );
+                        }
+                        break;
+                    }
+                    None => {}
+                }
+            }
+        }
+        Err(ClientError::Broken("no results".into()))
+    }
+}
