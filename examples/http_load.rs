@@ -1,0 +1,64 @@
+//! Load on an MCP server over streamable HTTP: C concurrent clients (one session each) call one
+//! tool back to back for S seconds; prints calls per second and p50/p99 latency as JSON.
+//! `scripts/bench-http.sh` runs it against car-server (`memory_query` at 10k facts) and
+//! against `@modelcontextprotocol/server-everything` (`echo`) in the same run.
+//!
+//! `cargo run --release --example http_load -- URL TOOL ARGS_JSON [CLIENTS] [SECONDS]`
+
+#![allow(clippy::print_stdout, clippy::print_stderr, clippy::unwrap_used, clippy::expect_used)] // an example
+
+use std::time::{Duration, Instant};
+
+use rmcp::model::CallToolRequestParams;
+use rmcp::transport::StreamableHttpClientTransport;
+use rmcp::ServiceExt;
+use serde_json::{json, Value};
+
+#[tokio::main]
+async fn main() {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let url = args.first().expect("usage: http_load URL TOOL ARGS_JSON [CLIENTS] [SECONDS]").clone();
+    let tool = args.get(1).cloned().unwrap_or_else(|| "memory_query".into());
+    let arguments: Value = serde_json::from_str(args.get(2).map_or("{}", String::as_str)).expect("ARGS_JSON");
+    let clients: usize = args.get(3).and_then(|n| n.parse().ok()).unwrap_or(16);
+    let seconds: u64 = args.get(4).and_then(|n| n.parse().ok()).unwrap_or(10);
+    let mut sessions = Vec::new();
+    for _ in 0..clients {
+        let transport = StreamableHttpClientTransport::from_uri(url.as_str());
+        sessions.push(().serve(transport).await.expect("connect"));
+    }
+    let deadline = Instant::now() + Duration::from_secs(seconds);
+    let mut workers = Vec::new();
+    for session in sessions {
+        let (tool, arguments) = (tool.clone(), arguments.clone());
+        workers.push(tokio::spawn(async move {
+            let mut latencies = Vec::new();
+            let mut errors = 0usize;
+            while Instant::now() < deadline {
+                let started = Instant::now();
+                let params = CallToolRequestParams::new(tool.clone())
+                    .with_arguments(arguments.as_object().cloned().unwrap_or_default());
+                match session.call_tool(params).await {
+                    Ok(result) if result.is_error != Some(true) => latencies.push(started.elapsed()),
+                    Ok(_) | Err(_) => errors += 1,
+                }
+            }
+            let _ = session.cancel().await;
+            (latencies, errors)
+        }));
+    }
+    let mut all = Vec::new();
+    let mut errors = 0;
+    for worker in workers {
+        let (latencies, failed) = worker.await.unwrap();
+        all.extend(latencies);
+        errors += failed;
+    }
+    all.sort();
+    let at = |q: f64| all.get(((all.len() as f64 * q) as usize).min(all.len().saturating_sub(1))).map_or(0.0, |d| d.as_secs_f64() * 1000.0);
+    println!(
+        "{}",
+        json!({"url": url, "tool": tool, "clients": clients, "seconds": seconds, "calls": all.len(), "errors": errors,
+               "calls_per_second": all.len() as f64 / seconds as f64, "p50_ms": at(0.5), "p99_ms": at(0.99)})
+    );
+}
