@@ -5,7 +5,12 @@
 //!
 //! `cargo run --release --example http_load -- URL TOOL ARGS_JSON [CLIENTS] [SECONDS]`
 
-#![allow(clippy::print_stdout, clippy::print_stderr, clippy::unwrap_used, clippy::expect_used)] // an example
+#![allow(
+    clippy::print_stdout,
+    clippy::print_stderr,
+    clippy::unwrap_used,
+    clippy::expect_used
+)] // an example
 
 use std::time::{Duration, Instant};
 
@@ -17,9 +22,16 @@ use serde_json::{json, Value};
 #[tokio::main]
 async fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
-    let url = args.first().expect("usage: http_load URL TOOL ARGS_JSON [CLIENTS] [SECONDS]").clone();
-    let tool = args.get(1).cloned().unwrap_or_else(|| "memory_query".into());
-    let arguments: Value = serde_json::from_str(args.get(2).map_or("{}", String::as_str)).expect("ARGS_JSON");
+    let url = args
+        .first()
+        .expect("usage: http_load URL TOOL ARGS_JSON [CLIENTS] [SECONDS]")
+        .clone();
+    let tool = args
+        .get(1)
+        .cloned()
+        .unwrap_or_else(|| "memory_query".into());
+    let arguments: Value =
+        serde_json::from_str(args.get(2).map_or("{}", String::as_str)).expect("ARGS_JSON");
     let clients: usize = args.get(3).and_then(|n| n.parse().ok()).unwrap_or(16);
     let seconds: u64 = args.get(4).and_then(|n| n.parse().ok()).unwrap_or(10);
     let mut sessions = Vec::new();
@@ -39,7 +51,9 @@ async fn main() {
                 let params = CallToolRequestParams::new(tool.clone())
                     .with_arguments(arguments.as_object().cloned().unwrap_or_default());
                 match session.call_tool(params).await {
-                    Ok(result) if result.is_error != Some(true) => latencies.push(started.elapsed()),
+                    Ok(result) if result.is_error != Some(true) => {
+                        latencies.push(started.elapsed())
+                    }
                     Ok(_) | Err(_) => errors += 1,
                 }
             }
@@ -55,7 +69,10 @@ async fn main() {
         errors += failed;
     }
     all.sort();
-    let at = |q: f64| all.get(((all.len() as f64 * q) as usize).min(all.len().saturating_sub(1))).map_or(0.0, |d| d.as_secs_f64() * 1000.0);
+    let at = |q: f64| {
+        all.get(((all.len() as f64 * q) as usize).min(all.len().saturating_sub(1)))
+            .map_or(0.0, |d| d.as_secs_f64() * 1000.0)
+    };
     println!(
         "{}",
         json!({"url": url, "tool": tool, "clients": clients, "seconds": seconds, "calls": all.len(), "errors": errors,

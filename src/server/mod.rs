@@ -25,6 +25,7 @@ use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
+use axum::serve::ListenerExt;
 use axum::{Json, Router};
 use rmcp::transport::streamable_http_server::session::local::{LocalSessionManager, SessionConfig};
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
@@ -281,10 +282,18 @@ pub async fn serve_on(
 ) -> Result<(), ServerError> {
     let shutdown = options.shutdown.clone();
     let routes = router(app, &options.exposure, options.context, shutdown.clone());
-    axum::serve(listener, routes)
+    axum::serve(listener.tap_io(no_delay), routes)
         .with_graceful_shutdown(async move { shutdown.cancelled().await })
         .await
         .map_err(ServerError::Serve)
+}
+
+/// Small JSON-RPC frames go out at once: with Nagle's algorithm on, a reply waits for the
+/// peer's delayed ACK (≈40 ms on Linux) whenever one is already in flight.
+fn no_delay(stream: &mut tokio::net::TcpStream) {
+    if let Err(e) = stream.set_nodelay(true) {
+        tracing::debug!("TCP_NODELAY: {e}");
+    }
 }
 
 /// Serves the WebSocket protocol on a listener already bound, until `shutdown`.
@@ -294,7 +303,7 @@ pub async fn serve_ws_on(
     exposure: &Exposure,
     shutdown: CancellationToken,
 ) -> Result<(), ServerError> {
-    axum::serve(listener, ws_router(state, exposure))
+    axum::serve(listener.tap_io(no_delay), ws_router(state, exposure))
         .with_graceful_shutdown(async move { shutdown.cancelled().await })
         .await
         .map_err(ServerError::Serve)

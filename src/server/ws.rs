@@ -560,7 +560,10 @@ async fn call_client(session: &Arc<Session>, action: &Action, result: &mut Actio
             result.error = Some("the client is gone".into());
             return;
         }
-        match tokio::time::timeout(timeout, rx).await {
+        let asked = Instant::now();
+        let answer = tokio::time::timeout(timeout, rx).await;
+        tracing::debug!(action = %action.id, attempt, "callback answered in {:?}", asked.elapsed());
+        match answer {
             Ok(Ok(Ok(output))) => {
                 result.status = ActionStatus::Ok;
                 result.error = None;
@@ -643,7 +646,8 @@ pub mod client {
         Fut: Future<Output = Result<Value, String>> + Send + 'static,
     {
         let (mut socket, _) =
-            tokio_tungstenite::connect_async(url)
+            // No Nagle: each small frame goes out at once (see `server::no_delay`).
+            tokio_tungstenite::connect_async_with_config(url, None, true)
                 .await
                 .map_err(|e| ClientError::Connect {
                     url: url.to_string(),
