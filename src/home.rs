@@ -155,6 +155,29 @@ pub(crate) fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
     })
 }
 
+/// Creates `path` with `bytes`, readable by the owner only (0600 on Unix), unless it exists:
+/// the file appears whole or not at all, and of two processes racing to create it one wins and
+/// the other keeps what is there. Returns whether this call created it.
+pub(crate) fn create_private(path: &Path, bytes: &[u8]) -> std::io::Result<bool> {
+    use std::io::Write;
+    let dir = path
+        .parent()
+        .filter(|d| !d.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    std::fs::create_dir_all(dir)?;
+    // tempfile creates the file with mode 0600 on Unix.
+    let mut tmp = tempfile::Builder::new()
+        .prefix(".private-")
+        .tempfile_in(dir)?;
+    tmp.write_all(bytes)?;
+    tmp.as_file().sync_all()?;
+    match tmp.persist_noclobber(path) {
+        Ok(_) => Ok(true),
+        Err(e) if e.error.kind() == std::io::ErrorKind::AlreadyExists => Ok(false),
+        Err(e) => Err(e.error),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

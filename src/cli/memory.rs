@@ -314,10 +314,7 @@ fn as_tool_call(
 }
 
 fn human_entry(entry: &EntryView) -> String {
-    let scope = match entry.scope {
-        EntryScope::Project => "project",
-        EntryScope::Global => "global",
-    };
+    let scope = entry.scope.as_str();
     let mut out = format!(
         "Remembered {} ({} '{}', {scope} scope).\n",
         entry.id,
@@ -425,7 +422,7 @@ impl Local {
                     shown.id,
                     shown.subject,
                     shown.kind.as_str(),
-                    shown.scope_name(),
+                    shown.scope.as_str(),
                     shown.body
                 );
                 if let Some(by) = &shown.superseded_by {
@@ -468,15 +465,6 @@ struct Shown {
     invalidated_by: Option<String>,
     needs_review: Option<String>,
     injections: i64,
-}
-
-impl Shown {
-    fn scope_name(&self) -> &'static str {
-        match self.scope {
-            EntryScope::Project => "project",
-            EntryScope::Global => "global",
-        }
-    }
 }
 
 /// What `car memory export` wrote, or the notes themselves for `-o -`.
@@ -538,11 +526,7 @@ fn local(env: &Env, memory: &Memory, command: MemoryCommand) -> Result<Local, Fa
             .get(&id, tenant.as_deref().unwrap_or(""))?
         {
             Some(node) => Ok(Local::Show(Box::new(Shown {
-                scope: if node.project.is_none() {
-                    EntryScope::Global
-                } else {
-                    EntryScope::Project
-                },
+                scope: EntryScope::of(node.project.is_none()),
                 tenant_id: (!node.tenant.is_empty()).then_some(node.tenant),
                 id: node.id,
                 kind: node.kind,

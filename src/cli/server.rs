@@ -1,7 +1,6 @@
 //! `car-server`: the shared engine over streamable HTTP MCP (see `crate::server`).
 
 use std::net::SocketAddr;
-use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use clap::Parser;
@@ -35,45 +34,20 @@ pub struct ServerCli {
     pub port: u16,
 }
 
-/// The daemon's bearer token: read from `$CAR_HOME/daemon/token`, made (32 random bytes, hex,
+/// The daemon's bearer token: read from `$CAR_HOME/daemon/token`, made (two random UUIDs, hex,
 /// mode 0600) when it does not exist.
 pub fn token(home: &Home) -> std::io::Result<String> {
-    let path = token_path(home);
+    let path = DaemonDir::new(home.root()).token();
     if let Ok(text) = std::fs::read_to_string(&path) {
-        let text = text.trim();
-        if !text.is_empty() {
-            return Ok(text.to_string());
+        if !text.trim().is_empty() {
+            return Ok(text.trim().to_string());
         }
     }
-    let token =
+    let made =
         uuid::Uuid::new_v4().simple().to_string() + &uuid::Uuid::new_v4().simple().to_string();
-    if let Some(dir) = path.parent() {
-        std::fs::create_dir_all(dir)?;
-    }
-    write_private(&path, &token)?;
-    Ok(token)
-}
-
-fn token_path(home: &Home) -> PathBuf {
-    DaemonDir::new(home.root()).token()
-}
-
-#[cfg(unix)]
-fn write_private(path: &Path, text: &str) -> std::io::Result<()> {
-    use std::io::Write;
-    use std::os::unix::fs::OpenOptionsExt;
-    let mut file = std::fs::OpenOptions::new()
-        .write(true)
-        .create(true)
-        .truncate(true)
-        .mode(0o600)
-        .open(path)?;
-    file.write_all(text.as_bytes())
-}
-
-#[cfg(not(unix))]
-fn write_private(path: &Path, text: &str) -> std::io::Result<()> {
-    std::fs::write(path, text)
+    // Of two processes making it at once, one wins; both then read the winner's.
+    home::create_private(&path, made.as_bytes())?;
+    Ok(std::fs::read_to_string(&path)?.trim().to_string())
 }
 
 /// Runs `car-server`.

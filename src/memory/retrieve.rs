@@ -434,11 +434,20 @@ pub fn bridge_strength(index: &Index, term: &str, df: usize, node: &Node) -> f64
 /// How much an entry reached through `term` is about it: fully when its subject names it
 /// ("Falcon stack"), [`MENTION`] when only its body does ("… the Falcon room is booked").
 fn aboutness(node: &Node, term: &str) -> f64 {
-    if text::sequence(&node.subject).any(|t| t == term) {
+    if names(&node.subject, term) {
         1.0
     } else {
         MENTION
     }
+}
+
+/// Whether `text` has `term` (lowercase) as one of its words, without allocating for ASCII
+/// (this runs for every entry a bridge reaches).
+fn names(text: &str, term: &str) -> bool {
+    text.split(|c: char| !c.is_alphanumeric()).any(|word| {
+        word.len() == term.len() && word.eq_ignore_ascii_case(term)
+            || (!word.is_ascii() && word.to_lowercase() == term)
+    })
 }
 
 /// Whether `text` writes `term` (lowercase) as a name somewhere.

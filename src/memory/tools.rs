@@ -32,6 +32,24 @@ pub enum EntryScope {
     Global,
 }
 
+impl EntryScope {
+    /// The scope of an entry stored without a project (global) or with one.
+    pub fn of(global: bool) -> EntryScope {
+        if global {
+            EntryScope::Global
+        } else {
+            EntryScope::Project
+        }
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            EntryScope::Project => "project",
+            EntryScope::Global => "global",
+        }
+    }
+}
+
 /// Which kind of fact `memory_add_fact` writes.
 #[derive(Debug, Clone, Copy, Default, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "lowercase")]
@@ -184,11 +202,7 @@ impl From<Written> for EntryView {
             id: w.id,
             kind: w.kind,
             subject: w.subject,
-            scope: if w.global {
-                EntryScope::Global
-            } else {
-                EntryScope::Project
-            },
+            scope: EntryScope::of(w.global),
             tenant_id: (!w.tenant.is_empty()).then_some(w.tenant),
             superseded: w.superseded,
             invalidated: w.invalidated,

@@ -94,10 +94,8 @@ impl DaemonLock {
 
     /// Says where this daemon runs (atomically: a reader never sees half a file).
     pub fn publish(&self, state: &DaemonState) -> std::io::Result<()> {
-        let text = serde_json::to_string_pretty(state).map_err(std::io::Error::other)?;
-        let temp = self.dir.path().join("state.json.tmp");
-        std::fs::write(&temp, text)?;
-        std::fs::rename(temp, self.dir.state())
+        let text = serde_json::to_vec_pretty(state).map_err(std::io::Error::other)?;
+        crate::home::write_atomic(&self.dir.state(), &text)
     }
 }
 

@@ -31,8 +31,7 @@ use tokio::sync::{mpsc, oneshot};
 
 use crate::app::App;
 use crate::plan::{
-    simulate, verify, Action, ActionProposal, ActionType, FailureBehavior, ToolCatalog,
-    VerifyOptions,
+    verify, Action, ActionProposal, ActionType, FailureBehavior, ToolCatalog, VerifyOptions,
 };
 use crate::runtime::{Context, PolicyVerdict, ToolSpec};
 
@@ -275,10 +274,9 @@ struct InitParams {
 }
 
 #[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
 struct ProposalParams {
     proposal: ActionProposal,
-    #[serde(default)]
-    initial_state: Option<Map<String, Value>>,
 }
 
 #[derive(Deserialize)]
@@ -315,15 +313,21 @@ async fn handle(session: &Arc<Session>, method: &str, params: Value) -> Result<V
         }
         "state.keys" => Ok(json!({"keys": lock(&session.store).keys().cloned().collect::<Vec<_>>()})),
         "state.snapshot" => Ok(json!({"state": lock(&session.store).clone()})),
-        "verify" => {
-            let p: ProposalParams = parse(params)?;
-            let state = p.initial_state.unwrap_or_else(|| lock(&session.store).clone());
-            to_value(check(session, &p.proposal, state))
-        }
-        "simulate" => {
-            let p: ProposalParams = parse(params)?;
-            let state = p.initial_state.unwrap_or_else(|| lock(&session.store).clone());
-            to_value(simulate(&p.proposal, &state))
+        // The registry's own tools, as MCP and the CLI call them (schema check, policy gate,
+        // execution log); the client's tools count as present, the session state as the start.
+        "verify" | "simulate" => {
+            let mut args = match params {
+                Value::Object(map) => map,
+                _ => return Err(RpcError::invalid("params must be an object")),
+            };
+            if !args.contains_key("initial_state") {
+                args.insert("initial_state".into(), Value::Object(lock(&session.store).clone()));
+            }
+            if method == "verify" {
+                let declared: Vec<String> = lock(&session.tools).iter().map(|t| t.name.clone()).collect();
+                args.insert("extra_tools".into(), json!(declared));
+            }
+            registry_call(session, method, Value::Object(args)).await
         }
         "proposal.submit" => {
             let p: ProposalParams = parse(params)?;
@@ -336,7 +340,26 @@ async fn handle(session: &Arc<Session>, method: &str, params: Value) -> Result<V
     }
 }
 
-/// Verifies against the client's tools and CAR's own.
+async fn registry_call(session: &Session, tool: &str, args: Value) -> Result<Value, RpcError> {
+    let options = crate::runtime::CallOptions {
+        request_id: None,
+        cancel: tokio_util::sync::CancellationToken::new(),
+    };
+    let runtime = session.state.app.runtime();
+    match runtime
+        .call(tool, args, &session.state.context, options)
+        .await
+    {
+        Ok(outcome) => outcome.result.map_err(|e| match e {
+            crate::runtime::ToolError::InvalidArguments(m) => RpcError::invalid(m),
+            other => RpcError::new(-32000, other.to_string()),
+        }),
+        Err(e) => Err(RpcError::new(-32603, e.to_string())),
+    }
+}
+
+/// Verifies against the client's tools (their names and input schemas) and CAR's own, before
+/// a proposal runs.
 fn check(
     session: &Session,
     proposal: &ActionProposal,

@@ -553,3 +553,91 @@ fn a_websocket_client_runs_a_verified_plan_with_its_own_tools() {
         "{wrong:?}"
     );
 }
+
+/// Sends requests in order on one WebSocket and returns each answer.
+fn ws_requests(url: &str, requests: &[Value]) -> Vec<Value> {
+    use futures_util::{SinkExt, StreamExt};
+    use tokio_tungstenite::tungstenite::Message;
+    run_ws(async {
+        let (mut socket, _) = tokio_tungstenite::connect_async(url).await.unwrap();
+        let mut answers = Vec::new();
+        for (n, request) in requests.iter().enumerate() {
+            let mut frame = request.clone();
+            frame["jsonrpc"] = json!("2.0");
+            frame["id"] = json!(n + 1);
+            socket
+                .send(Message::Text(frame.to_string().into()))
+                .await
+                .unwrap();
+            loop {
+                match socket.next().await {
+                    Some(Ok(Message::Text(text))) => {
+                        let answer: Value = serde_json::from_str(&text).unwrap();
+                        if answer["id"] == json!(n + 1) || answer["id"].is_null() {
+                            answers.push(answer);
+                            break;
+                        }
+                    }
+                    Some(Ok(_)) => continue,
+                    None | Some(Err(_)) => return answers,
+                }
+            }
+        }
+        answers
+    })
+}
+
+#[test]
+fn websocket_state_verify_and_simulate_use_the_session_and_the_registry() {
+    let home = TestHome::new();
+    let server = Server::start(&home, &[]);
+    let token = std::fs::read_to_string(home.home.join("daemon/token")).unwrap();
+    let plan = json!({"actions": [
+        {"id": "w", "type": "state_write", "parameters": {"key": "x", "value": 2}},
+        {"id": "c", "type": "tool_call", "tool": "deploy", "dependencies": ["w"]}]});
+    let answers = ws_requests(
+        &server.ws,
+        &[
+            json!({"method": "session.auth", "params": {"token": token.trim()}}),
+            json!({"method": "session.init", "params": {"tools": [{"name": "deploy"}]}}),
+            json!({"method": "state.set", "params": {"key": "region", "value": "eu"}}),
+            json!({"method": "state.get", "params": {"key": "region"}}),
+            json!({"method": "state.keys"}),
+            json!({"method": "verify", "params": {"proposal": plan}}),
+            json!({"method": "simulate", "params": {"proposal": plan}}),
+            json!({"method": "no.such.method"}),
+        ],
+    );
+    assert_eq!(
+        answers[3]["result"],
+        json!({"key": "region", "exists": true, "value": "eu"})
+    );
+    assert_eq!(answers[4]["result"]["keys"], json!(["region"]));
+    assert_eq!(
+        answers[5]["result"]["valid"], true,
+        "the client's own tool counts: {}",
+        answers[5]
+    );
+    assert_eq!(
+        answers[6]["result"]["final_state"],
+        json!({"region": "eu", "x": 2}),
+        "simulated from the session's state"
+    );
+    assert_eq!(answers[7]["error"]["code"], -32601);
+    let executions = home.car_json(&["executions", "--limit", "5"]);
+    assert!(
+        executions.to_string().contains("\"simulate\""),
+        "the registry logged it: {executions}"
+    );
+
+    // Anything but session.auth first: an error, then the server closes.
+    let refused = ws_requests(
+        &server.ws,
+        &[
+            json!({"method": "state.keys"}),
+            json!({"method": "state.keys"}),
+        ],
+    );
+    assert_eq!(refused.len(), 1, "{refused:?}");
+    assert_eq!(refused[0]["error"]["code"], -32001);
+}
