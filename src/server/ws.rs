@@ -6,7 +6,8 @@
 //! 2. `session.init {tools: [{name, description, parameters}]}` declares the client's tools.
 //! 3. `proposal.submit {proposal}` verifies the plan against those tools (and CAR's own), puts
 //!    every tool call through the policy gate, then runs the DAG level by level — the actions of
-//!    a level at once — calling the client back with `tools.execute {action_id, tool,
+//!    a level at once — running CAR's own tools through the registry and calling the client
+//!    back for its own with `tools.execute {action_id, tool,
 //!    parameters, timeout_ms, attempt, request_id}` for each tool call. `failure_behavior`
 //!    (`abort`, `retry` up to `max_retries`, `skip`) is honoured; a callback that does not answer
 //!    within `timeout_ms` (default 30 s) gets `tools.cancel {request_id}` and counts as failed.
@@ -544,6 +545,23 @@ async fn call_client(session: &Arc<Session>, action: &Action, result: &mut Actio
         .iter()
         .find(|t| t.name == tool)
         .cloned();
+    if declared.is_none() && session.state.app.runtime().registry().get(&tool).is_some() {
+        // One of CAR's own tools: it runs here, through the registry like every other call.
+        result.attempts = 1;
+        let args = Value::Object(action.parameters.clone());
+        match registry_call(session, &tool, args).await {
+            Ok(output) => result.output = output,
+            Err(error) => {
+                result.status = if error.message.starts_with("denied by policy") {
+                    ActionStatus::Denied
+                } else {
+                    ActionStatus::Failed
+                };
+                result.error = Some(error.message);
+            }
+        }
+        return;
+    }
     let (description, schema) = match declared {
         Some(t) => (t.description, t.parameters),
         None => (String::new(), any_object()),

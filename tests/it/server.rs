@@ -456,7 +456,9 @@ fn a_websocket_client_runs_a_verified_plan_with_its_own_tools() {
          "timeout_ms": 300, "failure_behavior": "skip"},
         {"id": "after", "type": "assertion", "dependencies": ["hang"]},
         {"id": "nope", "type": "tool_call", "tool": "forbidden", "dependencies": ["say"],
-         "failure_behavior": "skip"}
+         "failure_behavior": "skip"},
+        {"id": "own", "type": "tool_call", "tool": "memory_add_fact", "dependencies": ["ready"],
+         "parameters": {"subject": "ws", "body": "plans run CAR's own tools in the daemon"}}
     ]});
     let flaky_calls = std::sync::Arc::new(std::sync::atomic::AtomicU32::new(0));
     let counter = flaky_calls.clone();
@@ -522,6 +524,12 @@ fn a_websocket_client_runs_a_verified_plan_with_its_own_tools() {
         .as_deref()
         .unwrap()
         .contains("denied by policy"));
+    assert_eq!(by["own"].status, ActionStatus::Ok, "{:?}", by["own"]);
+    assert_eq!(
+        by["own"].output["subject"], "ws",
+        "CAR's own tool ran in the daemon"
+    );
+    assert_eq!(by["own"].attempts, 1);
     assert_eq!(executed.cost.retries, 1);
     assert_eq!(executed.cost.levels, 4);
 
