@@ -8,7 +8,7 @@
 
 use std::net::TcpStream;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
@@ -43,7 +43,7 @@ fn free_port() -> u16 {
 
 /// server-everything over streamable HTTP on a port of its own; killed on drop.
 struct HttpServer {
-    child: Child,
+    _child: crate::support::Reaped,
     port: u16,
 }
 
@@ -81,7 +81,10 @@ impl HttpServer {
                 return None;
             }
             if TcpStream::connect(("127.0.0.1", port)).is_ok() {
-                return Some(HttpServer { child, port });
+                return Some(HttpServer {
+                    _child: crate::support::Reaped(child),
+                    port,
+                });
             }
             assert!(
                 Instant::now() < deadline,
@@ -93,13 +96,6 @@ impl HttpServer {
 
     fn url(&self) -> String {
         format!("http://127.0.0.1:{}/mcp", self.port)
-    }
-}
-
-impl Drop for HttpServer {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
     }
 }
 

@@ -9,7 +9,7 @@
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use serde_json::{json, Value};
@@ -153,7 +153,7 @@ fn conformance_suite_client_auth() {
 
 /// The authorization server and its MCP resource, stopped on drop.
 struct Provider {
-    child: Child,
+    _child: crate::support::Reaped,
     issuer: String,
     mcp: String,
 }
@@ -177,17 +177,10 @@ impl Provider {
         let ready: Value = serde_json::from_str(&line)
             .unwrap_or_else(|e| panic!("provider.mjs did not start ({e}): {line:?}"));
         Provider {
-            child,
+            _child: crate::support::Reaped(child),
             issuer: ready["issuer"].as_str().unwrap().to_string(),
             mcp: ready["mcp"].as_str().unwrap().to_string(),
         }
-    }
-}
-
-impl Drop for Provider {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
     }
 }
 

@@ -2,7 +2,7 @@
 //! Python SDK, the official conformance suite in server mode) and at its access checks.
 
 use std::io::{BufRead, BufReader};
-use std::process::{Child, Stdio};
+use std::process::Stdio;
 
 use serde_json::{json, Value};
 
@@ -10,7 +10,7 @@ use crate::support::{TestHome, CAR_SERVER};
 
 /// A running car-server on ports it chose (asked for port 0; it prints where it listens).
 struct Server {
-    child: Child,
+    _child: crate::support::Reaped,
     base: String,
     ws: String,
 }
@@ -42,7 +42,7 @@ impl Server {
         // Keep draining its log so it never blocks on a full pipe.
         std::thread::spawn(move || for _ in lines {});
         Server {
-            child,
+            _child: crate::support::Reaped(child),
             base: base.unwrap(),
             ws: ws.unwrap(),
         }
@@ -50,13 +50,6 @@ impl Server {
 
     fn mcp(&self) -> String {
         format!("{}/mcp", self.base)
-    }
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
     }
 }
 

@@ -377,3 +377,14 @@ pub fn assert_snapshot(name: &str, actual: &Value) {
         "snapshot {name} differs; if intended, rerun with CAR_UPDATE_SNAPSHOTS=1"
     );
 }
+
+/// A child process that is killed and reaped when this guard goes (a test's server must not
+/// outlive it, whatever assertion fails first).
+pub struct Reaped(pub std::process::Child);
+
+impl Drop for Reaped {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
