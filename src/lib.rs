@@ -30,7 +30,7 @@ mod store;
 
 pub use app::{App, AppBuilder, AppError};
 pub use home::{confirm_grants_from_env, env, project_root, Home, HomeError};
-pub use mcp::McpServer;
+pub use mcp::{McpExtension, McpServer};
 pub use memory::{
     AssembledContext, ContextMode, ContextRequest, Deleted as DeletedEntry, EntryScope, EntryView,
     EvaluationCase, InterveneRequest, Intervention, Kind, Memory, MemoryError, NewEntry, Note,
@@ -49,7 +49,8 @@ pub use policy::{
 pub use project::tasks::{Filter as TaskFilter, NewTask, Task, TaskStatus, TaskUpdate};
 pub use project::{Project, ProjectError};
 pub use runtime::{
-    AllowAll, BuildError, CallOptions, CallOutcome, Confirmation, Context, DispatchError,
+    AllowAll, BuildError, CallOptions, CallOutcome, ChannelFuture, Client, ClientChannel,
+    ClientRequest, Confirmation, Context, DispatchError, LogLevel,
     Dispatcher, Effect, ExecStatus, Face, Gating, Idempotence, Parallelism, PolicyGate,
     PolicyVerdict, Registry, Runtime, RuntimeBuilder, Tool, ToolCall, ToolError, ToolSource,
     ToolSpec, Tools, MAX_STRING_BYTES,

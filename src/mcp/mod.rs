@@ -3,27 +3,33 @@
 //! — served over stdio.
 #![deny(clippy::print_stdout, clippy::print_stderr)]
 
+mod channel;
 mod stdio;
 
 use std::borrow::Cow;
-use std::sync::Arc;
+use std::collections::HashSet;
+use std::sync::{Arc, Mutex};
 
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, CompleteRequestParams, CompleteResult,
     GetPromptRequestParams, GetPromptResponse, GetPromptResult, ListPromptsResult,
     ListResourceTemplatesResult, ListResourcesResult, ListToolsResult, PaginatedRequestParams,
     ProtocolVersion, ReadResourceRequestParams, ReadResourceResponse, ReadResourceResult,
-    ServerConfig,
+    ServerConfig, SubscribeRequestParams, UnsubscribeRequestParams,
 };
 use rmcp::service::{RequestContext, RoleServer};
 use rmcp::{ErrorData as McpError, ServerHandler, ServiceExt};
-use serde_json::{json, Value};
+use serde_json::{json, Map, Value};
+
+use channel::{McpChannel, SessionLevel};
 
 use crate::app::App;
 use crate::memory::surfaces::{
     Briefing, EntryPage, EntryText, CONTEXT_PROMPT, FACT_RESOURCE, FACT_RESOURCES,
 };
-use crate::runtime::{CallOptions, CallOutcome, Context, DispatchError, Face, ToolError};
+use crate::runtime::{
+    CallOptions, CallOutcome, Client, Context, DispatchError, Face, ToolError,
+};
 
 /// The protocol revisions CAR serves (newest preferred). 2025-03-26 is left out on purpose: it
 /// requires JSON-RPC batches, which CAR refuses; a client asking for it is offered 2025-11-25.
@@ -45,6 +51,47 @@ pub enum ServeError {
     Session(String),
 }
 
+/// Prompts and resources an embedding program serves beside CAR's own, through the same
+/// adapter (the conformance suite's fixtures are one). Values are MCP's JSON shapes: `Prompt`,
+/// `GetPromptResult`, `Resource`, `ResourceTemplate`, `ReadResourceResult`. A method answers
+/// `None` for a name or URI that is not its own, and CAR's own surfaces answer instead.
+pub trait McpExtension: Send + Sync {
+    fn prompts(&self) -> Vec<Value> {
+        Vec::new()
+    }
+    /// `prompts/get`; `Some(Err(message))` refuses the arguments (invalid params).
+    fn get_prompt(&self, _name: &str, _args: &Map<String, Value>) -> Option<Result<Value, String>> {
+        None
+    }
+    fn resources(&self) -> Vec<Value> {
+        Vec::new()
+    }
+    fn resource_templates(&self) -> Vec<Value> {
+        Vec::new()
+    }
+    /// `resources/read`; `Some(Err(message))` when the URI is its own but cannot be read.
+    fn read_resource(&self, _uri: &str) -> Option<Result<Value, String>> {
+        None
+    }
+    /// Whether clients may subscribe to this extension's resources (advertised as
+    /// `resources.subscribe`).
+    fn subscribable(&self) -> bool {
+        false
+    }
+    /// `completion/complete` for one of its prompts' or templates' arguments: the values that
+    /// complete `value`, best first.
+    fn complete(&self, _reference: &Value, _argument: &str, _value: &str) -> Option<Vec<String>> {
+        None
+    }
+}
+
+/// What one MCP session remembers: the log level the client set and its subscriptions.
+#[derive(Clone, Default)]
+struct Session {
+    level: SessionLevel,
+    subscriptions: Arc<Mutex<HashSet<String>>>,
+}
+
 /// An MCP server over an [`App`].
 #[derive(Clone)]
 pub struct McpServer {
@@ -53,6 +100,8 @@ pub struct McpServer {
     app: App,
     context: Context,
     tools: Arc<Vec<Value>>,
+    extension: Option<Arc<dyn McpExtension>>,
+    session: Session,
 }
 
 impl McpServer {
@@ -69,7 +118,38 @@ impl McpServer {
             app,
             context: Context::new(Face::Mcp),
             tools: Arc::new(tools),
+            extension: None,
+            session: Session::default(),
         }
+    }
+
+    /// Also serves `extension`'s prompts and resources.
+    pub fn extension(mut self, extension: Arc<dyn McpExtension>) -> McpServer {
+        self.extension = Some(extension);
+        self
+    }
+
+    /// The same server for a new session (its own log level and subscriptions); the HTTP face
+    /// calls it for each session it opens.
+    pub fn for_new_session(&self) -> McpServer {
+        McpServer {
+            session: Session::default(),
+            ..self.clone()
+        }
+    }
+
+    /// The way back to the client for one call.
+    fn client_of(&self, tool: &str, context: &RequestContext<RoleServer>, meta: Option<&rmcp::model::RequestMetaObject>) -> Client {
+        let progress_token = context
+            .meta
+            .get_progress_token()
+            .or_else(|| meta.and_then(|m| m.get_progress_token()));
+        Client::new(Arc::new(McpChannel {
+            peer: context.peer.clone(),
+            progress_token,
+            level: self.session.level.clone(),
+            tool: tool.to_string(),
+        }))
     }
 
     /// The name the server gives in `initialize`.
@@ -129,6 +209,7 @@ impl McpServer {
         let options = CallOptions {
             request_id: None,
             cancel,
+            client: Client::none(),
         };
         match self
             .app
@@ -177,6 +258,10 @@ impl McpServer {
         }]}))?;
         Ok(ReadResourceResponse::Complete(result))
     }
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
 /// Decodes `%XX` escapes (invalid ones stay as they are).
@@ -299,11 +384,12 @@ impl ServerHandler for McpServer {
     }
 
     fn get_info(&self) -> ServerConfig {
+        let subscribable = self.extension.as_ref().is_some_and(|e| e.subscribable());
         let value = json!({
             "protocolVersion": ProtocolVersion::V_2025_11_25,
             "capabilities": {
                 "tools": {"listChanged": true},
-                "resources": {"subscribe": false, "listChanged": false},
+                "resources": {"subscribe": subscribable, "listChanged": false},
                 "prompts": {"listChanged": false},
                 "completions": {},
                 "logging": {}
@@ -314,16 +400,48 @@ impl ServerHandler for McpServer {
         serde_json::from_value(value).unwrap_or_default()
     }
 
-    /// CAR sends no log notifications yet; the level a client sets is accepted (and logged), so
-    /// clients that set one before working are not refused. (SEP-2577 deprecates logging; the
-    /// revisions CAR serves still have it.)
+    /// The lowest level of the log messages tools send this session (SEP-2577 deprecates
+    /// logging; the revisions CAR serves still have it).
     #[allow(deprecated)]
     async fn set_level(
         &self,
         request: rmcp::model::SetLevelRequestParams,
         _context: RequestContext<RoleServer>,
     ) -> Result<(), McpError> {
-        tracing::debug!("client log level: {:?}", request.level);
+        self.session.level.set(channel::from_mcp_level(request.level));
+        Ok(())
+    }
+
+    async fn subscribe(
+        &self,
+        request: SubscribeRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<(), McpError> {
+        let readable = self
+            .extension
+            .as_ref()
+            .filter(|e| e.subscribable())
+            .and_then(|e| e.read_resource(&request.uri))
+            .is_some_and(|r| r.is_ok());
+        if !readable {
+            return Err(McpError::invalid_params(
+                format!(
+                    "cannot subscribe to {}: only resources that send updates can be subscribed to, and CAR's memory resources do not",
+                    request.uri
+                ),
+                None,
+            ));
+        }
+        lock(&self.session.subscriptions).insert(request.uri);
+        Ok(())
+    }
+
+    async fn unsubscribe(
+        &self,
+        request: UnsubscribeRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<(), McpError> {
+        lock(&self.session.subscriptions).remove(&request.uri);
         Ok(())
     }
 
@@ -360,10 +478,12 @@ impl ServerHandler for McpServer {
                 Value::Number(n) => Some(n.to_string()),
                 _ => None,
             });
+        let client = self.client_of(&request.name, &context, request.meta.as_ref());
         let args = request.arguments.map(Value::Object).unwrap_or(Value::Null);
         let options = CallOptions {
             request_id,
             cancel: context.ct.clone(),
+            client,
         };
         match self
             .app
@@ -411,6 +531,13 @@ impl ServerHandler for McpServer {
         } else {
             json!([])
         };
+        let mut prompts = match prompts {
+            Value::Array(prompts) => prompts,
+            _ => Vec::new(),
+        };
+        if let Some(extension) = &self.extension {
+            prompts.extend(extension.prompts());
+        }
         from_json(json!({"prompts": prompts}))
     }
 
@@ -419,6 +546,15 @@ impl ServerHandler for McpServer {
         request: GetPromptRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<GetPromptResponse, McpError> {
+        let args = request.arguments.clone().unwrap_or_default();
+        if let Some(answer) = self
+            .extension
+            .as_ref()
+            .and_then(|e| e.get_prompt(&request.name, &args))
+        {
+            let value = answer.map_err(|m| McpError::invalid_params(m, None))?;
+            return Ok(GetPromptResponse::Complete(from_json(value)?));
+        }
         if request.name != CONTEXT_PROMPT {
             return Err(McpError::invalid_params(
                 format!(
@@ -467,6 +603,17 @@ impl ServerHandler for McpServer {
             && request["ref"]["name"] == "car_context"
             && request["argument"]["name"] == "mode";
         let prefix = request["argument"]["value"].as_str().unwrap_or_default();
+        if let Some(values) = self.extension.as_ref().and_then(|e| {
+            e.complete(
+                &request["ref"],
+                request["argument"]["name"].as_str().unwrap_or_default(),
+                prefix,
+            )
+        }) {
+            return from_json(json!({"completion": {
+                "values": values, "total": values.len(), "hasMore": false
+            }}));
+        }
         let values: Vec<&str> = if is_mode {
             ["full", "fast"]
                 .into_iter()
@@ -485,8 +632,13 @@ impl ServerHandler for McpServer {
         request: Option<PaginatedRequestParams>,
         context: RequestContext<RoleServer>,
     ) -> Result<ListResourcesResult, McpError> {
+        let mut resources: Vec<Value> = self
+            .extension
+            .as_ref()
+            .map(|e| e.resources())
+            .unwrap_or_default();
         if self.app.memory().is_none() {
-            return from_json(json!({"resources": []}));
+            return from_json(json!({ "resources": resources }));
         }
         let after = match request.and_then(|r| r.cursor) {
             None => 0,
@@ -504,13 +656,10 @@ impl ServerHandler for McpServer {
         let page = page.entries;
         let more = page.len() > RESOURCES_PER_PAGE;
         let shown = &page[..page.len().min(RESOURCES_PER_PAGE)];
-        let resources: Vec<Value> = shown
-            .iter()
-            .map(|n| {
+        resources.extend(shown.iter().map(|n| {
                 json!({"uri": format!("{FACT_URI}{}", n.id),
                        "name": n.id, "title": n.subject, "mimeType": "text/plain"})
-            })
-            .collect();
+        }));
         let mut result = json!({"resources": resources});
         if more {
             if let Some(last) = shown.last() {
@@ -541,6 +690,9 @@ impl ServerHandler for McpServer {
                 "mimeType": "application/json"
             }));
         }
+        if let Some(extension) = &self.extension {
+            templates.extend(extension.resource_templates());
+        }
         from_json(json!({ "resourceTemplates": templates }))
     }
 
@@ -550,6 +702,10 @@ impl ServerHandler for McpServer {
         context: RequestContext<RoleServer>,
     ) -> Result<ReadResourceResponse, McpError> {
         let uri = request.uri.clone();
+        if let Some(answer) = self.extension.as_ref().and_then(|e| e.read_resource(&uri)) {
+            let value = answer.map_err(|m| McpError::resource_not_found(m, None))?;
+            return Ok(ReadResourceResponse::Complete(from_json(value)?));
+        }
         if let Some(name) = uri.strip_prefix(SKILL_URI) {
             return self.read_skill(&uri, name, context.ct.clone()).await;
         }

@@ -56,6 +56,8 @@ pub struct CallOptions {
     pub request_id: Option<String>,
     /// Trips when the client cancels the call.
     pub cancel: CancellationToken,
+    /// The way back to the client (progress, logs, sampling, elicitation), if the face has one.
+    pub client: super::client::Client,
 }
 
 /// The outcome of a dispatched call.
@@ -275,6 +277,7 @@ impl Dispatcher {
             args,
             cancel: options.cancel.child_token(),
             context: context.clone(),
+            client: options.client.clone(),
             tools: Tools {
                 registry: self.registry.clone(),
                 source: self.source.clone(),

@@ -1,6 +1,7 @@
 //! The runtime: the registry of tools, the dispatcher in front of them and the store that
 //! records every execution. Faces (CLI, MCP) only translate their protocol to [`Runtime::call`].
 
+mod client;
 mod context;
 mod dispatcher;
 pub(crate) mod executions;
@@ -11,6 +12,7 @@ mod tool;
 
 use std::sync::Arc;
 
+pub use client::{ChannelFuture, Client, ClientChannel, ClientRequest, LogLevel};
 pub use context::{Context, Face};
 pub use dispatcher::{
     AllowAll, CallOptions, CallOutcome, DispatchError, Dispatcher, PolicyGate, PolicyVerdict,

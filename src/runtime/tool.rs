@@ -22,6 +22,8 @@ pub struct ToolCall {
     pub args: Value,
     pub cancel: CancellationToken,
     pub context: Context,
+    /// The client of the call: progress, logs, sampling and elicitation requests.
+    pub client: super::client::Client,
     pub tools: super::dispatcher::Tools,
 }
 

@@ -117,6 +117,12 @@ pub fn router(
     shutdown: CancellationToken,
 ) -> Router {
     let server = McpServer::new(app).named("car-server").context(context);
+    mcp_router(server, exposure, shutdown)
+}
+
+/// The routes of `car-server` over any [`McpServer`] (one with an [`crate::McpExtension`], say):
+/// `/mcp` behind the access checks, and `/health`.
+pub fn mcp_router(server: McpServer, exposure: &Exposure, shutdown: CancellationToken) -> Router {
     let mut sessions = LocalSessionManager::default();
     let mut session_config = SessionConfig::default();
     session_config.keep_alive = Some(SESSION_IDLE);
@@ -127,7 +133,7 @@ pub fn router(
         // Host and Origin are checked below, with CAR's messages.
         .disable_allowed_hosts()
         .disable_allowed_origins();
-    let mcp = StreamableHttpService::new(move || Ok(server.clone()), Arc::new(sessions), config);
+    let mcp = StreamableHttpService::new(move || Ok(server.for_new_session()), Arc::new(sessions), config);
     let guard = Guard {
         token: match exposure {
             Exposure::Loopback => None,

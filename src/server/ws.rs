@@ -345,6 +345,7 @@ async fn registry_call(session: &Session, tool: &str, args: Value) -> Result<Val
     let options = crate::runtime::CallOptions {
         request_id: None,
         cancel: tokio_util::sync::CancellationToken::new(),
+        client: crate::runtime::Client::none(),
     };
     let runtime = session.state.app.runtime();
     match runtime

@@ -17,6 +17,7 @@ mod claude;
 mod claude_secrets;
 mod cli;
 mod concurrency;
+mod conformance;
 mod connectors;
 mod eval;
 mod graph;
