@@ -50,10 +50,9 @@ pub use project::tasks::{Filter as TaskFilter, NewTask, Task, TaskStatus, TaskUp
 pub use project::{Project, ProjectError};
 pub use runtime::{
     AllowAll, BuildError, CallOptions, CallOutcome, ChannelFuture, Client, ClientChannel,
-    ClientRequest, Confirmation, Context, DispatchError, LogLevel,
-    Dispatcher, Effect, ExecStatus, Face, Gating, Idempotence, Parallelism, PolicyGate,
-    PolicyVerdict, Registry, Runtime, RuntimeBuilder, Tool, ToolCall, ToolError, ToolSource,
-    ToolSpec, Tools, MAX_STRING_BYTES,
+    ClientRequest, Confirmation, Context, DispatchError, Dispatcher, Effect, ExecStatus, Face,
+    Gating, Idempotence, LogLevel, Parallelism, PolicyGate, PolicyVerdict, Registry, Runtime,
+    RuntimeBuilder, Tool, ToolCall, ToolError, ToolSource, ToolSpec, Tools, MAX_STRING_BYTES,
 };
 pub use skills::{
     Change as SkillChange, FindQuery as SkillQuery, Ingested as SkillIngested, Match as SkillMatch,

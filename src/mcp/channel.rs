@@ -132,10 +132,10 @@ impl ClientChannel for McpChannel {
                 ClientRequest::Sampling => "sampling/createMessage",
                 ClientRequest::Elicitation => "elicitation/create",
             };
-            let request: ServerRequest =
-                serde_json::from_value(json!({"method": method, "params": params})).map_err(
-                    |e| ToolError::Failed(format!("cannot build the {method} request: {e}")),
-                )?;
+            let request: ServerRequest = serde_json::from_value(
+                json!({"method": method, "params": params}),
+            )
+            .map_err(|e| ToolError::Failed(format!("cannot build the {method} request: {e}")))?;
             let answer: ClientResult = self
                 .peer
                 .send_request(request)

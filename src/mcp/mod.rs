@@ -27,16 +27,17 @@ use crate::app::App;
 use crate::memory::surfaces::{
     Briefing, EntryPage, EntryText, CONTEXT_PROMPT, FACT_RESOURCE, FACT_RESOURCES,
 };
-use crate::runtime::{
-    CallOptions, CallOutcome, Client, Context, DispatchError, Face, ToolError,
-};
+use crate::runtime::{CallOptions, CallOutcome, Client, Context, DispatchError, Face, ToolError};
 
 /// The protocol revisions CAR serves (newest preferred). 2025-03-26 is left out on purpose: it
 /// requires JSON-RPC batches, which CAR refuses; a client asking for it is offered 2025-11-25.
+/// 2026-07-28 has no `initialize`: each request carries its revision and capabilities, and
+/// the server keeps no session (rmcp's stateless path, on stdio and HTTP alike).
 pub(crate) const PROTOCOL_VERSIONS: &[ProtocolVersion] = &[
     ProtocolVersion::V_2024_11_05,
     ProtocolVersion::V_2025_06_18,
     ProtocolVersion::V_2025_11_25,
+    ProtocolVersion::V_2026_07_28,
 ];
 const FACT_URI: &str = "car://memory/fact/";
 const SKILL_URI: &str = "car://memory/skill/";
@@ -139,7 +140,12 @@ impl McpServer {
     }
 
     /// The way back to the client for one call.
-    fn client_of(&self, tool: &str, context: &RequestContext<RoleServer>, meta: Option<&rmcp::model::RequestMetaObject>) -> Client {
+    fn client_of(
+        &self,
+        tool: &str,
+        context: &RequestContext<RoleServer>,
+        meta: Option<&rmcp::model::RequestMetaObject>,
+    ) -> Client {
         let progress_token = context
             .meta
             .get_progress_token()
@@ -261,7 +267,9 @@ impl McpServer {
 }
 
 fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    mutex.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    mutex
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
 /// Decodes `%XX` escapes (invalid ones stay as they are).
@@ -408,7 +416,9 @@ impl ServerHandler for McpServer {
         request: rmcp::model::SetLevelRequestParams,
         _context: RequestContext<RoleServer>,
     ) -> Result<(), McpError> {
-        self.session.level.set(channel::from_mcp_level(request.level));
+        self.session
+            .level
+            .set(channel::from_mcp_level(request.level));
         Ok(())
     }
 
@@ -657,7 +667,7 @@ impl ServerHandler for McpServer {
         let more = page.len() > RESOURCES_PER_PAGE;
         let shown = &page[..page.len().min(RESOURCES_PER_PAGE)];
         resources.extend(shown.iter().map(|n| {
-                json!({"uri": format!("{FACT_URI}{}", n.id),
+            json!({"uri": format!("{FACT_URI}{}", n.id),
                        "name": n.id, "title": n.subject, "mimeType": "text/plain"})
         }));
         let mut result = json!({"resources": resources});

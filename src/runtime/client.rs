@@ -71,7 +71,11 @@ pub struct Client(Option<Arc<dyn ClientChannel>>);
 impl std::fmt::Debug for Client {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_tuple("Client")
-            .field(&if self.0.is_some() { "connected" } else { "none" })
+            .field(&if self.0.is_some() {
+                "connected"
+            } else {
+                "none"
+            })
             .finish()
     }
 }

@@ -133,7 +133,11 @@ pub fn mcp_router(server: McpServer, exposure: &Exposure, shutdown: Cancellation
         // Host and Origin are checked below, with CAR's messages.
         .disable_allowed_hosts()
         .disable_allowed_origins();
-    let mcp = StreamableHttpService::new(move || Ok(server.for_new_session()), Arc::new(sessions), config);
+    let mcp = StreamableHttpService::new(
+        move || Ok(server.for_new_session()),
+        Arc::new(sessions),
+        config,
+    );
     let guard = Guard {
         token: match exposure {
             Exposure::Loopback => None,
@@ -197,17 +201,36 @@ async fn admit(State(guard): State<Guard>, request: Request, next: Next) -> Resp
             .chain([&rmcp::model::ProtocolVersion::V_2025_03_26])
             .any(|v| v.as_str().as_bytes() == version.as_bytes());
         if !served {
-            return refuse(
-                StatusCode::BAD_REQUEST,
-                serde_json::json!({
-                    "error": "unsupported MCP-Protocol-Version",
-                    "requested": version.to_str().unwrap_or(""),
-                    "supported": PROTOCOL_VERSIONS.iter().map(|v| v.to_string()).collect::<Vec<_>>(),
-                }),
-            );
+            let requested = version.to_str().unwrap_or("").to_string();
+            return unsupported_version(request, requested).await;
         }
     }
     next.run(request).await
+}
+
+/// 400 with a JSON-RPC error answering the request's id: code -32022 (unsupported protocol
+/// version), `data: {requested, supported}`, and a message naming what CAR serves.
+async fn unsupported_version(request: Request, requested: String) -> Response {
+    let body = axum::body::to_bytes(request.into_body(), MAX_BODY_BYTES)
+        .await
+        .unwrap_or_default();
+    let id = serde_json::from_slice::<serde_json::Value>(&body)
+        .ok()
+        .and_then(|v| v.get("id").cloned())
+        .unwrap_or(serde_json::Value::Null);
+    let supported: Vec<String> = PROTOCOL_VERSIONS.iter().map(|v| v.to_string()).collect();
+    let error = rmcp::model::ErrorData::new(
+        rmcp::model::ErrorCode::UNSUPPORTED_PROTOCOL_VERSION,
+        format!(
+            "unsupported MCP-Protocol-Version '{requested}'; car-server serves {}",
+            supported.join(", ")
+        ),
+        Some(serde_json::json!({"requested": requested, "supported": supported})),
+    );
+    refuse(
+        StatusCode::BAD_REQUEST,
+        serde_json::json!({"jsonrpc": "2.0", "id": id, "error": error}),
+    )
 }
 
 /// `localhost`, `127.x.y.z` or `[::1]`, with or without a port.

@@ -142,8 +142,10 @@ fn health_and_the_access_checks_in_front_of_mcp() {
         init.clone(),
     );
     assert_eq!(status, 400);
+    assert_eq!(body["id"], 1, "the error answers the request: {body}");
+    assert_eq!(body["error"]["code"], -32022, "{body}");
     assert!(
-        body["supported"]
+        body["error"]["data"]["supported"]
             .as_array()
             .unwrap()
             .contains(&json!("2025-06-18")),
@@ -641,4 +643,114 @@ fn websocket_state_verify_and_simulate_use_the_session_and_the_registry() {
     );
     assert_eq!(refused.len(), 1, "{refused:?}");
     assert_eq!(refused[0]["error"]["code"], -32001);
+}
+
+/// The JSON-RPC message of a response body: plain JSON, or the last `data:` line of an SSE
+/// stream that carries one.
+fn message_of(body: &Value) -> Value {
+    match body {
+        Value::String(text) => text
+            .lines()
+            .filter_map(|l| l.strip_prefix("data:"))
+            .filter_map(|d| serde_json::from_str::<Value>(d.trim()).ok())
+            .filter(|m| m.get("id").is_some())
+            .last()
+            .unwrap_or_else(|| panic!("no JSON-RPC message in {text}")),
+        other => other.clone(),
+    }
+}
+
+/// 2026-07-28 has no `initialize` and no session: every request carries its revision and the
+/// client's capabilities. car-server and car-mcp both serve it from the same adapter.
+#[test]
+fn the_2026_07_28_revision_is_served_statelessly_over_http_and_stdio() {
+    let home = TestHome::new();
+    let server = Server::start(&home, &[]);
+    let meta = json!({"io.modelcontextprotocol/protocolVersion": "2026-07-28",
+                      "io.modelcontextprotocol/clientCapabilities": {}});
+    let version = [("mcp-protocol-version", "2026-07-28")];
+    // The revision's routing headers name the method (and the tool) outside the body.
+    let (status, body, headers) = post(
+        &server.mcp(),
+        &[version[0], ("mcp-method", "server/discover")],
+        json!({"jsonrpc": "2.0", "id": 1, "method": "server/discover", "params": {"_meta": meta}})
+            .to_string(),
+    );
+    assert_eq!(status, 200, "{body}");
+    let discovered = message_of(&body);
+    assert!(
+        discovered["result"]["supportedVersions"]
+            .as_array()
+            .unwrap()
+            .contains(&json!("2026-07-28")),
+        "{discovered}"
+    );
+    assert!(
+        headers.get("mcp-session-id").is_none(),
+        "no session is opened"
+    );
+    let call = |id: u64, name: &str, arguments: Value| {
+        let (status, body, _) = post(
+            &server.mcp(),
+            &[version[0], ("mcp-method", "tools/call"), ("mcp-name", name)],
+            json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
+                   "params": {"name": name, "arguments": arguments, "_meta": meta}})
+            .to_string(),
+        );
+        assert_eq!(status, 200, "{body}");
+        message_of(&body)
+    };
+    let added = call(
+        2,
+        "memory_add_fact",
+        json!({"subject": "deploys", "body": "we deploy on fridays after the freeze"}),
+    );
+    assert_eq!(added["result"]["isError"], false, "{added}");
+    let found = call(
+        3,
+        "memory_query",
+        json!({"query": "when do we deploy to production?"}),
+    );
+    assert!(
+        found["result"]["structuredContent"]
+            .to_string()
+            .contains("fridays"),
+        "a stateless request sees what an earlier one wrote: {found}"
+    );
+    let (status, body, _) = post(
+        &server.mcp(),
+        &[version[0], ("mcp-method", "tools/list")],
+        json!({"jsonrpc": "2.0", "id": 4, "method": "tools/list", "params": {}}).to_string(),
+    );
+    assert_eq!(
+        status, 400,
+        "a request without its _meta is refused: {body}"
+    );
+
+    let mut mcp = home.spawn_mcp();
+    mcp.send(
+        &json!({"jsonrpc": "2.0", "id": 1, "method": "server/discover",
+                     "params": {"_meta": meta}}),
+    );
+    let discovered = mcp.wait(&json!(1));
+    assert!(
+        discovered["result"]["supportedVersions"]
+            .as_array()
+            .unwrap()
+            .contains(&json!("2026-07-28")),
+        "{discovered}"
+    );
+    mcp.send(
+        &json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {
+        "name": "memory_query", "arguments": {"query": "when do we deploy to production?"},
+        "_meta": meta}}),
+    );
+    let found = mcp.wait(&json!(2));
+    assert!(
+        found["result"]["structuredContent"]
+            .to_string()
+            .contains("fridays"),
+        "stdio, no initialize: {found}"
+    );
+    mcp.finish();
 }
