@@ -654,7 +654,7 @@ fn message_of(body: &Value) -> Value {
             .filter_map(|l| l.strip_prefix("data:"))
             .filter_map(|d| serde_json::from_str::<Value>(d.trim()).ok())
             .filter(|m| m.get("id").is_some())
-            .last()
+            .next_back()
             .unwrap_or_else(|| panic!("no JSON-RPC message in {text}")),
         other => other.clone(),
     }
