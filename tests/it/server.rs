@@ -653,8 +653,7 @@ fn message_of(body: &Value) -> Value {
             .lines()
             .filter_map(|l| l.strip_prefix("data:"))
             .filter_map(|d| serde_json::from_str::<Value>(d.trim()).ok())
-            .filter(|m| m.get("id").is_some())
-            .next_back()
+            .rfind(|m| m.get("id").is_some())
             .unwrap_or_else(|| panic!("no JSON-RPC message in {text}")),
         other => other.clone(),
     }
