@@ -25,6 +25,7 @@ mod inproc_mcp;
 mod install;
 mod interop;
 mod keychain;
+mod many_clients;
 mod mcp;
 mod oauth;
 mod plan;

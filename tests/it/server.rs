@@ -9,14 +9,14 @@ use serde_json::{json, Value};
 use crate::support::{TestHome, CAR_SERVER};
 
 /// A running car-server on ports it chose (asked for port 0; it prints where it listens).
-struct Server {
+pub(crate) struct Server {
     _child: crate::support::Reaped,
     base: String,
     ws: String,
 }
 
 impl Server {
-    fn start(home: &TestHome, args: &[&str]) -> Server {
+    pub(crate) fn start(home: &TestHome, args: &[&str]) -> Server {
         let mut child = home
             .command(CAR_SERVER)
             .args(["--mcp-bind", "127.0.0.1:0", "--port", "0"])
@@ -48,7 +48,7 @@ impl Server {
         }
     }
 
-    fn mcp(&self) -> String {
+    pub(crate) fn mcp(&self) -> String {
         format!("{}/mcp", self.base)
     }
 }
