@@ -42,6 +42,9 @@ pub const DEFAULT_MCP_BIND: &str = "127.0.0.1:9102";
 pub const MAX_BODY_BYTES: usize = 4 * 1024 * 1024;
 /// How long an unused session lives.
 pub const SESSION_IDLE: Duration = Duration::from_secs(30 * 60);
+/// The most MCP sessions open at once (each costs about 60 KiB until it ends or idles out), so
+/// clients that open sessions and abandon them cannot grow the daemon without bound.
+pub const MAX_SESSIONS: usize = 2048;
 
 /// Who may reach the server.
 #[derive(Debug, Clone)]
@@ -85,6 +88,8 @@ struct Guard {
     /// Checked only on loopback: a remote bind is reached by names CAR cannot know, and the
     /// token is what protects it.
     check_host: bool,
+    /// The MCP sessions, counted before a new one opens (none on the WebSocket route).
+    sessions: Option<Arc<LocalSessionManager>>,
 }
 
 /// The health document.
@@ -102,6 +107,7 @@ pub fn ws_router(state: ws::WsState, exposure: &Exposure) -> Router {
     let guard = Guard {
         token: None,
         check_host: matches!(exposure, Exposure::Loopback),
+        sessions: None,
     };
     Router::new()
         .route("/", get(ws::upgrade))
@@ -127,6 +133,7 @@ pub fn mcp_router(server: McpServer, exposure: &Exposure, shutdown: Cancellation
     let mut session_config = SessionConfig::default();
     session_config.keep_alive = Some(SESSION_IDLE);
     sessions.session_config = session_config;
+    let sessions = Arc::new(sessions);
     let config = StreamableHttpServerConfig::default()
         .with_cancellation_token(shutdown)
         .with_max_request_body_bytes(MAX_BODY_BYTES)
@@ -135,7 +142,7 @@ pub fn mcp_router(server: McpServer, exposure: &Exposure, shutdown: Cancellation
         .disable_allowed_origins();
     let mcp = StreamableHttpService::new(
         move || Ok(server.for_new_session()),
-        Arc::new(sessions),
+        sessions.clone(),
         config,
     );
     let guard = Guard {
@@ -144,6 +151,7 @@ pub fn mcp_router(server: McpServer, exposure: &Exposure, shutdown: Cancellation
             Exposure::Remote { token } => Some(Arc::from(token.as_str())),
         },
         check_host: matches!(exposure, Exposure::Loopback),
+        sessions: Some(sessions),
     };
     Router::new()
         .nest_service("/mcp", mcp)
@@ -192,6 +200,22 @@ async fn admit(State(guard): State<Guard>, request: Request, next: Next) -> Resp
                 HeaderValue::from_static("Bearer realm=\"car\""),
             );
             return response;
+        }
+    }
+    if let Some(sessions) = &guard.sessions {
+        let opens_one = request.method() == axum::http::Method::POST
+            && !headers.contains_key("mcp-session-id")
+            && headers
+                .get("mcp-protocol-version")
+                .is_none_or(|v| v.as_bytes() < b"2026-07-28".as_slice());
+        if opens_one && sessions.sessions.read().await.len() >= MAX_SESSIONS {
+            return refuse(
+                StatusCode::SERVICE_UNAVAILABLE,
+                serde_json::json!({"jsonrpc": "2.0", "id": null, "error": {
+                    "code": -32000,
+                    "message": format!("car-server has {MAX_SESSIONS} MCP sessions open, the most it keeps; end unused ones (HTTP DELETE with their Mcp-Session-Id) or wait for idle ones to expire ({} min)", SESSION_IDLE.as_secs() / 60)
+                }}),
+            );
         }
     }
     if let Some(version) = headers.get("mcp-protocol-version") {

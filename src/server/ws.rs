@@ -3,7 +3,11 @@
 //!
 //! 1. `session.auth {token}` must be the first frame (the token of `$CAR_HOME/daemon/token`);
 //!    anything else first gets an error and the connection is closed.
-//! 2. `session.init {tools: [{name, description, parameters}]}` declares the client's tools.
+//! 2. `session.init {tools: [{name, description, parameters}], policies?}` declares the
+//!    client's tools and, optionally, rules for this session on top of the policy files:
+//!    `{name, rule: "deny_tool", target}`, `{name, rule: "deny_tool_param", target, key,
+//!    pattern}` (the parameter's text contains the pattern), `{name, rule: "require_state", key,
+//!    value}` (the session's state must hold that value).
 //! 3. `proposal.submit {proposal}` verifies the plan against those tools (and CAR's own), puts
 //!    every tool call through the policy gate, then runs the DAG level by level — the actions of
 //!    a level at once — running CAR's own tools through the registry and calling the client
@@ -144,6 +148,7 @@ type Pending = Arc<Mutex<HashMap<String, oneshot::Sender<Result<Value, String>>>
 struct Session {
     state: WsState,
     tools: Mutex<Vec<ClientTool>>,
+    policies: Mutex<Vec<SessionPolicy>>,
     store: Mutex<Map<String, Value>>,
     pending: Pending,
     out: mpsc::UnboundedSender<Value>,
@@ -161,6 +166,7 @@ async fn connection(mut socket: WebSocket, state: WsState) {
     let session = Arc::new(Session {
         state,
         tools: Mutex::new(Vec::new()),
+        policies: Mutex::new(Vec::new()),
         store: Mutex::new(Map::new()),
         pending: Arc::new(Mutex::new(HashMap::new())),
         out,
@@ -272,6 +278,97 @@ fn to_value(value: impl Serialize) -> Result<Value, RpcError> {
 struct InitParams {
     #[serde(default)]
     tools: Vec<ClientTool>,
+    #[serde(default)]
+    policies: Vec<SessionPolicy>,
+}
+
+/// A rule a client adds for its own session (CAR's rules registered in code, by name).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct SessionPolicy {
+    name: String,
+    rule: SessionRule,
+    target: Option<String>,
+    key: Option<String>,
+    pattern: Option<String>,
+    value: Option<Value>,
+}
+
+#[derive(Debug, Clone, Copy, Deserialize)]
+#[serde(rename_all = "snake_case")]
+enum SessionRule {
+    DenyTool,
+    DenyToolParam,
+    RequireState,
+}
+
+impl SessionPolicy {
+    /// What the rule needs and lacks, as the error for `session.init`.
+    fn missing(&self) -> Option<String> {
+        let needs: &[(&str, bool)] = match self.rule {
+            SessionRule::DenyTool => &[("target", self.target.is_some())],
+            SessionRule::DenyToolParam => &[
+                ("target", self.target.is_some()),
+                ("key", self.key.is_some()),
+                ("pattern", self.pattern.is_some()),
+            ],
+            SessionRule::RequireState => {
+                &[("key", self.key.is_some()), ("value", self.value.is_some())]
+            }
+        };
+        let lacking: Vec<&str> = needs
+            .iter()
+            .filter(|(_, has)| !has)
+            .map(|(f, _)| *f)
+            .collect();
+        (!lacking.is_empty()).then(|| {
+            format!(
+                "policy '{}' ({:?}) needs {}",
+                self.name,
+                self.rule,
+                lacking.join(", ")
+            )
+        })
+    }
+
+    /// Why this rule refuses the call, if it does.
+    fn violation(
+        &self,
+        tool: &str,
+        parameters: &Value,
+        state: &Map<String, Value>,
+    ) -> Option<String> {
+        let target = self.target.as_deref().unwrap_or_default();
+        let key = self.key.as_deref().unwrap_or_default();
+        match self.rule {
+            SessionRule::DenyTool => (tool == target).then(|| format!("tool '{tool}' denied")),
+            SessionRule::DenyToolParam => {
+                let pattern = self.pattern.as_deref().unwrap_or_default();
+                let text = match parameters.get(key) {
+                    Some(Value::String(s)) => s.clone(),
+                    Some(other) => other.to_string(),
+                    None => return None,
+                };
+                (tool == target && text.contains(pattern))
+                    .then(|| format!("param '{key}' matches '{pattern}'"))
+            }
+            SessionRule::RequireState => {
+                let wanted = self.value.as_ref().unwrap_or(&Value::Null);
+                (state.get(key) != Some(wanted)).then(|| format!("state['{key}'] must be {wanted}"))
+            }
+        }
+        .map(|reason| format!("session policy '{}': {reason}", self.name))
+    }
+}
+
+/// Every session rule the call breaks, joined; `None` when it passes them all.
+fn session_violations(session: &Session, tool: &str, parameters: &Value) -> Option<String> {
+    let state = lock(&session.store).clone();
+    let reasons: Vec<String> = lock(&session.policies)
+        .iter()
+        .filter_map(|p| p.violation(tool, parameters, &state))
+        .collect();
+    (!reasons.is_empty()).then(|| reasons.join("; "))
 }
 
 #[derive(Deserialize)]
@@ -298,9 +395,14 @@ async fn handle(session: &Arc<Session>, method: &str, params: Value) -> Result<V
         "session.auth" => Ok(json!({"authenticated": true})),
         "session.init" => {
             let init: InitParams = parse(params)?;
+            if let Some(problem) = init.policies.iter().find_map(SessionPolicy::missing) {
+                return Err(RpcError::new(-32602, problem));
+            }
             let names: Vec<String> = init.tools.iter().map(|t| t.name.clone()).collect();
+            let policies: Vec<String> = init.policies.iter().map(|p| p.name.clone()).collect();
             *lock(&session.tools) = init.tools;
-            Ok(json!({"tools": names}))
+            *lock(&session.policies) = init.policies;
+            Ok(json!({"tools": names, "policies": policies}))
         }
         "state.get" => {
             let KeyParams { key } = parse(params)?;
@@ -542,6 +644,12 @@ async fn run_action(session: &Arc<Session>, action: &Action) -> ActionResult {
 /// Calls the client's tool (after the policy gate), retrying as the action says.
 async fn call_client(session: &Arc<Session>, action: &Action, result: &mut ActionResult) {
     let tool = action.tool.clone().unwrap_or_default();
+    let parameters = Value::Object(action.parameters.clone());
+    if let Some(reason) = session_violations(session, &tool, &parameters) {
+        result.status = ActionStatus::Denied;
+        result.error = Some(format!("denied by policy: {reason}"));
+        return;
+    }
     let declared = lock(&session.tools)
         .iter()
         .find(|t| t.name == tool)
@@ -568,7 +676,6 @@ async fn call_client(session: &Arc<Session>, action: &Action, result: &mut Actio
         None => (String::new(), any_object()),
     };
     let spec = ToolSpec::new(&tool, &description, schema);
-    let parameters = Value::Object(action.parameters.clone());
     let runtime = session.state.app.runtime();
     if let PolicyVerdict::Deny { reason } =
         runtime

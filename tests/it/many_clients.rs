@@ -90,11 +90,8 @@ async fn one_clients_cancellation_stops_only_its_call_and_a_slow_tool_stalls_no_
     let seen = Arc::new(Mutex::new(Seen::default()));
     let shutdown = CancellationToken::new();
     let url = serve(seen.clone(), shutdown.clone()).await;
-    let connect = || async {
-        ().serve(StreamableHttpClientTransport::from_uri(url.as_str()))
-            .await
-            .unwrap()
-    };
+    let connect =
+        || async { ().serve(StreamableHttpClientTransport::from_uri(url.as_str())).await.unwrap() };
     let (a, b, c) = (connect().await, connect().await, connect().await);
 
     let slow = |label: &str| call("wait", json!({"label": label, "ms": 60_000}));
@@ -161,9 +158,12 @@ async fn one_clients_cancellation_stops_only_its_call_and_a_slow_tool_stalls_no_
         !seen.lock().unwrap().cancelled.contains("b"),
         "b's call survives a's cancellation"
     );
-    b.notify_cancelled(CancelledNotificationParam::new(Some(b_call.id.clone()), None))
-        .await
-        .unwrap();
+    b.notify_cancelled(CancelledNotificationParam::new(
+        Some(b_call.id.clone()),
+        None,
+    ))
+    .await
+    .unwrap();
     until("b's call is cancelled", || {
         seen.lock().unwrap().cancelled.contains("b")
     })
@@ -225,10 +225,10 @@ fn writers_on_every_face_at_once_lose_nothing() {
                 for writer in 0..4 {
                     let url = url.clone();
                     writers.push(tokio::spawn(async move {
-                        let client = ()
-                            .serve(StreamableHttpClientTransport::from_uri(url.as_str()))
-                            .await
-                            .unwrap();
+                        let client =
+                            ().serve(StreamableHttpClientTransport::from_uri(url.as_str()))
+                                .await
+                                .unwrap();
                         for n in 0..EACH {
                             let params = CallToolRequestParams::new("memory_add_fact")
                                 .with_arguments(

@@ -753,3 +753,281 @@ fn the_2026_07_28_revision_is_served_statelessly_over_http_and_stdio() {
     );
     mcp.finish();
 }
+
+/// The server's resident memory in KiB (Linux).
+fn rss_kib(pid: u32) -> u64 {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .unwrap()
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.trim().trim_end_matches(" kB").trim().parse().ok())
+        .unwrap()
+}
+
+fn post_typed(url: &str, content_type: &str, body: Vec<u8>) -> (u16, String) {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    runtime.block_on(async {
+        let response = reqwest::Client::new()
+            .post(url)
+            .header("content-type", content_type)
+            .header("accept", "application/json, text/event-stream")
+            .body(body)
+            .send()
+            .await;
+        match response {
+            Ok(response) => {
+                let status = response.status().as_u16();
+                (status, response.text().await.unwrap_or_default())
+            }
+            // The server may close the connection on a body it refused before reading it all.
+            Err(e) => (0, e.to_string()),
+        }
+    })
+}
+
+#[test]
+fn bad_http_input_and_abandoned_sessions_get_clear_errors_and_memory_stays_bounded() {
+    let home = TestHome::new();
+    let server = Server::start(&home, &[]);
+    let url = server.mcp();
+    for garbage in [
+        &b"}{ not json"[..],
+        b"\xff\xfe\x00",
+        b"[1, 2, 3]",
+        b"{\"jsonrpc\": \"2.0\"}",
+    ] {
+        let (status, body) = post_typed(&url, "application/json", garbage.to_vec());
+        assert!(
+            (400..500).contains(&status),
+            "{:?} → {status} {body}",
+            String::from_utf8_lossy(garbage)
+        );
+    }
+    let (status, body) = post_typed(&url, "text/plain", initialize().to_string().into_bytes());
+    assert_eq!(status, 415, "a wrong content type: {body}");
+    let (status, body) = post_typed(&url, "application/json", vec![b' '; 100 << 20]);
+    assert!(
+        status == 413 || status == 0,
+        "a 100 MB body is refused: {status} {body}"
+    );
+
+    // Sessions opened and abandoned, up to the cap: memory stays bounded, the next is refused
+    // with a message, and ending one makes room.
+    let pid = server._child.0.id();
+    let before = rss_kib(pid);
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let ids: Vec<String> = runtime.block_on(async {
+        let client = reqwest::Client::new();
+        let mut ids = Vec::new();
+        for chunk in 0..car::server::MAX_SESSIONS / 64 {
+            let opened: Vec<_> = (0..64)
+                .map(|n| {
+                    let client = client.clone();
+                    let url = url.clone();
+                    let mut init = initialize();
+                    init["id"] = json!(chunk * 64 + n);
+                    async move {
+                        let response = client
+                            .post(&url)
+                            .header("content-type", "application/json")
+                            .header("accept", "application/json, text/event-stream")
+                            .body(init.to_string())
+                            .send()
+                            .await
+                            .unwrap();
+                        assert_eq!(response.status(), 200);
+                        response.headers()["mcp-session-id"]
+                            .to_str()
+                            .unwrap()
+                            .to_string()
+                    }
+                })
+                .collect();
+            ids.extend(futures_util::future::join_all(opened).await);
+        }
+        ids
+    });
+    let after = rss_kib(pid);
+    assert!(
+        after < before + 256 * 1024,
+        "{} abandoned sessions grew the server from {before} KiB to {after} KiB",
+        ids.len()
+    );
+    let (status, body, _) = post(&url, &[], initialize().to_string());
+    assert_eq!(status, 503, "{body}");
+    assert!(
+        body["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("DELETE"),
+        "{body}"
+    );
+    runtime.block_on(async {
+        let ended = reqwest::Client::new()
+            .delete(&url)
+            .header("mcp-session-id", &ids[0])
+            .send()
+            .await
+            .unwrap();
+        assert!(ended.status().is_success(), "{}", ended.status());
+    });
+    let (status, body, _) = post(&url, &[], initialize().to_string());
+    assert_eq!(status, 200, "ending a session makes room: {body}");
+    assert_eq!(get(&format!("{}/health", server.base))["status"], "ok");
+}
+
+#[test]
+fn session_policies_from_session_init_gate_the_plans_actions() {
+    let home = TestHome::new();
+    let server = Server::start(&home, &[]);
+    let token = std::fs::read_to_string(home.home.join("daemon/token")).unwrap();
+    let plan = json!({"actions": [
+        {"id": "ship", "type": "tool_call", "tool": "deploy", "parameters": {"env": "prod-eu"},
+         "failure_behavior": "skip"},
+        {"id": "recall", "type": "tool_call", "tool": "memory_query",
+         "parameters": {"query": "what region do we deploy to?"}, "failure_behavior": "skip"}]});
+    let answers = ws_requests(
+        &server.ws,
+        &[
+            json!({"method": "session.auth", "params": {"token": token.trim()}}),
+            json!({"method": "session.init", "params": {"tools": [{"name": "deploy"}],
+                "policies": [{"name": "no-prod", "rule": "deny_tool_param"}]}}),
+            json!({"method": "session.init", "params": {"tools": [{"name": "deploy"}], "policies": [
+                {"name": "no-prod", "rule": "deny_tool_param", "target": "deploy", "key": "env", "pattern": "prod"},
+                {"name": "region-first", "rule": "require_state", "key": "region", "value": "eu"}]}}),
+            json!({"method": "proposal.submit", "params": {"proposal": plan}}),
+        ],
+    );
+    assert_eq!(answers[1]["error"]["code"], -32602, "{}", answers[1]);
+    assert!(
+        answers[1]["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("needs target, key, pattern"),
+        "{}",
+        answers[1]
+    );
+    assert_eq!(
+        answers[2]["result"]["policies"],
+        json!(["no-prod", "region-first"])
+    );
+    let results = &answers[3]["result"]["results"];
+    assert_eq!(results[0]["status"], "denied", "{results}");
+    assert!(
+        results[0]["error"]
+            .as_str()
+            .unwrap()
+            .contains("session policy 'no-prod'"),
+        "{results}"
+    );
+    assert_eq!(results[1]["status"], "denied", "{results}");
+    assert!(
+        results[1]["error"]
+            .as_str()
+            .unwrap()
+            .contains("state['region'] must be \"eu\""),
+        "{results}"
+    );
+}
+
+#[test]
+fn bad_websocket_frames_and_a_client_that_vanishes_mid_proposal_leave_the_daemon_up() {
+    use futures_util::{SinkExt, StreamExt};
+    use tokio_tungstenite::tungstenite::Message;
+    let home = TestHome::new();
+    let server = Server::start(&home, &[]);
+    let token = std::fs::read_to_string(home.home.join("daemon/token")).unwrap();
+    let token = token.trim().to_string();
+    run_ws(async {
+        type Socket = tokio_tungstenite::WebSocketStream<
+            tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>,
+        >;
+        async fn next_json(socket: &mut Socket) -> Option<Value> {
+            loop {
+                match tokio::time::timeout(std::time::Duration::from_secs(30), socket.next())
+                    .await
+                    .expect("an answer within 30 s")
+                {
+                    Some(Ok(Message::Text(text))) => return serde_json::from_str(&text).ok(),
+                    Some(Ok(Message::Close(_))) | None | Some(Err(_)) => return None,
+                    Some(Ok(_)) => continue,
+                }
+            }
+        }
+        let open = || async {
+            let (mut socket, _) = tokio_tungstenite::connect_async(&server.ws).await.unwrap();
+            let auth = json!({"jsonrpc": "2.0", "id": 0, "method": "session.auth",
+                              "params": {"token": token}});
+            socket
+                .send(Message::Text(auth.to_string().into()))
+                .await
+                .unwrap();
+            let answer = next_json(&mut socket).await.unwrap();
+            assert_eq!(answer["result"]["authenticated"], true, "{answer}");
+            socket
+        };
+        let keys = json!({"jsonrpc": "2.0", "id": 7, "method": "state.keys"}).to_string();
+
+        // Garbage, and an answer to a callback nobody asked for: an error or nothing, and the
+        // connection goes on.
+        let mut socket = open().await;
+        socket
+            .send(Message::Text("not json {".into()))
+            .await
+            .unwrap();
+        let error = next_json(&mut socket).await.unwrap();
+        assert_eq!(error["error"]["code"], -32700, "{error}");
+        let stray = json!({"jsonrpc": "2.0", "id": "cb-999", "result": {"ok": true}});
+        socket
+            .send(Message::Text(stray.to_string().into()))
+            .await
+            .unwrap();
+        socket
+            .send(Message::Text(keys.clone().into()))
+            .await
+            .unwrap();
+        let answer = next_json(&mut socket).await.unwrap();
+        assert_eq!(answer["id"], 7, "{answer}");
+        assert_eq!(answer["result"]["keys"], json!([]));
+
+        // A frame over the limit closes the connection.
+        let huge = format!(
+            "{{\"pad\": \"{}\"}}",
+            "x".repeat(car::server::ws::MAX_FRAME_BYTES + 1)
+        );
+        let _ = socket.send(Message::Text(huge.into())).await;
+        assert!(
+            next_json(&mut socket).await.is_none(),
+            "an oversized frame closes the socket"
+        );
+
+        // A client that vanishes while the daemon waits on its callback.
+        let mut socket = open().await;
+        let init = json!({"jsonrpc": "2.0", "id": 1, "method": "session.init",
+                          "params": {"tools": [{"name": "slow"}]}});
+        socket
+            .send(Message::Text(init.to_string().into()))
+            .await
+            .unwrap();
+        next_json(&mut socket).await.unwrap();
+        let submit = json!({"jsonrpc": "2.0", "id": 2, "method": "proposal.submit", "params": {
+            "proposal": {"actions": [{"id": "a", "type": "tool_call", "tool": "slow"}]}}});
+        socket
+            .send(Message::Text(submit.to_string().into()))
+            .await
+            .unwrap();
+        let callback = next_json(&mut socket).await.unwrap();
+        assert_eq!(callback["method"], "tools.execute", "{callback}");
+        drop(socket);
+
+        // The daemon is up and serves the next client as before.
+        let mut socket = open().await;
+        socket.send(Message::Text(keys.into())).await.unwrap();
+        let answer = next_json(&mut socket).await.unwrap();
+        assert_eq!(answer["result"]["keys"], json!([]), "{answer}");
+    });
+    assert_eq!(get(&format!("{}/health", server.base))["status"], "ok");
+}
