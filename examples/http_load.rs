@@ -4,6 +4,9 @@
 //! against `@modelcontextprotocol/server-everything` (`echo`) in the same run.
 //!
 //! `cargo run --release --example http_load -- URL TOOL ARGS_JSON [CLIENTS] [SECONDS]`
+//!
+//! ARGS_JSON is one arguments object, or an array of them (or `@FILE` holding either): with an
+//! array, each client walks it from its own offset, so the calls ask different questions.
 
 #![allow(
     clippy::print_stdout,
@@ -30,8 +33,17 @@ async fn main() {
         .get(1)
         .cloned()
         .unwrap_or_else(|| "memory_query".into());
-    let arguments: Value =
-        serde_json::from_str(args.get(2).map_or("{}", String::as_str)).expect("ARGS_JSON");
+    let text = args
+        .get(2)
+        .map_or("{}".to_string(), |a| match a.strip_prefix('@') {
+            Some(file) => std::fs::read_to_string(file).expect("ARGS_JSON file"),
+            None => a.clone(),
+        });
+    let arguments: Vec<Value> = match serde_json::from_str(&text).expect("ARGS_JSON") {
+        Value::Array(many) => many,
+        one => vec![one],
+    };
+    let distinct = arguments.len();
     let clients: usize = args.get(3).and_then(|n| n.parse().ok()).unwrap_or(16);
     let seconds: u64 = args.get(4).and_then(|n| n.parse().ok()).unwrap_or(10);
     let mut sessions = Vec::new();
@@ -41,15 +53,18 @@ async fn main() {
     }
     let deadline = Instant::now() + Duration::from_secs(seconds);
     let mut workers = Vec::new();
-    for session in sessions {
+    for (n, session) in sessions.into_iter().enumerate() {
         let (tool, arguments) = (tool.clone(), arguments.clone());
+        let mut next = n * 7919;
         workers.push(tokio::spawn(async move {
             let mut latencies = Vec::new();
             let mut errors = 0usize;
             while Instant::now() < deadline {
                 let started = Instant::now();
+                let args = &arguments[next % arguments.len()];
+                next += 1;
                 let params = CallToolRequestParams::new(tool.clone())
-                    .with_arguments(arguments.as_object().cloned().unwrap_or_default());
+                    .with_arguments(args.as_object().cloned().unwrap_or_default());
                 match session.call_tool(params).await {
                     Ok(result) if result.is_error != Some(true) => {
                         latencies.push(started.elapsed())
@@ -75,7 +90,7 @@ async fn main() {
     };
     println!(
         "{}",
-        json!({"url": url, "tool": tool, "clients": clients, "seconds": seconds, "calls": all.len(), "errors": errors,
+        json!({"url": url, "tool": tool, "distinct_arguments": distinct, "clients": clients, "seconds": seconds, "calls": all.len(), "errors": errors,
                "calls_per_second": all.len() as f64 / seconds as f64, "p50_ms": at(0.5), "p99_ms": at(0.99)})
     );
 }

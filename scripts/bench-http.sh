@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Load over streamable HTTP MCP, same run, same client (examples/http_load.rs): C concurrent
-# sessions for S seconds against car-server (memory_query with a question, 10k facts) and
+# sessions for S seconds against car-server (memory_query with 500 different several-word
+# questions, 10k facts) and
 # against @modelcontextprotocol/server-everything (its echo tool), then an idle car-server's
 # RSS and CPU over a minute (IDLE=0 skips that).
 #
@@ -21,6 +22,9 @@ random.seed(7)
 words = "payout ledger invoice deploy release migration schema cache token session webhook queue backup snapshot config secret certificate build artifact index search billing refund account tenant region cluster metrics alerts logs".split()
 notes = [{"subject": f"service-{i}", "body": f"service-{i} {random.choice(words)} {random.choice(words)} nightly for team-{random.choice(words)}", "kind": "fact"} for i in range(10000)]
 json.dump({"notes": notes}, open(sys.argv[1], "w"))
+# 500 different questions of several words, as agents ask them (no two clients repeat in step).
+questions = [{"query": f"which team owns the service that runs the {random.choice(words)} {random.choice(words)} job nightly, and who handles its {random.choice(words)}?"} for _ in range(500)]
+json.dump(questions, open(sys.argv[1].replace("notes.json", "questions.json"), "w"))
 PY
 "$target/car" memory import "$home/notes.json" >/dev/null
 "$target/car-server" --mcp-bind 127.0.0.1:0 --port 0 2>"$home/log" &
@@ -28,7 +32,7 @@ car_pid=$!
 for _ in $(seq 100); do grep -q "MCP at" "$home/log" 2>/dev/null && break; sleep 0.05; done
 url=$(sed -n 's/^car-server: MCP at //p' "$home/log")
 echo "car-server: $url (10k facts)" >&2
-"$target/examples/http_load" "$url" memory_query '{"query": "which team owns the service that refunds the billing ledger nightly?"}' "$clients" "$seconds"
+"$target/examples/http_load" "$url" memory_query "@$home/questions.json" "$clients" "$seconds"
 peer=$root/tools/node_modules/@modelcontextprotocol/server-everything/dist/index.js
 if [[ -f $peer ]]; then
     port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')

@@ -286,7 +286,8 @@ fn start(env: &Env, dir: &DaemonDir, args: &StartArgs) -> Result<Started, Failur
     }
     let fail = |what: &str, e: std::io::Error| Failure::new("failed", format!("{what}: {e}"));
     std::fs::create_dir_all(dir.path()).map_err(|e| fail("cannot make the daemon directory", e))?;
-    lifecycle::rotate_log(dir).map_err(|e| fail("cannot rotate the log", e))?;
+    // The server writes and rotates its log itself; its stderr goes to the same file for what
+    // it prints before the log is open.
     let file = std::fs::OpenOptions::new()
         .create(true)
         .append(true)
@@ -294,6 +295,8 @@ fn start(env: &Env, dir: &DaemonDir, args: &StartArgs) -> Result<Started, Failur
         .map_err(|e| fail("cannot open the log", e))?;
     let mut command = server_command(env, args);
     command
+        .arg("--log-file")
+        .arg(dir.log())
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(Stdio::from(file));
@@ -446,6 +449,10 @@ fn unit_text(env: &Env, args: &StartArgs) -> String {
     if let Some(port) = args.port {
         argv.extend(["--port".to_string(), port.to_string()]);
     }
+    argv.extend([
+        "--log-file".to_string(),
+        DaemonDir::new(env.home.root()).log().display().to_string(),
+    ]);
     let home = env.home.root().display().to_string();
     if cfg!(target_os = "macos") {
         let items: String = argv

@@ -5,7 +5,7 @@ use std::process::ExitCode;
 
 use clap::Parser;
 
-use super::{console, init_logging, open_app, resolve, LocationArgs};
+use super::{console, init_logging_to, open_app, resolve, LocationArgs};
 use crate::home::{self, Home};
 use crate::runtime::{Context, Face};
 use crate::server::lifecycle::{DaemonDir, DaemonLock, DaemonState};
@@ -32,6 +32,31 @@ pub struct ServerCli {
     /// picks a free one.
     #[arg(long, env = "CAR_WS_PORT", default_value_t = 9100, value_name = "PORT")]
     pub port: u16,
+    /// Log to this file instead of stderr, rotated while running: past --log-max-bytes it moves
+    /// to FILE.1 (one generation kept). `car daemon start` logs to $CAR_HOME/daemon/car-server.log.
+    #[arg(long, value_name = "FILE")]
+    pub log_file: Option<std::path::PathBuf>,
+    /// The size at which --log-file rotates.
+    #[arg(long, default_value_t = crate::server::logfile::DEFAULT_LIMIT, value_name = "BYTES")]
+    pub log_max_bytes: u64,
+}
+
+/// Where car-server's own lines go: its log file when it has one, stderr otherwise.
+#[derive(Clone)]
+struct Say(Option<std::sync::Arc<crate::server::logfile::RotatingLog>>);
+
+impl Say {
+    fn line(&self, text: &str) {
+        match &self.0 {
+            Some(log) => {
+                let stamp = crate::store::now();
+                if log.record(format!("{stamp} {text}\n").as_bytes()).is_err() {
+                    console::stderr_line(text);
+                }
+            }
+            None => console::stderr_line(text),
+        }
+    }
 }
 
 /// The daemon's bearer token: read from `$CAR_HOME/daemon/token`, made (two random UUIDs, hex,
@@ -53,16 +78,37 @@ pub fn token(home: &Home) -> std::io::Result<String> {
 /// Runs `car-server`.
 pub fn main() -> ExitCode {
     let cli = ServerCli::parse();
-    init_logging();
+    let log = match &cli.log_file {
+        Some(path) => match crate::server::logfile::RotatingLog::open(path, cli.log_max_bytes) {
+            Ok(log) => Some(log),
+            Err(e) => {
+                console::stderr_line(&format!(
+                    "car-server: cannot open the log {}: {e}",
+                    path.display()
+                ));
+                return ExitCode::FAILURE;
+            }
+        },
+        None => None,
+    };
+    init_logging_to(log.clone().map(crate::server::logfile::LogWriter));
+    let say = Say(log.clone());
+    if let Some(log) = log {
+        // A panic is written to the log like everything else, not to a stderr no one reads.
+        std::panic::set_hook(Box::new(move |info| {
+            let _ = log
+                .record(format!("{} car-server: panic: {info}\n", crate::store::now()).as_bytes());
+        }));
+    }
     let env = match resolve(&cli.location, false) {
         Ok(env) => env,
         Err(failure) => {
-            console::stderr_line(&format!("car-server: {}", failure.message));
+            say.line(&format!("car-server: {}", failure.message));
             return ExitCode::from(failure.exit);
         }
     };
     if !cli.mcp_bind.ip().is_loopback() && !cli.allow_remote {
-        console::stderr_line(&format!(
+        say.line(&format!(
             "car-server: {}",
             server::ServerError::NotLoopback(cli.mcp_bind)
         ));
@@ -72,7 +118,7 @@ pub fn main() -> ExitCode {
     let secret = match token(&env.home) {
         Ok(token) => token,
         Err(e) => {
-            console::stderr_line(&format!(
+            say.line(&format!(
                 "car-server: cannot read or make the token under {}: {e}",
                 env.home.root().display()
             ));
@@ -92,14 +138,14 @@ pub fn main() -> ExitCode {
     {
         Ok(rt) => rt,
         Err(e) => {
-            console::stderr_line(&format!("car-server: cannot start the async runtime: {e}"));
+            say.line(&format!("car-server: cannot start the async runtime: {e}"));
             return ExitCode::FAILURE;
         }
     };
     let lock = match DaemonLock::acquire(&DaemonDir::new(env.home.root())) {
         Ok(lock) => lock,
         Err(e) => {
-            console::stderr_line(&format!("car-server: {e}"));
+            say.line(&format!("car-server: {e}"));
             return ExitCode::FAILURE;
         }
     };
@@ -107,7 +153,7 @@ pub fn main() -> ExitCode {
         let app = match open_app(&env) {
             Ok(app) => app,
             Err(failure) => {
-                console::stderr_line(&format!("car-server: {}", failure.message));
+                say.line(&format!("car-server: {}", failure.message));
                 return ExitCode::from(failure.exit);
             }
         };
@@ -134,7 +180,7 @@ pub fn main() -> ExitCode {
         let listener = match server::bind(&options).await {
             Ok(listener) => listener,
             Err(e) => {
-                console::stderr_line(&format!("car-server: {e}"));
+                say.line(&format!("car-server: {e}"));
                 return ExitCode::FAILURE;
             }
         };
@@ -142,8 +188,7 @@ pub fn main() -> ExitCode {
         let ws_listener = match tokio::net::TcpListener::bind(ws_addr).await {
             Ok(listener) => listener,
             Err(e) => {
-                console::stderr_line(&format!(
-                    "car-server: cannot listen on {ws_addr} for WebSocket clients: {e}; choose another port with --port"
+                say.line(&format!("car-server: cannot listen on {ws_addr} for WebSocket clients: {e}; choose another port with --port"
                 ));
                 return ExitCode::FAILURE;
             }
@@ -161,8 +206,8 @@ pub fn main() -> ExitCode {
         if let Err(e) = lock.publish(&state) {
             tracing::warn!("cannot write the daemon's state file: {e}");
         }
-        console::stderr_line(&format!("car-server: MCP at {}", state.mcp_url));
-        console::stderr_line(&format!("car-server: WebSocket at {ws_url}"));
+        say.line(&format!("car-server: MCP at {}", state.mcp_url));
+        say.line(&format!("car-server: WebSocket at {ws_url}"));
         let ws_state = server::ws::WsState {
             app: app.clone(),
             token: std::sync::Arc::from(secret.as_str()),
@@ -176,7 +221,7 @@ pub fn main() -> ExitCode {
         match served {
             Ok(()) => ExitCode::SUCCESS,
             Err(e) => {
-                console::stderr_line(&format!("car-server: {e}"));
+                say.line(&format!("car-server: {e}"));
                 ExitCode::FAILURE
             }
         }

@@ -88,14 +88,23 @@ fn read_node(row: &rusqlite::Row<'_>) -> rusqlite::Result<Node> {
 
 impl Index {
     /// Brings the index up to date with the database.
+    /// The newest change any writer has made.
+    pub fn head(conn: &Connection) -> store::Result<i64> {
+        Ok(conn
+            .prepare_cached("SELECT ifnull(max(seq), 0) FROM memory_changes")?
+            .query_row([], |r| r.get(0))?)
+    }
+
+    /// Loaded and caught up with `head`: nothing to refresh.
+    pub fn is_current(&self, head: i64) -> bool {
+        self.loaded && head <= self.last_change
+    }
+
     pub fn refresh(&mut self, conn: &Connection) -> store::Result<()> {
         if !self.loaded {
             return self.load_all(conn);
         }
-        let head: i64 =
-            conn.query_row("SELECT ifnull(max(seq), 0) FROM memory_changes", [], |r| {
-                r.get(0)
-            })?;
+        let head = Index::head(conn)?;
         if head <= self.last_change {
             return Ok(());
         }

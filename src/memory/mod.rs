@@ -15,7 +15,7 @@ mod tools;
 mod write;
 
 use std::path::Path;
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, RwLock, RwLockWriteGuard};
 
 use rusqlite::{params, OptionalExtension};
 use serde::Serialize;
@@ -105,7 +105,8 @@ impl std::fmt::Display for Why {
 pub struct Memory {
     store: Arc<Store>,
     project: Option<i64>,
-    index: Mutex<Index>,
+    /// Read by many queries at once; written by a refresh or a write.
+    index: RwLock<Index>,
 }
 
 /// Options of one batch write.
@@ -134,7 +135,7 @@ impl Memory {
         let memory = Memory {
             store,
             project,
-            index: Mutex::new(Index::default()),
+            index: RwLock::new(Index::default()),
         };
         if let Some(path) = assistant_json {
             if path.exists() && memory.store.meta(ASSISTANT_IMPORTED)?.is_none() {
@@ -180,12 +181,20 @@ impl Memory {
         self.store.write::<T, MemoryError>(work)
     }
 
-    fn lock(&self) -> MutexGuard<'_, Index> {
-        self.index.lock().unwrap_or_else(|p| p.into_inner())
+    fn lock(&self) -> RwLockWriteGuard<'_, Index> {
+        self.index.write().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// Runs `read` on an index brought up to date with every writer.
+    /// Runs `read` on an index brought up to date with every writer. Queries of an index that
+    /// is current run side by side (a read lock); only catching up takes the write lock.
     pub(crate) fn read<T>(&self, read: impl FnOnce(&Index) -> T) -> Result<T> {
+        let head = index::Index::head(&self.store.conn())?;
+        {
+            let index = self.index.read().unwrap_or_else(|p| p.into_inner());
+            if index.is_current(head) {
+                return Ok(read(&index));
+            }
+        }
         let mut index = self.lock();
         index.refresh(&self.store.conn())?;
         Ok(read(&index))

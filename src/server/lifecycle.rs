@@ -24,7 +24,7 @@ impl DaemonDir {
     pub fn state(&self) -> PathBuf {
         self.0.join("state.json")
     }
-    /// What the daemon printed (rotated to `car-server.log.1` at each start past 5 MiB).
+    /// What the daemon logged (rotated to `car-server.log.1` past 5 MiB while it runs).
     pub fn log(&self) -> PathBuf {
         self.0.join("car-server.log")
     }
@@ -126,17 +126,6 @@ pub fn running(dir: &DaemonDir) -> Option<DaemonState> {
 fn read_state(dir: &DaemonDir) -> Option<DaemonState> {
     let text = std::fs::read_to_string(dir.state()).ok()?;
     serde_json::from_str(&text).ok()
-}
-
-/// Moves a log past 5 MiB aside (one generation kept), so the log never grows without bound.
-pub fn rotate_log(dir: &DaemonDir) -> std::io::Result<()> {
-    let log = dir.log();
-    match std::fs::metadata(&log) {
-        Ok(meta) if meta.len() > 5 << 20 => {
-            std::fs::rename(&log, dir.path().join("car-server.log.1"))
-        }
-        Ok(_) | Err(_) => Ok(()),
-    }
 }
 
 #[cfg(test)]

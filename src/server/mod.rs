@@ -14,6 +14,7 @@
 #![deny(clippy::print_stdout, clippy::print_stderr)]
 
 pub mod lifecycle;
+pub mod logfile;
 pub mod ws;
 
 use std::net::SocketAddr;

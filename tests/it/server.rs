@@ -1031,3 +1031,55 @@ fn bad_websocket_frames_and_a_client_that_vanishes_mid_proposal_leave_the_daemon
     });
     assert_eq!(get(&format!("{}/health", server.base))["status"], "ok");
 }
+
+#[test]
+fn the_log_file_rotates_while_the_server_runs() {
+    let home = TestHome::new();
+    let log = home.home.join("daemon/car-server.log");
+    let child = home
+        .command(CAR_SERVER)
+        .args([
+            "--mcp-bind",
+            "127.0.0.1:0",
+            "--port",
+            "0",
+            "--log-max-bytes",
+            "4096",
+        ])
+        .arg("--log-file")
+        .arg(&log)
+        .env("RUST_LOG", "debug")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let _server = crate::support::Reaped(child);
+    let previous = home.home.join("daemon/car-server.log.1");
+    let mut url = None;
+    for _ in 0..300 {
+        let text = std::fs::read_to_string(&log).unwrap_or_default()
+            + &std::fs::read_to_string(&previous).unwrap_or_default();
+        url = text
+            .lines()
+            .find_map(|l| l.split("car-server: MCP at ").nth(1))
+            .map(str::to_string);
+        if url.is_some() {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    let url = url.expect("car-server logged where it listens");
+    for _ in 0..20 {
+        let (status, _, _) = post(&url, &[], initialize().to_string());
+        assert_eq!(status, 200);
+    }
+    let now = std::fs::metadata(&log).unwrap().len();
+    let before = std::fs::metadata(&previous)
+        .expect("the log rotated while the server ran")
+        .len();
+    assert!(now > 0 && before > 0, "{now} {before}");
+    assert!(
+        before <= 4096,
+        "a generation stays within the limit: {before}"
+    );
+}
