@@ -1083,3 +1083,125 @@ fn the_log_file_rotates_while_the_server_runs() {
         "a generation stays within the limit: {before}"
     );
 }
+
+/// The real Claude Code, in a `claude -p` run against the scripted model, calls car-server's
+/// tools over HTTP: what it saves there is in the daemon's memory.
+#[test]
+fn claude_code_calls_car_server_tools_over_http_in_a_print_run() {
+    use crate::claude::{claude, result_text, run_against, tool_results, ScriptedModel, ToolCall};
+    let home = TestHome::new();
+    let server = Server::start(&home, &[]);
+    let tmp = tempfile::tempdir().unwrap();
+    let root = tmp.path();
+    std::fs::create_dir_all(root.join("home")).unwrap();
+    let config = root.join("mcp.json");
+    std::fs::write(
+        &config,
+        json!({"mcpServers": {"car": {"type": "http", "url": server.mcp()}}}).to_string(),
+    )
+    .unwrap();
+    let fact = "The staging database is rebuilt from the nightly snapshot at 02:00 UTC.";
+    let model = ScriptedModel::start(
+        vec![
+            ToolCall {
+                id: "toolu_remember",
+                name: "mcp__car__memory_add_fact".to_string(),
+                input: json!({"subject": "staging database", "body": fact}),
+            },
+            ToolCall {
+                id: "toolu_recall",
+                name: "mcp__car__memory_query".to_string(),
+                input: json!({"query": "when is the staging database rebuilt?"}),
+            },
+        ],
+        "Both calls were made.",
+    );
+    let mut cmd = claude(root, &format!("http://127.0.0.1:{}", model.port));
+    cmd.current_dir(root)
+        .args(["-p", "Remember when staging is rebuilt, then recall it."])
+        .arg("--mcp-config")
+        .arg(&config)
+        .arg("--strict-mcp-config")
+        .args([
+            "--allowedTools",
+            "mcp__car__memory_add_fact,mcp__car__memory_query",
+        ])
+        .args(["--output-format", "stream-json", "--verbose"]);
+    let run = run_against(cmd, root, &model);
+    let context = &run.context;
+    assert_eq!(run.code, Some(0), "{context}");
+    let last = model
+        .requests()
+        .into_iter()
+        .rfind(|r| r.path.starts_with("/v1/messages") && tool_results(&r.body).len() == 2)
+        .unwrap_or_else(|| panic!("no request carried both tool results\n{context}"));
+    let results = tool_results(&last.body);
+    for result in &results {
+        assert_ne!(result["is_error"], true, "{result}\n{context}");
+    }
+    let recalled = results
+        .iter()
+        .find(|r| r["tool_use_id"] == "toolu_recall")
+        .unwrap();
+    assert!(
+        result_text(&recalled["content"]).contains("02:00 UTC"),
+        "{recalled}\n{context}"
+    );
+    let stored = home.car_json(&["memory", "query", "staging database rebuilt"]);
+    assert_eq!(stored["results"][0]["body"], fact, "{stored}");
+}
+
+/// The MCP Inspector CLI over HTTP: lists car-server's tools (strict: no schema warnings),
+/// calls one, and reads the prompt.
+#[test]
+fn the_mcp_inspector_lists_and_calls_car_server_tools_over_http() {
+    let home = TestHome::new();
+    let server = Server::start(&home, &[]);
+    let inspector = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tools/node_modules/.bin/mcp-inspector");
+    assert!(
+        inspector.exists(),
+        "run scripts/test.sh: it installs the MCP Inspector into tools/"
+    );
+    let inspect = |args: &[&str]| {
+        let out = home
+            .command(inspector.to_str().unwrap())
+            .args(["--cli", &server.mcp(), "--transport", "http"])
+            .args(args)
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr).to_string();
+        assert!(out.status.success(), "{args:?}: {stderr}");
+        let value: Value = serde_json::from_slice(&out.stdout)
+            .unwrap_or_else(|e| panic!("{args:?}: {e}: {}", String::from_utf8_lossy(&out.stdout)));
+        (value, stderr)
+    };
+    let (listed, stderr) = inspect(&["--method", "tools/list", "--strict"]);
+    assert_eq!(listed["tools"].as_array().unwrap().len(), 23, "{listed}");
+    assert!(
+        !stderr.lines().any(|l| l.starts_with("Warning")),
+        "{stderr}"
+    );
+    let (added, _) = inspect(&[
+        "--method",
+        "tools/call",
+        "--tool-name",
+        "memory_add_fact",
+        "--tool-arg",
+        "subject=ci cache",
+        "body=the CI cache key includes the Cargo.lock hash",
+    ]);
+    assert_eq!(added["isError"], false, "{added}");
+    let (prompt, _) = inspect(&[
+        "--method",
+        "prompts/get",
+        "--prompt-name",
+        "car_context",
+        "--prompt-args",
+        "query=why does the CI cache miss?",
+    ]);
+    assert!(
+        prompt.to_string().contains("Cargo.lock"),
+        "the briefing recalls it: {prompt}"
+    );
+}
