@@ -36,7 +36,7 @@ echo "car-server: $url (10k facts)" >&2
 peer=$root/tools/node_modules/@modelcontextprotocol/server-everything/dist/index.js
 if [[ -f $peer ]]; then
     port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
-    PORT=$port node "$peer" streamableHttp 2>"$home/peer.log" &
+    PORT=$port node "$peer" streamableHttp >"$home/peer.log" 2>&1 &
     peer_pid=$!
     for _ in $(seq 100); do grep -q "listening" "$home/peer.log" 2>/dev/null && break; sleep 0.1; done
     "$target/examples/http_load" "http://127.0.0.1:$port/mcp" echo '{"message": "hi"}' "$clients" "$seconds"

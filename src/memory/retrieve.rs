@@ -229,9 +229,12 @@ fn score_terms(
             visit(slot, exact_weight, &mut candidates);
         }
         let stems = index.stem_postings(&index.stem(term));
-        let stem_weight = 2.0 * index.idf(stems.len());
-        for &slot in stems.iter().rev() {
-            visit(slot, stem_weight, &mut candidates);
+        // The exact matches are among the stem's; as many means the same entries, all scored.
+        if stems.len() != exact.len() {
+            let stem_weight = 2.0 * index.idf(stems.len());
+            for &slot in stems.iter().rev() {
+                visit(slot, stem_weight, &mut candidates);
+            }
         }
         if exact.is_empty() && stems.is_empty() && term.chars().count() >= 4 {
             for other in index.terms_containing(term, SUBSTRING_TERMS) {

@@ -327,6 +327,13 @@ const CANCEL_GRACE: std::time::Duration = std::time::Duration::from_secs(1);
 async fn blocking<T: Send + 'static>(
     work: impl FnOnce() -> store::Result<T> + Send + 'static,
 ) -> Result<T, DispatchError> {
+    // A short write (one row of the execution log): on a multi-threaded runtime it runs on this
+    // worker, sparing the hand-off to the blocking pool and back on every call.
+    if tokio::runtime::Handle::current().runtime_flavor()
+        == tokio::runtime::RuntimeFlavor::MultiThread
+    {
+        return tokio::task::block_in_place(work).map_err(DispatchError::Store);
+    }
     tokio::task::spawn_blocking(work)
         .await
         .map_err(|join| DispatchError::Store(store::StoreError::Task(join.to_string())))?
