@@ -7,6 +7,10 @@
 //!
 //! ARGS_JSON is one arguments object, or an array of them (or `@FILE` holding either): with an
 //! array, each client walks it from its own offset, so the calls ask different questions.
+//! CLIENT is `rmcp` (default: rmcp's MCP client, a GET stream per session) or `raw` (plain HTTP
+//! POSTs, the least client work per call).
+//!
+//! `cargo run --release --example http_load -- URL TOOL ARGS_JSON CLIENTS SECONDS [rmcp|raw]`
 
 #![allow(
     clippy::print_stdout,
@@ -46,6 +50,27 @@ async fn main() {
     let distinct = arguments.len();
     let clients: usize = args.get(3).and_then(|n| n.parse().ok()).unwrap_or(16);
     let seconds: u64 = args.get(4).and_then(|n| n.parse().ok()).unwrap_or(10);
+    let raw = args.get(5).is_some_and(|m| m == "raw");
+    if raw {
+        let deadline = Instant::now() + Duration::from_secs(seconds);
+        let workers: Vec<_> = (0..clients)
+            .map(|n| {
+                tokio::spawn(raw_worker(
+                    url.clone(),
+                    tool.clone(),
+                    arguments.clone(),
+                    n * 7919,
+                    deadline,
+                ))
+            })
+            .collect();
+        let mut results = Vec::new();
+        for worker in workers {
+            results.push(worker.await.unwrap());
+        }
+        report(&url, &tool, distinct, clients, seconds, "raw", results);
+        return;
+    }
     let mut sessions = Vec::new();
     for _ in 0..clients {
         let transport = StreamableHttpClientTransport::from_uri(url.as_str());
@@ -76,10 +101,93 @@ async fn main() {
             (latencies, errors)
         }));
     }
+    let mut results = Vec::new();
+    for worker in workers {
+        results.push(worker.await.unwrap());
+    }
+    report(&url, &tool, distinct, clients, seconds, "rmcp", results);
+
+}
+
+/// One session driven with plain HTTP requests (no MCP client library): `initialize`, then
+/// `tools/call` back to back, each answer read to its end. Less client work than rmcp's client,
+/// so more of the machine measures the server.
+async fn raw_worker(
+    url: String,
+    tool: String,
+    arguments: Vec<Value>,
+    mut next: usize,
+    deadline: Instant,
+) -> (Vec<Duration>, usize) {
+    let client = reqwest::Client::new();
+    let post = |body: Value, session: Option<String>| {
+        let mut request = client
+            .post(&url)
+            .header("content-type", "application/json")
+            .header("accept", "application/json, text/event-stream");
+        if let Some(session) = session {
+            request = request
+                .header("mcp-session-id", session)
+                .header("mcp-protocol-version", "2025-11-25");
+        }
+        request.body(body.to_string()).send()
+    };
+    let init = post(
+        json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+            "protocolVersion": "2025-11-25", "capabilities": {},
+            "clientInfo": {"name": "http_load", "version": "1"}}}),
+        None,
+    )
+    .await
+    .expect("initialize");
+    let session = init
+        .headers()
+        .get("mcp-session-id")
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_string);
+    let _ = init.text().await;
+    let _ = post(
+        json!({"jsonrpc": "2.0", "method": "notifications/initialized"}),
+        session.clone(),
+    )
+    .await
+    .map(|r| r.bytes());
+    let mut latencies = Vec::new();
+    let mut errors = 0usize;
+    let mut id = 1u64;
+    while Instant::now() < deadline {
+        let args = &arguments[next % arguments.len()];
+        next += 1;
+        id += 1;
+        let started = Instant::now();
+        let body = json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
+                          "params": {"name": tool, "arguments": args}});
+        match post(body, session.clone()).await {
+            Ok(response) => match response.text().await {
+                Ok(text) if text.contains("\"result\"") && !text.contains("\"isError\":true") => {
+                    latencies.push(started.elapsed())
+                }
+                _ => errors += 1,
+            },
+            Err(_) => errors += 1,
+        }
+    }
+    (latencies, errors)
+}
+
+/// Prints calls per second and p50/p99 latency over every worker's calls.
+fn report(
+    url: &str,
+    tool: &str,
+    distinct: usize,
+    clients: usize,
+    seconds: u64,
+    client: &str,
+    results: Vec<(Vec<Duration>, usize)>,
+) {
     let mut all = Vec::new();
     let mut errors = 0;
-    for worker in workers {
-        let (latencies, failed) = worker.await.unwrap();
+    for (latencies, failed) in results {
         all.extend(latencies);
         errors += failed;
     }
@@ -90,7 +198,8 @@ async fn main() {
     };
     println!(
         "{}",
-        json!({"url": url, "tool": tool, "distinct_arguments": distinct, "clients": clients, "seconds": seconds, "calls": all.len(), "errors": errors,
+        json!({"url": url, "tool": tool, "client": client, "distinct_arguments": distinct,
+               "clients": clients, "seconds": seconds, "calls": all.len(), "errors": errors,
                "calls_per_second": all.len() as f64 / seconds as f64, "p50_ms": at(0.5), "p99_ms": at(0.99)})
     );
 }
