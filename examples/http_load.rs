@@ -106,7 +106,6 @@ async fn main() {
         results.push(worker.await.unwrap());
     }
     report(&url, &tool, distinct, clients, seconds, "rmcp", results);
-
 }
 
 /// One session driven with plain HTTP requests (no MCP client library): `initialize`, then
