@@ -11,6 +11,7 @@
 //! # Ok(()) }
 //! ```
 
+pub mod agent;
 mod app;
 pub mod cli;
 pub mod connectors;

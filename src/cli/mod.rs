@@ -3,6 +3,7 @@
 //! command's `--json` output is the tool's structured result in the envelope.
 
 mod admin;
+mod agent;
 mod connector;
 pub mod console;
 mod daemon;
@@ -107,6 +108,10 @@ pub enum Command {
     /// Architecture decision records: record, list and search, resolve.
     #[command(subcommand)]
     Decision(journal::DecisionCommand),
+    /// Hand a task to CAR's governed agent: a model calls tools through the registry (policy gate,
+    /// execution log), shell commands run sandboxed, and the result says what backs its claims.
+    #[command(after_help = agent::HELP)]
+    Do(agent::DoArgs),
     /// Where the project stands: task counts, ready work, blockers, decisions, last checkpoint.
     Status,
     /// The briefing an agent reads at session start (ready work, blockers, decisions, relevant memory).
@@ -541,6 +546,7 @@ async fn run(cli: Cli) -> ExitCode {
         Command::Task(command) => task::execute(&env, command).emit(),
         Command::Progress(command) => journal::execute_progress(&env, command).emit(),
         Command::Decision(command) => journal::execute_decision(&env, command).emit(),
+        Command::Do(args) => agent::run(&env, args).await,
         Command::Status => session::execute_status(&env).emit(),
         Command::Context(args) => session::execute_context(&env, &args, None).emit(),
         Command::Checkpoint(args) => session::execute_checkpoint(&env, &args).emit(),

@@ -16,6 +16,8 @@ pub enum Face {
     Embedded,
     Cli,
     Mcp,
+    /// `car do`'s agent loop.
+    Agent,
 }
 
 impl Face {
@@ -24,6 +26,7 @@ impl Face {
             Face::Embedded => "embedded",
             Face::Cli => "cli",
             Face::Mcp => "mcp",
+            Face::Agent => "agent",
         }
     }
 }

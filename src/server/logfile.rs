@@ -54,10 +54,25 @@ impl RotatingLog {
             .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
+    /// The old generation becomes `.1` (a hard link, else a copy) and a fresh file replaces the
+    /// log in one rename, so a reader never finds the log missing.
     fn rotate(&self, open: &mut (File, u64)) -> std::io::Result<()> {
         open.0.flush()?;
-        std::fs::rename(&self.path, self.previous())?;
-        *open = (append(&self.path)?, 0);
+        let previous = self.previous();
+        let _ = std::fs::remove_file(&previous);
+        if std::fs::hard_link(&self.path, &previous).is_err() {
+            std::fs::copy(&self.path, &previous)?;
+        }
+        let mut fresh = self.path.as_os_str().to_owned();
+        fresh.push(".new");
+        let fresh = PathBuf::from(fresh);
+        let file = OpenOptions::new()
+            .create(true)
+            .write(true)
+            .truncate(true)
+            .open(&fresh)?;
+        std::fs::rename(&fresh, &self.path)?;
+        *open = (file, 0);
         Ok(())
     }
 

@@ -218,6 +218,32 @@ fn respond(
                 ("200 OK", "application/json", message(model, &turn).to_string())
             }
         }
+        // The OpenAI-compatible shape, for `car do --provider openai`.
+        ("POST", "/v1/chat/completions") => {
+            let offers_bash = body["tools"]
+                .as_array()
+                .is_some_and(|tools| tools.iter().any(|t| t["function"]["name"] == "Bash"));
+            let answered = body["messages"]
+                .as_array()
+                .map_or(0, |m| m.iter().filter(|m| m["role"] == "tool").count());
+            let message = match (offers_bash, script.calls.get(answered)) {
+                (true, Some(call)) => json!({"role": "assistant", "content": null, "tool_calls": [
+                    {"id": call.id, "type": "function",
+                     "function": {"name": call.name, "arguments": call.input.to_string()}}]}),
+                (true, None) => json!({"role": "assistant", "content": script.last_words}),
+                (false, _) => json!({"role": "assistant", "content": "ok"}),
+            };
+            let finish = if message["tool_calls"].is_array() { "tool_calls" } else { "stop" };
+            (
+                "200 OK",
+                "application/json",
+                json!({"id": "chatcmpl-scripted", "object": "chat.completion",
+                       "model": body["model"], "choices": [{"index": 0, "message": message,
+                       "finish_reason": finish}],
+                       "usage": {"prompt_tokens": 100, "completion_tokens": 10}})
+                .to_string(),
+            )
+        }
         _ => (
             "404 Not Found",
             "application/json",

@@ -12,6 +12,7 @@
 )] // test, bench and example code may unwrap and print
 
 mod admin;
+mod agent;
 mod bad_input;
 mod claude;
 mod claude_secrets;

@@ -53,19 +53,25 @@ struct Outcome {
 
 /// Scenarios that measure the client's timing (sse-retry: reconnect 450–1000 ms after a
 /// `retry: 500`). The suite runs its scenarios in parallel, so on a loaded 2-core machine a
-/// correct client can miss the window; such a scenario, failed in the suite, is run once more
-/// alone, and must pass then.
+/// correct client can miss the window; such a scenario, failed in the suite, is run again alone
+/// (up to three times), and must pass then.
 const TIMED: &[&str] = &["sse-retry"];
 
 /// Runs one scenario alone; true when it passes.
+/// Up to three runs: the other tests of this binary run beside it and load the machine too.
 fn scenario_passes_alone(scenario: &str) -> bool {
-    let out = conformance_command()
-        .args(["--scenario", scenario, "--timeout", "60000"])
-        .output()
-        .unwrap();
-    let text = String::from_utf8_lossy(&out.stdout);
-    eprintln!("{scenario} alone:\n{text}");
-    text.contains("OVERALL: PASSED")
+    (1..=3).any(|attempt| {
+        let out = conformance_command()
+            .args(["--scenario", scenario, "--timeout", "60000"])
+            .output()
+            .unwrap();
+        let text = String::from_utf8_lossy(&out.stdout);
+        eprintln!(
+            "{scenario} alone, attempt {attempt}:\n{text}\n{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        text.contains("OVERALL: PASSED")
+    })
 }
 
 fn conformance_command() -> Command {

@@ -1,0 +1,517 @@
+//! `car do`: a governed agent loop. The model proposes tool calls; each one goes through the
+//! registry's dispatcher like every other call (schema, policy gate, confirmation, time bound,
+//! execution log); shell commands run in a sandbox that fails closed; every call leaves a
+//! receipt, and the final answer's operational claims that no receipt backs are reported. The
+//! result is one `car.do/1` document (see [`Document`]); progress is a stream of [`Event`]s.
+
+pub mod claims;
+pub mod model;
+pub mod sandbox;
+pub mod tools;
+
+use std::collections::BTreeMap;
+use std::time::Instant;
+
+use serde::Serialize;
+use serde_json::{json, Value};
+use sha2::Digest;
+
+use crate::runtime::{CallOptions, Context, Runtime};
+use model::{Block, Message, Model, ModelError, Role, ToolDef};
+use sandbox::Sandbox;
+
+pub const SCHEMA: &str = "car.do/1";
+/// The longest `summary` and `brief` (bytes).
+const SUMMARY_MAX: usize = 4096;
+const BRIEF_MAX: usize = 160;
+const SAMPLE_MAX: usize = 8;
+
+/// What to do and within which bounds.
+#[derive(Debug, Clone)]
+pub struct Task {
+    pub task: String,
+    pub max_turns: u32,
+    /// Input plus output tokens the run may spend.
+    pub token_budget: u64,
+}
+
+/// One progress event (`{type, phase, message, data}` on stderr as JSONL).
+#[derive(Debug, Clone, Serialize)]
+pub struct Event {
+    #[serde(rename = "type")]
+    pub kind: &'static str,
+    pub phase: &'static str,
+    pub message: String,
+    pub data: Value,
+}
+
+/// The record of one tool call.
+#[derive(Debug, Clone, Serialize)]
+pub struct Receipt {
+    pub tool: String,
+    pub ok: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub exit_code: Option<i32>,
+    pub duration_ms: u64,
+    pub brief: String,
+    /// `sha256:` of the output as the model saw it.
+    pub digest: String,
+    pub execution_id: String,
+    /// The command or path it acted on (what the claim check reads).
+    #[serde(skip)]
+    pub subject: String,
+}
+
+/// The receipts of a run, summarised.
+#[derive(Debug, Clone, Serialize)]
+pub struct Receipts {
+    pub total: usize,
+    pub failed: usize,
+    pub by_tool: BTreeMap<String, usize>,
+    /// At most 8, failures first.
+    pub sample: Vec<Receipt>,
+    pub sample_omitted: usize,
+}
+
+impl Receipts {
+    fn of(all: &[Receipt]) -> Receipts {
+        let mut by_tool = BTreeMap::new();
+        for r in all {
+            *by_tool.entry(r.tool.clone()).or_insert(0) += 1;
+        }
+        let mut sample: Vec<Receipt> = all.iter().filter(|r| !r.ok).cloned().collect();
+        sample.extend(all.iter().filter(|r| r.ok).cloned());
+        let omitted = sample.len().saturating_sub(SAMPLE_MAX);
+        sample.truncate(SAMPLE_MAX);
+        Receipts {
+            total: all.len(),
+            failed: all.iter().filter(|r| !r.ok).count(),
+            by_tool,
+            sample,
+            sample_omitted: omitted,
+        }
+    }
+}
+
+/// The `car.do/1` document: written once, at the end, even on failure.
+#[derive(Debug, Clone, Serialize)]
+pub struct Document {
+    pub schema: &'static str,
+    /// `success`, `max_turns` or `error`.
+    pub status: &'static str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub summary: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<&'static str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
+    pub turns: u32,
+    pub delegations: u32,
+    pub model_used: String,
+    pub provider: &'static str,
+    pub tokens: Tokens,
+    pub receipts: Receipts,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ungrounded_claims: Option<Vec<claims::Claim>>,
+    pub sandbox: Option<Sandbox>,
+    pub elapsed_seconds: f64,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub suggestions: Vec<String>,
+}
+
+#[derive(Debug, Clone, Copy, Default, Serialize)]
+pub struct Tokens {
+    pub input: u64,
+    pub output: u64,
+    pub budget: u64,
+}
+
+/// A run that could not start or went wrong: the `error` kind, its message, what to try.
+#[derive(Debug, Clone)]
+pub struct Failure {
+    pub kind: &'static str,
+    pub message: String,
+    pub suggestions: Vec<String>,
+}
+
+impl Document {
+    /// The document of a run that did not start.
+    pub fn refused(
+        failure: Failure,
+        model: &str,
+        provider: &'static str,
+        sandbox: Option<Sandbox>,
+    ) -> Document {
+        Document {
+            schema: SCHEMA,
+            status: "error",
+            summary: None,
+            error: Some(failure.kind),
+            message: Some(failure.message),
+            turns: 0,
+            delegations: 0,
+            model_used: model.to_string(),
+            provider,
+            tokens: Tokens::default(),
+            receipts: Receipts::of(&[]),
+            ungrounded_claims: None,
+            sandbox,
+            elapsed_seconds: 0.0,
+            suggestions: failure.suggestions,
+        }
+    }
+}
+
+const SYSTEM: &str = "You are car do, a coding agent working in the user's project directory. Use the tools to inspect and change files and to run commands; shell commands run in a sandbox (no network, only the project directory writable). Work until the task is done, then answer with a short summary of what you did and what you verified. Claim only what a tool call showed: say tests pass only after running them.";
+
+/// Runs `task` with `model` over the registry's tools (the workspace tools among them), until
+/// the model answers without calling a tool, the turns or the budget run out, or it is stopped.
+pub async fn run(
+    task: &Task,
+    model: &Model,
+    runtime: &Runtime,
+    context: &Context,
+    sandbox: &Sandbox,
+    stop: tokio_util::sync::CancellationToken,
+    mut emit: impl FnMut(Event),
+) -> Document {
+    let started = Instant::now();
+    let mut specs: Vec<crate::runtime::ToolSpec> = runtime
+        .registry()
+        .specs()
+        .filter(|s| s.listed)
+        .cloned()
+        .collect();
+    if let Some(source) = runtime.dispatcher().source() {
+        specs.extend(source.current().specs().filter(|s| s.listed).cloned());
+    }
+    let tools: Vec<ToolDef> = specs
+        .into_iter()
+        .map(|s| ToolDef {
+            name: s.name,
+            description: s.description,
+            input_schema: s.input_schema,
+        })
+        .collect();
+    emit(Event {
+        kind: "started",
+        phase: "start",
+        message: format!("{} with {} tools", model.name(), tools.len()),
+        data: json!({"model": model.name(), "provider": model.provider().as_str(), "sandbox": sandbox.mode}),
+    });
+    // The briefing from memory for this task, through the registry like the MCP prompt.
+    let briefing = runtime
+        .operate(
+            crate::memory::surfaces::CONTEXT_PROMPT,
+            json!({"query": task.task}),
+            context,
+            CallOptions::default(),
+        )
+        .await
+        .ok()
+        .and_then(|o| o.result.ok())
+        .and_then(|v| v["text"].as_str().map(str::to_string))
+        .filter(|t| !t.trim().is_empty());
+    let mut first = String::new();
+    if let Some(briefing) = briefing {
+        first.push_str("What CAR remembers about this project:\n");
+        first.push_str(&briefing);
+        first.push_str("\n\n");
+    }
+    first.push_str("Task: ");
+    first.push_str(&task.task);
+    let mut messages = vec![Message {
+        role: Role::User,
+        blocks: vec![Block::Text(first)],
+    }];
+    let mut receipts: Vec<Receipt> = Vec::new();
+    let mut tokens = Tokens {
+        budget: task.token_budget,
+        ..Tokens::default()
+    };
+    let mut turns = 0;
+    let finish = |status: &'static str,
+                  summary: Option<String>,
+                  failure: Option<Failure>,
+                  turns: u32,
+                  tokens: Tokens,
+                  receipts: &[Receipt]| {
+        let ungrounded = summary.as_deref().map(|s| claims::ungrounded(s, receipts));
+        let (error, message, suggestions) = match failure {
+            Some(f) => (Some(f.kind), Some(f.message), f.suggestions),
+            None => (None, None, Vec::new()),
+        };
+        Document {
+            schema: SCHEMA,
+            status,
+            summary: summary.map(|s| truncate(&s, SUMMARY_MAX)),
+            error,
+            message,
+            turns,
+            delegations: 0,
+            model_used: model.name().to_string(),
+            provider: model.provider().as_str(),
+            tokens,
+            receipts: Receipts::of(receipts),
+            ungrounded_claims: ungrounded,
+            sandbox: Some(sandbox.clone()),
+            elapsed_seconds: (started.elapsed().as_secs_f64() * 100.0).round() / 100.0,
+            suggestions,
+        }
+    };
+    loop {
+        if stop.is_cancelled() {
+            let failure = Failure {
+                kind: "Interrupted",
+                message: format!("stopped at a turn boundary after {turns} turn(s)"),
+                suggestions: vec![],
+            };
+            emit(failed_event(&failure));
+            return finish("error", None, Some(failure), turns, tokens, &receipts);
+        }
+        if turns >= task.max_turns {
+            let summary =
+                format!("stopped after {turns} turns (--max-turns) before the model finished");
+            emit(Event {
+                kind: "completed",
+                phase: "end",
+                message: summary.clone(),
+                data: json!({"status": "max_turns"}),
+            });
+            return finish("max_turns", Some(summary), None, turns, tokens, &receipts);
+        }
+        if tokens.input + tokens.output >= task.token_budget {
+            let failure = Failure {
+                kind: "TokenBudgetExhausted",
+                message: format!(
+                    "the run used {} of its {} tokens and stopped after {turns} turn(s)",
+                    tokens.input + tokens.output,
+                    task.token_budget
+                ),
+                suggestions: vec!["raise the budget with --token-budget".into()],
+            };
+            emit(failed_event(&failure));
+            return finish("error", None, Some(failure), turns, tokens, &receipts);
+        }
+        turns += 1;
+        let reply = match model.turn(SYSTEM, &messages, &tools).await {
+            Ok(reply) => reply,
+            Err(e) => {
+                let failure = model_failure(&e);
+                emit(failed_event(&failure));
+                return finish("error", None, Some(failure), turns, tokens, &receipts);
+            }
+        };
+        tokens.input += reply.input_tokens;
+        tokens.output += reply.output_tokens;
+        let calls: Vec<(String, String, Value)> = reply
+            .blocks
+            .iter()
+            .filter_map(|b| match b {
+                Block::ToolUse { id, name, input } => {
+                    Some((id.clone(), name.clone(), input.clone()))
+                }
+                _ => None,
+            })
+            .collect();
+        let text: Vec<String> = reply
+            .blocks
+            .iter()
+            .filter_map(|b| match b {
+                Block::Text(t) if !t.trim().is_empty() => Some(t.clone()),
+                _ => None,
+            })
+            .collect();
+        for t in &text {
+            emit(Event {
+                kind: "text",
+                phase: "turn",
+                message: truncate(t, 500),
+                data: json!({"turn": turns}),
+            });
+        }
+        messages.push(Message {
+            role: Role::Assistant,
+            blocks: reply.blocks,
+        });
+        if calls.is_empty() {
+            let summary = text.join("\n");
+            emit(Event {
+                kind: "completed",
+                phase: "end",
+                message: truncate(&summary, 500),
+                data: json!({"status": "success", "turns": turns}),
+            });
+            return finish("success", Some(summary), None, turns, tokens, &receipts);
+        }
+        let mut results = Vec::new();
+        for (id, name, input) in calls {
+            emit(Event {
+                kind: "tool_called",
+                phase: "tool",
+                message: name.clone(),
+                data: json!({"id": id, "input": input}),
+            });
+            let subject = subject_of(&name, &input);
+            let called = Instant::now();
+            let outcome = runtime
+                .call(
+                    &name,
+                    input,
+                    context,
+                    CallOptions {
+                        cancel: stop.child_token(),
+                        ..CallOptions::default()
+                    },
+                )
+                .await;
+            let (ok, exit_code, content, execution_id) = match outcome {
+                Ok(outcome) => {
+                    let execution_id = outcome.execution_id.clone();
+                    match outcome.result {
+                        Ok(value) => {
+                            let exit = value.get("exit_code").map(|c| c.as_i64().map(|c| c as i32));
+                            let ok = match exit {
+                                Some(code) => code == Some(0),
+                                None => true,
+                            };
+                            let text = match value {
+                                Value::String(s) => s,
+                                other => other.to_string(),
+                            };
+                            (ok, exit.flatten(), text, execution_id)
+                        }
+                        Err(error) => (
+                            false,
+                            None,
+                            format!("error ({}): {error}", error.code()),
+                            execution_id,
+                        ),
+                    }
+                }
+                Err(e) => (false, None, format!("error: {e}"), String::new()),
+            };
+            let receipt = Receipt {
+                tool: name.clone(),
+                ok,
+                exit_code,
+                duration_ms: called.elapsed().as_millis() as u64,
+                brief: truncate(&brief_of(&content, exit_code), BRIEF_MAX),
+                digest: format!("sha256:{:x}", sha2::Sha256::digest(content.as_bytes())),
+                execution_id,
+                subject,
+            };
+            emit(Event {
+                kind: if ok { "tool_result" } else { "tool_failed" },
+                phase: "tool",
+                message: format!("{} {}", receipt.tool, receipt.brief),
+                data: json!({"id": id, "ok": ok, "exit_code": exit_code, "duration_ms": receipt.duration_ms}),
+            });
+            receipts.push(receipt);
+            results.push(Block::ToolResult {
+                id,
+                content: truncate(&content, 64 * 1024),
+                is_error: !ok,
+            });
+        }
+        messages.push(Message {
+            role: Role::User,
+            blocks: results,
+        });
+    }
+}
+
+/// A receipt's one line: for a command, its exit code and the first line it printed (stderr
+/// first when it failed); otherwise the output flattened.
+fn brief_of(content: &str, exit_code: Option<i32>) -> String {
+    let ran: Option<tools::Ran> = serde_json::from_str::<Value>(content)
+        .ok()
+        .filter(|v| v.get("exit_code").is_some())
+        .map(|v| tools::Ran {
+            exit_code: v["exit_code"].as_i64().map(|c| c as i32),
+            stdout: v["stdout"].as_str().unwrap_or("").to_string(),
+            stderr: v["stderr"].as_str().unwrap_or("").to_string(),
+            timed_out: v["timed_out"] == true,
+        });
+    match ran {
+        Some(ran) => {
+            let first = |t: &str| {
+                t.lines()
+                    .find(|l| !l.trim().is_empty())
+                    .unwrap_or("")
+                    .to_string()
+            };
+            let line = if exit_code == Some(0) || ran.stderr.trim().is_empty() {
+                first(&ran.stdout)
+            } else {
+                ran.stderr
+                    .lines()
+                    .rev()
+                    .find(|l| !l.trim().is_empty())
+                    .unwrap_or("")
+                    .to_string()
+            };
+            match ran.exit_code {
+                Some(code) => format!("exit {code}: {line}"),
+                None if ran.timed_out => format!("timed out: {line}"),
+                None => format!("killed: {line}"),
+            }
+        }
+        None => content.replace('\n', " "),
+    }
+}
+
+fn failed_event(failure: &Failure) -> Event {
+    Event {
+        kind: "failed",
+        phase: "end",
+        message: failure.message.clone(),
+        data: json!({"error": failure.kind}),
+    }
+}
+
+fn model_failure(error: &ModelError) -> Failure {
+    let suggestions = match error {
+        ModelError::NoKey { env, .. } => vec![format!("export {env}=… (or point --base-url at a local OpenAI-compatible server such as Ollama)")],
+        ModelError::Unreachable { .. } => vec!["check --base-url and that the model server is running".into()],
+        ModelError::Refused { status: 401 | 403, .. } => vec!["check the API key".into()],
+        ModelError::Refused { status: 404, .. } => vec!["check --model: the server does not know it".into()],
+        _ => vec![],
+    };
+    Failure {
+        kind: "AssistantLoopFailed",
+        message: error.to_string(),
+        suggestions,
+    }
+}
+
+/// What a call acted on, for the claim check: a command, or a path.
+fn subject_of(tool: &str, input: &Value) -> String {
+    let field = match tool {
+        "Bash" => "command",
+        "Read" | "Write" | "Edit" => "file_path",
+        _ => "path",
+    };
+    input
+        .get(field)
+        .and_then(Value::as_str)
+        .unwrap_or("")
+        .to_string()
+}
+
+/// `text` cut to `max` bytes with the contract's marker.
+pub fn truncate(text: &str, max: usize) -> String {
+    if text.len() <= max {
+        return text.to_string();
+    }
+    let marker_room = 60.min(max / 2);
+    let mut end = max - marker_room;
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!(
+        "{}…[truncated: {end} of {} bytes shown]…",
+        &text[..end],
+        text.len()
+    )
+}

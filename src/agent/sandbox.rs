@@ -1,0 +1,144 @@
+//! Where `car do` runs shell commands, failing closed: under bubblewrap on Linux (no network,
+//! the working directory the only writable root, its `.git` read-only unless allowed), or not
+//! sandboxed at all only when the user said `--no-sandbox`. The `sandbox` block of the document
+//! says what was used and which layers applied.
+
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+
+use serde::Serialize;
+
+/// What the run asked for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Request {
+    /// The best sandbox here, or refuse to run.
+    Required,
+    /// `--no-sandbox`: commands run as the user, with the network.
+    Off,
+}
+
+/// The sandbox a run uses (the document's `sandbox` block).
+#[derive(Debug, Clone, Serialize)]
+pub struct Sandbox {
+    /// `bwrap` or `none`.
+    pub mode: &'static str,
+    /// `none` or `host`.
+    pub network: &'static str,
+    pub root: PathBuf,
+    /// What applies, one line each.
+    pub layers: Vec<String>,
+    /// Set when a sandbox was not used: why.
+    pub fallback_notice: Option<String>,
+    #[serde(skip)]
+    git_writable: bool,
+}
+
+impl Sandbox {
+    /// Picks the sandbox for `root`; `Err` says why none can be had and what to do.
+    pub fn choose(
+        request: Request,
+        root: &Path,
+        allow_git_writes: bool,
+    ) -> Result<Sandbox, String> {
+        let root = root.canonicalize().unwrap_or_else(|_| root.to_path_buf());
+        if request == Request::Off {
+            return Ok(Sandbox {
+                mode: "none",
+                network: "host",
+                layers: vec!["none: commands run as you, with the network (--no-sandbox)".into()],
+                fallback_notice: Some("sandbox turned off with --no-sandbox".into()),
+                root,
+                git_writable: true,
+            });
+        }
+        match bwrap_works() {
+            Ok(()) => {
+                let mut layers = vec![
+                    "bubblewrap: a new mount, PID and network namespace".to_string(),
+                    "network: none (loopback only, inside the sandbox)".to_string(),
+                    format!("filesystem: read-only except {}", root.display()),
+                    "/tmp: private and empty".to_string(),
+                ];
+                let has_git = root.join(".git").exists();
+                if has_git && !allow_git_writes {
+                    layers.push(".git: read-only (--allow-git-writes to commit)".into());
+                }
+                Ok(Sandbox {
+                    mode: "bwrap",
+                    network: "none",
+                    root,
+                    layers,
+                    fallback_notice: None,
+                    git_writable: allow_git_writes || !has_git,
+                })
+            }
+            Err(why) => Err(format!(
+                "no sandbox is available for shell commands: {why}. Install bubblewrap (Debian/Ubuntu: apt install bubblewrap; Fedora: dnf install bubblewrap), or pass --no-sandbox to run commands unsandboxed"
+            )),
+        }
+    }
+
+    /// The command that runs `script` with `sh -c` in the sandbox, in `cwd`.
+    pub fn command(&self, script: &str, cwd: &Path) -> tokio::process::Command {
+        let mut command = if self.mode == "bwrap" {
+            let mut c = tokio::process::Command::new("bwrap");
+            c.args([
+                "--die-with-parent",
+                "--unshare-net",
+                "--unshare-pid",
+                "--new-session",
+            ])
+            .args(["--ro-bind", "/", "/"])
+            .args(["--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp"])
+            .arg("--bind")
+            .arg(&self.root)
+            .arg(&self.root);
+            if !self.git_writable {
+                let git = self.root.join(".git");
+                c.arg("--ro-bind").arg(&git).arg(&git);
+            }
+            c.arg("--chdir").arg(cwd).args(["--", "sh", "-c", script]);
+            c
+        } else {
+            let mut c = tokio::process::Command::new("sh");
+            c.args(["-c", script]).current_dir(cwd);
+            c
+        };
+        command
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .kill_on_drop(true);
+        command
+    }
+}
+
+/// Whether bubblewrap is installed and can make its namespaces here.
+fn bwrap_works() -> Result<(), String> {
+    let out = std::process::Command::new("bwrap")
+        .args([
+            "--die-with-parent",
+            "--unshare-net",
+            "--ro-bind",
+            "/",
+            "/",
+            "--dev",
+            "/dev",
+            "true",
+        ])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .output();
+    match out {
+        Ok(out) if out.status.success() => Ok(()),
+        Ok(out) => Err(format!(
+            "bubblewrap cannot create its namespaces here ({})",
+            String::from_utf8_lossy(&out.stderr).trim()
+        )),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            Err("bubblewrap (bwrap) is not installed".into())
+        }
+        Err(e) => Err(format!("cannot run bwrap: {e}")),
+    }
+}

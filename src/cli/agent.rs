@@ -1,0 +1,243 @@
+//! `car do "<task>"`: the governed agent loop of `crate::agent` on the command line. With
+//! `--json`, stdout carries exactly one `car.do/1` document (even on failure) and stderr one JSON
+//! event per line; without it, a readable live view on stderr and the summary on stdout.
+
+use std::process::ExitCode;
+use std::sync::Arc;
+
+use clap::Args;
+
+use super::{console, inproc, Env};
+use crate::agent::model::{Model, ModelConfig, Provider};
+use crate::agent::sandbox::{Request, Sandbox};
+use crate::agent::tools::Workspace;
+use crate::agent::{self, Document, Event, Failure, Task};
+use crate::app::App;
+use crate::runtime::{Context, Face};
+
+pub const HELP: &str = "Examples:
+  car do \"make the failing test in tests/parse.rs pass\" --model claude-sonnet-4-5
+  CAR_DO_MODEL=qwen2.5-coder car do --base-url http://localhost:11434/v1 \"add a --verbose flag\"
+  car do --json \"update the changelog\" > run.json     # one car.do/1 document; events on stderr
+
+The model calls tools through CAR's registry: Bash, Read, Write, Edit, Glob, Grep in the project
+directory, plus memory, tasks and decisions. Every call passes the policy rules
+($CAR_HOME/policies and .car/policies; the same rules that guard Claude Code's tools), and shell
+commands run under bubblewrap with no network and only the project directory writable. With no
+sandbox available the run refuses unless --no-sandbox. Keys: ANTHROPIC_API_KEY / OPENAI_API_KEY;
+a local OpenAI-compatible server (Ollama, llama.cpp, vLLM, LM Studio) needs none.";
+
+/// `car do` arguments.
+#[derive(Debug, Args)]
+pub struct DoArgs {
+    /// What to do, in words.
+    #[arg(required = true, num_args = 1.., value_name = "TASK")]
+    pub task: Vec<String>,
+    /// The model (default: $CAR_DO_MODEL).
+    #[arg(long, env = "CAR_DO_MODEL")]
+    pub model: Option<String>,
+    /// The API it speaks (default: anthropic for claude-* models, else openai-compatible).
+    #[arg(long, value_enum)]
+    pub provider: Option<Provider>,
+    /// The API's base URL (e.g. http://localhost:11434/v1 for Ollama).
+    #[arg(long, value_name = "URL")]
+    pub base_url: Option<String>,
+    /// The most model turns before it stops with status max_turns.
+    #[arg(long, default_value_t = 40)]
+    pub max_turns: u32,
+    /// The most input plus output tokens the run may spend.
+    #[arg(long, default_value_t = 1_000_000)]
+    pub token_budget: u64,
+    /// Output tokens per model turn.
+    #[arg(long, default_value_t = 8192)]
+    pub max_tokens: u32,
+    /// Run shell commands without a sandbox (as you, with the network).
+    #[arg(long)]
+    pub no_sandbox: bool,
+    /// Let shell commands write the project's .git (commits); read-only by default.
+    #[arg(long)]
+    pub allow_git_writes: bool,
+}
+
+pub async fn run(env: &Env, args: DoArgs) -> ExitCode {
+    let json = env.json;
+    let task = Task {
+        task: args.task.join(" "),
+        max_turns: args.max_turns.max(1),
+        token_budget: args.token_budget,
+    };
+    let model_name = args.model.clone().unwrap_or_default();
+    let provider = args
+        .provider
+        .unwrap_or_else(|| Provider::infer(&model_name));
+    let refuse = |failure: Failure, sandbox: Option<Sandbox>, exit: u8| {
+        let document = Document::refused(failure, &model_name, provider.as_str(), sandbox);
+        print_document(json, &document);
+        ExitCode::from(exit)
+    };
+    if model_name.trim().is_empty() {
+        return refuse(
+            Failure {
+                kind: "InvalidArguments",
+                message: "no model named: pass --model or set CAR_DO_MODEL".into(),
+                suggestions: vec!["car do --model claude-sonnet-4-5 \"…\"".into()],
+            },
+            None,
+            2,
+        );
+    }
+    let request = if args.no_sandbox {
+        Request::Off
+    } else {
+        Request::Required
+    };
+    let sandbox = match Sandbox::choose(request, &env.project_root, args.allow_git_writes) {
+        Ok(sandbox) => sandbox,
+        Err(why) => {
+            return refuse(
+                Failure {
+                    kind: "SandboxUnavailable",
+                    message: why,
+                    suggestions: vec![
+                        "apt install bubblewrap".into(),
+                        "car do --no-sandbox …".into(),
+                    ],
+                },
+                None,
+                1,
+            )
+        }
+    };
+    let model = match Model::new(ModelConfig {
+        provider,
+        model: model_name.clone(),
+        base_url: args.base_url.clone(),
+        max_tokens: args.max_tokens,
+    }) {
+        Ok(model) => model,
+        Err(e) => {
+            return refuse(
+                Failure {
+                    kind: "AssistantLoopFailed",
+                    message: e.to_string(),
+                    suggestions: vec![format!("export {}=…", provider.key_env())],
+                },
+                Some(sandbox),
+                1,
+            )
+        }
+    };
+    let workspace = Arc::new(Workspace {
+        root: sandbox.root.clone(),
+        sandbox: sandbox.clone(),
+        invoked_by: std::env::var("CAR_INVOKED_BY")
+            .ok()
+            .filter(|v| !v.trim().is_empty()),
+    });
+    let app = match App::open(&env.home, &env.project_root, |memory| {
+        let mut tools = inproc::tools(&env.home, &env.project_root, memory.clone());
+        tools.extend(agent::tools::tools(workspace.clone()));
+        tools
+    }) {
+        Ok(app) => app,
+        Err(e) => {
+            return refuse(
+                Failure {
+                    kind: "AssistantLoopFailed",
+                    message: e.to_string(),
+                    suggestions: vec![],
+                },
+                Some(sandbox),
+                1,
+            )
+        }
+    };
+    let stop = tokio_util::sync::CancellationToken::new();
+    let on_signal = stop.clone();
+    tokio::spawn(async move {
+        if tokio::signal::ctrl_c().await.is_ok() {
+            on_signal.cancel();
+        }
+    });
+    let context = Context::new(Face::Agent).grants(crate::home::confirm_grants_from_env());
+    let document = agent::run(
+        &task,
+        &model,
+        app.runtime(),
+        &context,
+        &sandbox,
+        stop,
+        |event| show_event(json, &event),
+    )
+    .await;
+    print_document(json, &document);
+    if document.status == "error" {
+        ExitCode::FAILURE
+    } else {
+        ExitCode::SUCCESS
+    }
+}
+
+fn show_event(json: bool, event: &Event) {
+    if json {
+        if let Ok(line) = serde_json::to_string(event) {
+            console::stderr_line(&line);
+        }
+        return;
+    }
+    let line = match event.kind {
+        "started" => format!("car do: {}", event.message),
+        "tool_called" => format!("→ {}", brief_call(event)),
+        "tool_result" => format!("  ✓ {}", event.message),
+        "tool_failed" => format!("  ✗ {}", event.message),
+        "text" => format!("· {}", event.message),
+        "completed" | "failed" => return,
+        other => format!("{other}: {}", event.message),
+    };
+    console::stderr_line(&line);
+}
+
+fn brief_call(event: &Event) -> String {
+    let input = &event.data["input"];
+    let detail = ["command", "file_path", "pattern", "query"]
+        .iter()
+        .find_map(|k| input.get(*k).and_then(|v| v.as_str()))
+        .unwrap_or("");
+    agent::truncate(&format!("{} {detail}", event.message), 160)
+}
+
+fn print_document(json: bool, document: &Document) {
+    if json {
+        console::stdout(&format!(
+            "{}\n",
+            serde_json::to_string_pretty(document).unwrap_or_default()
+        ));
+        return;
+    }
+    let mut out = String::new();
+    match (&document.summary, &document.message) {
+        (Some(summary), _) => out.push_str(&format!("{summary}\n")),
+        (None, Some(message)) => out.push_str(&format!("error: {message}\n")),
+        (None, None) => {}
+    }
+    for suggestion in &document.suggestions {
+        out.push_str(&format!("  try: {suggestion}\n"));
+    }
+    let r = &document.receipts;
+    out.push_str(&format!(
+        "\n{} · {} turn(s) · {} tool call(s), {} failed · sandbox: {} · {:.1} s\n",
+        document.status,
+        document.turns,
+        r.total,
+        r.failed,
+        document.sandbox.as_ref().map_or("none", |s| s.mode),
+        document.elapsed_seconds
+    ));
+    for claim in document.ungrounded_claims.iter().flatten() {
+        out.push_str(&format!(
+            "unbacked claim ({}): \"{}\" — no {}\n",
+            claim.kind, claim.text, claim.needs
+        ));
+    }
+    console::stdout(&out);
+}

@@ -1,0 +1,323 @@
+//! `car do`, driven by the scripted model server (both API shapes) through the real `car`
+//! binary: tools through the registry and the policy gate, the bubblewrap sandbox (no network,
+//! nothing writable outside the project), receipts and unbacked claims, the budget, the turn
+//! limit, the recursion guard, and the `car.do/1` document on every path.
+
+use std::process::Output;
+
+use serde_json::{json, Value};
+
+use crate::claude::{ScriptedModel, ToolCall};
+use crate::support::{TestHome, CAR};
+
+fn call(id: &'static str, name: &str, input: Value) -> ToolCall {
+    ToolCall {
+        id,
+        name: name.to_string(),
+        input,
+    }
+}
+
+/// `car do --json` against `model`; the document and the JSON events.
+fn car_do(
+    home: &TestHome,
+    model: &ScriptedModel,
+    extra: &[&str],
+    task: &str,
+) -> (Output, Value, Vec<Value>) {
+    let out = home
+        .command(CAR)
+        .args(["--json", "do", "--model", "claude-scripted"])
+        .args(["--base-url", &format!("http://127.0.0.1:{}", model.port)])
+        .args(extra)
+        .arg(task)
+        .env_remove("ANTHROPIC_API_KEY")
+        .env_remove("CAR_INVOKED_BY")
+        .output()
+        .unwrap();
+    let document: Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+        panic!(
+            "stdout is not one JSON document ({e}):\n{}\nstderr:\n{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        )
+    });
+    let events = String::from_utf8_lossy(&out.stderr)
+        .lines()
+        .filter(|l| l.starts_with('{'))
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .collect();
+    (out, document, events)
+}
+
+/// A probe that connects to `port` on loopback: prints `reached` or exits 1.
+fn probe(port: u16) -> String {
+    format!("python3 -c \"import socket; socket.create_connection(('127.0.0.1', {port}), 3); print('reached')\"")
+}
+
+#[test]
+fn car_do_runs_tools_through_the_gate_in_a_sandbox_and_reports_unbacked_claims() {
+    let home = TestHome::new();
+    assert!(home
+        .car(&["policy", "init", "--preset", "recommended"])
+        .status
+        .success());
+    // Outside the project and outside /tmp (the sandbox has its own /tmp): cargo's target dir.
+    let outside = std::path::Path::new(env!("CARGO_TARGET_TMPDIR"))
+        .join(format!("car-do-outside-{}.txt", std::process::id()));
+    let holder = ScriptedModel::start(vec![], "unused");
+    let model = ScriptedModel::start(
+        vec![
+            call(
+                "t1",
+                "Write",
+                json!({"file_path": "notes.txt", "content": "release on fridays\n"}),
+            ),
+            call(
+                "t2",
+                "Bash",
+                json!({"command": "cat notes.txt && echo written > built.txt"}),
+            ),
+            call("t3", "Bash", json!({"command": probe(holder.port)})),
+            call(
+                "t4",
+                "Write",
+                json!({"file_path": outside.display().to_string(), "content": "x"}),
+            ),
+            call("t5", "Bash", json!({"command": "rm -rf ~"})),
+            call(
+                "t6",
+                "Bash",
+                json!({"command": format!("echo x > {}", outside.display())}),
+            ),
+            call(
+                "t7",
+                "memory_add_fact",
+                json!({"subject": "release day", "body": "we release on fridays"}),
+            ),
+        ],
+        "I wrote notes.txt and all tests pass.",
+    );
+    let (out, doc, events) = car_do(&home, &model, &[], "write the release notes");
+    assert!(out.status.success(), "{doc}");
+    assert_eq!(doc["schema"], "car.do/1");
+    assert_eq!(doc["status"], "success", "{doc}");
+    assert_eq!(doc["summary"], "I wrote notes.txt and all tests pass.");
+    assert_eq!(doc["turns"], 8);
+    assert_eq!(doc["sandbox"]["mode"], "bwrap", "{doc}");
+    assert_eq!(doc["sandbox"]["network"], "none");
+    assert!(doc["sandbox"]["fallback_notice"].is_null());
+
+    let project = &home.project;
+    assert_eq!(
+        std::fs::read_to_string(project.join("notes.txt")).unwrap(),
+        "release on fridays\n"
+    );
+    assert!(
+        project.join("built.txt").exists(),
+        "the project is writable from the sandbox"
+    );
+    assert!(!outside.exists(), "nothing outside the project was written");
+
+    let receipts = &doc["receipts"];
+    assert_eq!(receipts["total"], 7, "{receipts}");
+    assert_eq!(
+        receipts["by_tool"],
+        json!({"Bash": 4, "Write": 2, "memory_add_fact": 1})
+    );
+    assert_eq!(
+        receipts["failed"], 4,
+        "network probe, outside write, rm -rf ~, write outside via the shell: {receipts}"
+    );
+    let sample = receipts["sample"].as_array().unwrap();
+    assert!(sample.len() <= 8);
+    assert!(
+        sample.iter().take(4).all(|r| r["ok"] == false),
+        "failures first: {receipts}"
+    );
+    let brief = |needle: &str| {
+        sample
+            .iter()
+            .any(|r| r["brief"].as_str().unwrap().contains(needle))
+    };
+    assert!(brief("deny_command"), "the policy rule named: {receipts}");
+    assert!(brief("outside the working directory"), "{receipts}");
+    assert!(
+        brief("Read-only file system"),
+        "the sandbox refuses a write outside: {receipts}"
+    );
+    assert!(sample
+        .iter()
+        .all(|r| r["digest"].as_str().unwrap().starts_with("sha256:")));
+
+    // The claims: the Write backs "I wrote"; nothing ran the tests.
+    let claims = doc["ungrounded_claims"].as_array().unwrap();
+    let kinds: Vec<&str> = claims.iter().map(|c| c["kind"].as_str().unwrap()).collect();
+    assert_eq!(kinds, ["tests_pass"], "{doc}");
+
+    // The event stream: started first, completed last, one tool_called per call.
+    assert_eq!(events.first().unwrap()["type"], "started");
+    assert_eq!(events.last().unwrap()["type"], "completed");
+    assert_eq!(
+        events.iter().filter(|e| e["type"] == "tool_called").count(),
+        7
+    );
+
+    // Every call is in the execution log, from the agent face; the fact is in memory.
+    let executions = home.car_json(&["executions", "--limit", "20"]);
+    assert!(executions.to_string().contains("\"agent\""), "{executions}");
+    let recalled = home.car_json(&["memory", "query", "which day do we release?"]);
+    assert_eq!(recalled["results"][0]["subject"], "release day");
+
+    // The same probe outside the sandbox reaches the server.
+    let model = ScriptedModel::start(
+        vec![call("n1", "Bash", json!({"command": probe(holder.port)}))],
+        "Done.",
+    );
+    let (_, doc, _) = car_do(&home, &model, &["--no-sandbox"], "probe the server");
+    assert_eq!(doc["sandbox"]["mode"], "none");
+    assert!(doc["sandbox"]["fallback_notice"]
+        .as_str()
+        .unwrap()
+        .contains("--no-sandbox"));
+    assert_eq!(doc["receipts"]["failed"], 0, "{doc}");
+    assert!(
+        doc["receipts"]["sample"][0]["brief"]
+            .as_str()
+            .unwrap()
+            .contains("reached"),
+        "{doc}"
+    );
+}
+
+#[test]
+fn car_do_speaks_the_openai_shape_and_stops_at_its_limits() {
+    let home = TestHome::new();
+    let calls = || {
+        vec![
+            call("c1", "Bash", json!({"command": "echo one"})),
+            call("c2", "Bash", json!({"command": "echo two"})),
+            call("c3", "Bash", json!({"command": "echo three"})),
+        ]
+    };
+    let model = ScriptedModel::start(calls(), "Ran the three echoes.");
+    let out = home
+        .command(CAR)
+        .args([
+            "--json",
+            "do",
+            "--model",
+            "qwen2.5-coder",
+            "--provider",
+            "openai",
+        ])
+        .args(["--base-url", &format!("http://127.0.0.1:{}/v1", model.port)])
+        .arg("echo three words")
+        .env_remove("OPENAI_API_KEY")
+        .output()
+        .unwrap();
+    let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(doc["status"], "success", "{doc}");
+    assert_eq!(doc["provider"], "openai");
+    assert_eq!(doc["receipts"]["total"], 3);
+    assert_eq!(
+        doc["ungrounded_claims"],
+        json!([]),
+        "a Bash call backs 'ran': {doc}"
+    );
+    let last = model
+        .requests()
+        .into_iter()
+        .rfind(|r| r.path == "/v1/chat/completions")
+        .unwrap();
+    let tool_messages = last.body["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|m| m["role"] == "tool")
+        .count();
+    assert_eq!(tool_messages, 3, "each result went back as a tool message");
+
+    // The turn limit ends the run with status max_turns and a valid document.
+    let model = ScriptedModel::start(calls(), "unused");
+    let (out, doc, _) = car_do(&home, &model, &["--max-turns", "2"], "echo");
+    assert!(out.status.success());
+    assert_eq!(
+        (doc["status"].as_str(), doc["turns"].as_u64()),
+        (Some("max_turns"), Some(2)),
+        "{doc}"
+    );
+    // The token budget (each scripted turn costs 110 tokens) stops it with an error document.
+    let model = ScriptedModel::start(calls(), "unused");
+    let (out, doc, events) = car_do(&home, &model, &["--token-budget", "150"], "echo");
+    assert!(!out.status.success());
+    assert_eq!(doc["status"], "error");
+    assert_eq!(doc["error"], "TokenBudgetExhausted", "{doc}");
+    assert!(
+        doc.get("summary").is_none(),
+        "an error document has no summary"
+    );
+    assert_eq!(events.last().unwrap()["type"], "failed");
+}
+
+#[test]
+fn car_do_refuses_clearly_without_a_model_a_key_or_to_relaunch_its_host() {
+    let home = TestHome::new();
+    let out = home
+        .command(CAR)
+        .args(["--json", "do", "anything"])
+        .env_remove("CAR_DO_MODEL")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(
+        (doc["status"].as_str(), doc["error"].as_str()),
+        (Some("error"), Some("InvalidArguments"))
+    );
+
+    let out = home
+        .command(CAR)
+        .args(["--json", "do", "--model", "claude-sonnet-4-5", "anything"])
+        .env_remove("ANTHROPIC_API_KEY")
+        .env_remove("ANTHROPIC_BASE_URL")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert!(
+        doc["message"]
+            .as_str()
+            .unwrap()
+            .contains("ANTHROPIC_API_KEY"),
+        "{doc}"
+    );
+
+    // Started by Claude Code, car do does not launch claude again.
+    let model = ScriptedModel::start(
+        vec![call(
+            "r1",
+            "Bash",
+            json!({"command": "claude -p 'do it for me'"}),
+        )],
+        "Could not delegate.",
+    );
+    let out = home
+        .command(CAR)
+        .args(["--json", "do", "--model", "claude-scripted"])
+        .args(["--base-url", &format!("http://127.0.0.1:{}", model.port)])
+        .arg("delegate")
+        .env("CAR_INVOKED_BY", "claude-code")
+        .output()
+        .unwrap();
+    let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let receipt = &doc["receipts"]["sample"][0];
+    assert_eq!(receipt["ok"], false, "{doc}");
+    assert!(
+        receipt["brief"]
+            .as_str()
+            .unwrap()
+            .contains("CAR_INVOKED_BY"),
+        "{doc}"
+    );
+}
