@@ -33,6 +33,28 @@ pub struct Task {
     pub max_turns: u32,
     /// Input plus output tokens the run may spend.
     pub token_budget: u64,
+    /// `--until`: a shell check run (in the sandbox) when the model says it is done; until it
+    /// exits 0 the model is sent back to work with its output.
+    pub until: Option<String>,
+}
+
+/// The `goal` block of a run with `--until`.
+#[derive(Debug, Clone, Serialize)]
+pub struct Goal {
+    pub check: String,
+    pub passed: bool,
+    /// True: the check's exit code decided, not a model's judgement.
+    pub grounded: bool,
+    pub iterations: u32,
+    /// `passed`, `max_turns`, `budget`, `interrupted`, `error`.
+    pub halt: &'static str,
+}
+
+fn halted(goal: &Option<Goal>, halt: &'static str) -> Option<Goal> {
+    goal.clone().map(|g| Goal {
+        halt: if g.passed { "passed" } else { halt },
+        ..g
+    })
 }
 
 /// One progress event (`{type, phase, message, data}` on stderr as JSONL).
@@ -117,6 +139,8 @@ pub struct Document {
     pub elapsed_seconds: f64,
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub suggestions: Vec<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub goal: Option<Goal>,
 }
 
 #[derive(Debug, Clone, Copy, Default, Serialize)]
@@ -158,6 +182,7 @@ impl Document {
             sandbox,
             elapsed_seconds: 0.0,
             suggestions: failure.suggestions,
+            goal: None,
         }
     }
 }
@@ -230,12 +255,20 @@ pub async fn run(
         ..Tokens::default()
     };
     let mut turns = 0;
+    let mut goal = task.until.clone().map(|check| Goal {
+        check,
+        passed: false,
+        grounded: true,
+        iterations: 0,
+        halt: "running",
+    });
     let finish = |status: &'static str,
                   summary: Option<String>,
                   failure: Option<Failure>,
                   turns: u32,
                   tokens: Tokens,
-                  receipts: &[Receipt]| {
+                  receipts: &[Receipt],
+                  goal: Option<Goal>| {
         let ungrounded = summary.as_deref().map(|s| claims::ungrounded(s, receipts));
         let (error, message, suggestions) = match failure {
             Some(f) => (Some(f.kind), Some(f.message), f.suggestions),
@@ -257,6 +290,7 @@ pub async fn run(
             sandbox: Some(sandbox.clone()),
             elapsed_seconds: (started.elapsed().as_secs_f64() * 100.0).round() / 100.0,
             suggestions,
+            goal,
         }
     };
     loop {
@@ -267,7 +301,8 @@ pub async fn run(
                 suggestions: vec![],
             };
             emit(failed_event(&failure));
-            return finish("error", None, Some(failure), turns, tokens, &receipts);
+            let goal = halted(&goal, "interrupted");
+            return finish("error", None, Some(failure), turns, tokens, &receipts, goal);
         }
         if turns >= task.max_turns {
             let summary =
@@ -278,7 +313,16 @@ pub async fn run(
                 message: summary.clone(),
                 data: json!({"status": "max_turns"}),
             });
-            return finish("max_turns", Some(summary), None, turns, tokens, &receipts);
+            let goal = halted(&goal, "max_turns");
+            return finish(
+                "max_turns",
+                Some(summary),
+                None,
+                turns,
+                tokens,
+                &receipts,
+                goal,
+            );
         }
         if tokens.input + tokens.output >= task.token_budget {
             let failure = Failure {
@@ -291,7 +335,8 @@ pub async fn run(
                 suggestions: vec!["raise the budget with --token-budget".into()],
             };
             emit(failed_event(&failure));
-            return finish("error", None, Some(failure), turns, tokens, &receipts);
+            let goal = halted(&goal, "budget");
+            return finish("error", None, Some(failure), turns, tokens, &receipts, goal);
         }
         turns += 1;
         let reply = match model.turn(SYSTEM, &messages, &tools).await {
@@ -299,7 +344,8 @@ pub async fn run(
             Err(e) => {
                 let failure = model_failure(&e);
                 emit(failed_event(&failure));
-                return finish("error", None, Some(failure), turns, tokens, &receipts);
+                let goal = halted(&goal, "error");
+                return finish("error", None, Some(failure), turns, tokens, &receipts, goal);
             }
         };
         tokens.input += reply.input_tokens;
@@ -336,13 +382,53 @@ pub async fn run(
         });
         if calls.is_empty() {
             let summary = text.join("\n");
+            if let Some(g) = goal.as_mut() {
+                g.iterations += 1;
+                let receipt = run_check(sandbox, &g.check).await;
+                let passed = receipt.ok;
+                emit(Event {
+                    kind: "goal_evaluated",
+                    phase: "goal",
+                    message: format!(
+                        "{} → {}",
+                        g.check,
+                        if passed { "passed" } else { "not yet" }
+                    ),
+                    data: json!({"check": g.check, "passed": passed, "iteration": g.iterations,
+                                 "exit_code": receipt.exit_code}),
+                });
+                let brief = receipt.brief.clone();
+                receipts.push(receipt);
+                if passed {
+                    g.passed = true;
+                    g.halt = "passed";
+                } else {
+                    messages.push(Message {
+                        role: Role::User,
+                        blocks: vec![Block::Text(format!(
+                            "The check `{}` does not pass yet ({brief}). Keep working until it passes.",
+                            g.check
+                        ))],
+                    });
+                    continue;
+                }
+            }
             emit(Event {
                 kind: "completed",
                 phase: "end",
                 message: truncate(&summary, 500),
                 data: json!({"status": "success", "turns": turns}),
             });
-            return finish("success", Some(summary), None, turns, tokens, &receipts);
+            let goal = goal.clone();
+            return finish(
+                "success",
+                Some(summary),
+                None,
+                turns,
+                tokens,
+                &receipts,
+                goal,
+            );
         }
         let mut results = Vec::new();
         for (id, name, input) in calls {
@@ -418,6 +504,35 @@ pub async fn run(
             role: Role::User,
             blocks: results,
         });
+    }
+}
+
+/// Runs the `--until` check in the sandbox; its receipt (tool `until`).
+async fn run_check(sandbox: &Sandbox, check: &str) -> Receipt {
+    let started = Instant::now();
+    let output = sandbox.command(check, &sandbox.root).output().await;
+    let (exit_code, content) = match output {
+        Ok(out) => (
+            out.status.code(),
+            json!({"exit_code": out.status.code(),
+                   "stdout": String::from_utf8_lossy(&out.stdout),
+                   "stderr": String::from_utf8_lossy(&out.stderr)})
+            .to_string(),
+        ),
+        Err(e) => (
+            None,
+            json!({"exit_code": null, "stderr": e.to_string()}).to_string(),
+        ),
+    };
+    Receipt {
+        tool: "until".into(),
+        ok: exit_code == Some(0),
+        exit_code,
+        duration_ms: started.elapsed().as_millis() as u64,
+        brief: truncate(&brief_of(&content, exit_code), BRIEF_MAX),
+        digest: format!("sha256:{:x}", sha2::Sha256::digest(content.as_bytes())),
+        execution_id: String::new(),
+        subject: check.to_string(),
     }
 }
 

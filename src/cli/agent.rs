@@ -57,6 +57,10 @@ pub struct DoArgs {
     /// Let shell commands write the project's .git (commits); read-only by default.
     #[arg(long)]
     pub allow_git_writes: bool,
+    /// A shell check (run in the sandbox) that must exit 0: when the model says it is done and
+    /// the check fails, the model goes back to work with its output (the `goal` block).
+    #[arg(long, value_name = "SHELL CHECK")]
+    pub until: Option<String>,
 }
 
 pub async fn run(env: &Env, args: DoArgs) -> ExitCode {
@@ -65,6 +69,7 @@ pub async fn run(env: &Env, args: DoArgs) -> ExitCode {
         task: args.task.join(" "),
         max_turns: args.max_turns.max(1),
         token_budget: args.token_budget,
+        until: args.until.clone(),
     };
     let model_name = args.model.clone().unwrap_or_default();
     let provider = args

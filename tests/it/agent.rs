@@ -321,3 +321,52 @@ fn car_do_refuses_clearly_without_a_model_a_key_or_to_relaunch_its_host() {
         "{doc}"
     );
 }
+
+#[test]
+fn until_sends_the_model_back_until_its_check_passes() {
+    let home = TestHome::new();
+    let model = ScriptedModel::start(
+        vec![call(
+            "u1",
+            "Bash",
+            json!({"command": "echo draft > out.txt"}),
+        )],
+        "Done.",
+    );
+    // Fails the first time (and leaves a marker), passes the second.
+    let check = "test -f .until-seen || { touch .until-seen; echo 'not yet' >&2; exit 1; }";
+    let (out, doc, events) = car_do(&home, &model, &["--until", check], "write out.txt");
+    assert!(out.status.success(), "{doc}");
+    assert_eq!(doc["status"], "success");
+    assert_eq!(
+        doc["goal"],
+        json!({"check": check, "passed": true, "grounded": true, "iterations": 2, "halt": "passed"}),
+        "{doc}"
+    );
+    assert_eq!(doc["receipts"]["by_tool"]["until"], 2);
+    assert_eq!(
+        events
+            .iter()
+            .filter(|e| e["type"] == "goal_evaluated")
+            .count(),
+        2
+    );
+    let told = model
+        .requests()
+        .iter()
+        .any(|r| r.body.to_string().contains("does not pass yet"));
+    assert!(told, "the model heard why it is not done");
+
+    // A check that never passes ends at the turn limit, not passed.
+    let model = ScriptedModel::start(vec![], "Done.");
+    let (_, doc, _) = car_do(
+        &home,
+        &model,
+        &["--until", "false", "--max-turns", "3"],
+        "never",
+    );
+    assert_eq!(doc["status"], "max_turns", "{doc}");
+    assert_eq!(doc["goal"]["passed"], false);
+    assert_eq!(doc["goal"]["halt"], "max_turns");
+    assert_eq!(doc["goal"]["iterations"], 3);
+}

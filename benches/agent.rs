@@ -1,0 +1,171 @@
+//! `car do`'s own costs, beside the model's time:
+//!
+//! 1. sandbox start-up per shell command: `true` under bubblewrap against `true` with no
+//!    sandbox, interleaved, medians and their ratio;
+//! 2. the loop's overhead per turn: `agent::run` against a model server on loopback that
+//!    answers at once (one `Read` call per turn, then a final answer), so the time per turn is
+//!    CAR's work — the request, the dispatch through the registry and the gate, the receipt —
+//!    plus a loopback round trip; and the dispatch of one `Read` call alone.
+//!
+//! `cargo bench --bench agent` (`BENCH_RUNS`, default 100; `BENCH_TURNS`, default 50). Prints JSON.
+
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::print_stdout,
+    clippy::print_stderr
+)] // test, bench and example code may unwrap and print
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::Instant;
+
+use axum::routing::post;
+use axum::{Json, Router};
+use car::agent::model::{Model, ModelConfig, Provider};
+use car::agent::sandbox::{Request, Sandbox};
+use car::agent::tools::Workspace;
+use car::agent::Task;
+use car::{App, Context, Face, Memory};
+use serde_json::{json, Value};
+
+fn median(values: &mut [f64]) -> f64 {
+    values.sort_by(f64::total_cmp);
+    values[values.len() / 2]
+}
+
+fn env_usize(name: &str, default: usize) -> usize {
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
+#[tokio::main]
+async fn main() {
+    let runs = env_usize("BENCH_RUNS", 100);
+    let turns = env_usize("BENCH_TURNS", 50);
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().canonicalize().unwrap();
+    std::fs::write(root.join("notes.txt"), "release on fridays\n").unwrap();
+
+    // 1. Sandbox start-up.
+    let sandboxed = Sandbox::choose(Request::Required, &root, false);
+    let plain = Sandbox::choose(Request::Off, &root, false).unwrap();
+    let mut bwrap_ms = Vec::new();
+    let mut none_ms = Vec::new();
+    for _ in 0..runs {
+        if let Ok(sandbox) = &sandboxed {
+            let started = Instant::now();
+            let status = sandbox.command("true", &root).status().await.unwrap();
+            assert!(status.success());
+            bwrap_ms.push(started.elapsed().as_secs_f64() * 1000.0);
+        }
+        let started = Instant::now();
+        assert!(plain
+            .command("true", &root)
+            .status()
+            .await
+            .unwrap()
+            .success());
+        none_ms.push(started.elapsed().as_secs_f64() * 1000.0);
+    }
+    let none = median(&mut none_ms);
+    let sandbox = if bwrap_ms.is_empty() {
+        json!({"bwrap": null, "why": sandboxed.err()})
+    } else {
+        let bwrap = median(&mut bwrap_ms);
+        json!({"bwrap_ms_p50": bwrap, "none_ms_p50": none, "bwrap_over_none": bwrap / none})
+    };
+
+    // 2. The loop against a model that answers at once.
+    let served = Arc::new(AtomicUsize::new(0));
+    let count = served.clone();
+    let limit = turns;
+    let app = Router::new().route(
+        "/v1/messages",
+        post(move |Json(body): Json<Value>| {
+            let count = count.clone();
+            async move {
+                let n = count.fetch_add(1, Ordering::SeqCst);
+                let answered = body["messages"]
+                    .as_array()
+                    .map_or(0, |m| m.iter().filter(|m| m["role"] == "user").count())
+                    - 1;
+                let content = if answered < limit {
+                    json!([{"type": "tool_use", "id": format!("t{n}"), "name": "Read",
+                            "input": {"file_path": "notes.txt"}}])
+                } else {
+                    json!([{"type": "text", "text": "Read the notes."}])
+                };
+                Json(json!({"id": "m", "type": "message", "role": "assistant", "content": content,
+                            "stop_reason": "end_turn", "usage": {"input_tokens": 1, "output_tokens": 1}}))
+            }
+        }),
+    );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let base = format!("http://{}", listener.local_addr().unwrap());
+    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+    let workspace = Arc::new(Workspace {
+        root: root.clone(),
+        sandbox: plain.clone(),
+        invoked_by: None,
+    });
+    let mut builder = App::builder().memory(Arc::new(Memory::in_memory().unwrap()));
+    for tool in car::agent::tools::tools(workspace) {
+        builder = builder.tool(tool);
+    }
+    let app = builder.build().unwrap();
+    let model = Model::new(ModelConfig {
+        provider: Provider::Anthropic,
+        model: "claude-bench".into(),
+        base_url: Some(base),
+        max_tokens: 100,
+    })
+    .unwrap();
+    let task = Task {
+        task: "read the notes".into(),
+        max_turns: (turns + 5) as u32,
+        token_budget: u64::MAX,
+        until: None,
+    };
+    let started = Instant::now();
+    let document = car::agent::run(
+        &task,
+        &model,
+        app.runtime(),
+        &Context::new(Face::Agent),
+        &plain,
+        tokio_util::sync::CancellationToken::new(),
+        |_| {},
+    )
+    .await;
+    let wall = started.elapsed().as_secs_f64() * 1000.0;
+    assert_eq!(document.status, "success", "{document:?}");
+    // The dispatch alone: the same Read call through the registry (schema, gate, log).
+    let mut dispatch = Vec::new();
+    for _ in 0..runs.max(100) {
+        let started = Instant::now();
+        let outcome = app
+            .runtime()
+            .call(
+                "Read",
+                json!({"file_path": "notes.txt"}),
+                &Context::new(Face::Agent),
+                car::CallOptions::default(),
+            )
+            .await
+            .unwrap();
+        assert!(outcome.result.is_ok());
+        dispatch.push(started.elapsed().as_secs_f64() * 1000.0);
+    }
+    println!(
+        "{}",
+        json!({
+            "sandbox_startup": sandbox,
+            "loop": {"turns": document.turns, "wall_ms": wall, "per_turn_ms": wall / f64::from(document.turns),
+                     "dispatch_ms_p50": median(&mut dispatch)},
+            "runs": runs,
+        })
+    );
+}
