@@ -9,6 +9,7 @@ use clap::Args;
 
 use super::{console, inproc, Env};
 use crate::agent::model::{Model, ModelConfig, Provider};
+use crate::agent::runs::{Launch, Runs, StartArgs};
 use crate::agent::sandbox::{Request, Sandbox};
 use crate::agent::tools::Workspace;
 use crate::agent::{self, Document, Event, Failure, Task};
@@ -63,44 +64,95 @@ pub struct DoArgs {
     pub until: Option<String>,
 }
 
-pub async fn run(env: &Env, args: DoArgs) -> ExitCode {
-    let json = env.json;
-    let task = Task {
-        task: args.task.join(" "),
-        max_turns: args.max_turns.max(1),
-        token_budget: args.token_budget,
-        until: args.until.clone(),
-    };
-    let model_name = args.model.clone().unwrap_or_default();
-    let provider = args
+/// What a run is asked for, from `car do`'s flags or `assistant_start`'s arguments.
+#[derive(Debug, Clone)]
+pub(crate) struct Options {
+    pub task: String,
+    pub model: Option<String>,
+    pub provider: Option<Provider>,
+    pub base_url: Option<String>,
+    pub max_turns: u32,
+    pub token_budget: u64,
+    pub max_tokens: u32,
+    pub no_sandbox: bool,
+    pub allow_git_writes: bool,
+    pub until: Option<String>,
+    pub invoked_by: Option<String>,
+}
+
+impl Options {
+    fn of(args: &DoArgs) -> Options {
+        Options {
+            task: args.task.join(" "),
+            model: args.model.clone(),
+            provider: args.provider,
+            base_url: args.base_url.clone(),
+            max_turns: args.max_turns,
+            token_budget: args.token_budget,
+            max_tokens: args.max_tokens,
+            no_sandbox: args.no_sandbox,
+            allow_git_writes: args.allow_git_writes,
+            until: args.until.clone(),
+            invoked_by: std::env::var("CAR_INVOKED_BY")
+                .ok()
+                .filter(|v| !v.trim().is_empty()),
+        }
+    }
+
+    /// `assistant_start`'s arguments, with the daemon's defaults for the rest.
+    pub(crate) fn of_start(args: &StartArgs) -> Options {
+        Options {
+            task: args.task.clone(),
+            model: args
+                .model
+                .clone()
+                .or_else(|| std::env::var("CAR_DO_MODEL").ok()),
+            provider: None,
+            base_url: None,
+            max_turns: args.max_turns.unwrap_or(40),
+            token_budget: 1_000_000,
+            max_tokens: 8192,
+            no_sandbox: false,
+            allow_git_writes: false,
+            until: args.until.clone(),
+            invoked_by: args.invoked_by.clone(),
+        }
+    }
+}
+
+/// Why a run could not start: the failure, the sandbox if one was chosen, the exit code.
+pub(crate) struct Refused {
+    pub failure: Failure,
+    pub sandbox: Option<Sandbox>,
+    pub exit: u8,
+}
+
+/// The model, the sandbox and an `App` with the workspace tools, for one run.
+pub(crate) fn prepare(env: &Env, options: &Options) -> Result<Launch, Refused> {
+    let model_name = options.model.clone().unwrap_or_default();
+    let provider = options
         .provider
         .unwrap_or_else(|| Provider::infer(&model_name));
-    let refuse = |failure: Failure, sandbox: Option<Sandbox>, exit: u8| {
-        let document = Document::refused(failure, &model_name, provider.as_str(), sandbox);
-        print_document(json, &document);
-        ExitCode::from(exit)
-    };
     if model_name.trim().is_empty() {
-        return refuse(
-            Failure {
+        return Err(Refused {
+            failure: Failure {
                 kind: "InvalidArguments",
                 message: "no model named: pass --model or set CAR_DO_MODEL".into(),
                 suggestions: vec!["car do --model claude-sonnet-4-5 \"…\"".into()],
             },
-            None,
-            2,
-        );
+            sandbox: None,
+            exit: 2,
+        });
     }
-    let request = if args.no_sandbox {
+    let request = if options.no_sandbox {
         Request::Off
     } else {
         Request::Required
     };
-    let sandbox = match Sandbox::choose(request, &env.project_root, args.allow_git_writes) {
-        Ok(sandbox) => sandbox,
-        Err(why) => {
-            return refuse(
-                Failure {
+    let sandbox =
+        Sandbox::choose(request, &env.project_root, options.allow_git_writes).map_err(|why| {
+            Refused {
+                failure: Failure {
                     kind: "SandboxUnavailable",
                     message: why,
                     suggestions: vec![
@@ -108,53 +160,91 @@ pub async fn run(env: &Env, args: DoArgs) -> ExitCode {
                         "car do --no-sandbox …".into(),
                     ],
                 },
-                None,
-                1,
-            )
-        }
-    };
-    let model = match Model::new(ModelConfig {
+                sandbox: None,
+                exit: 1,
+            }
+        })?;
+    let model = Model::new(ModelConfig {
         provider,
-        model: model_name.clone(),
-        base_url: args.base_url.clone(),
-        max_tokens: args.max_tokens,
-    }) {
-        Ok(model) => model,
-        Err(e) => {
-            return refuse(
-                Failure {
-                    kind: "AssistantLoopFailed",
-                    message: e.to_string(),
-                    suggestions: vec![format!("export {}=…", provider.key_env())],
-                },
-                Some(sandbox),
-                1,
-            )
-        }
-    };
+        model: model_name,
+        base_url: options.base_url.clone(),
+        max_tokens: options.max_tokens,
+    })
+    .map_err(|e| Refused {
+        failure: Failure {
+            kind: "AssistantLoopFailed",
+            message: e.to_string(),
+            suggestions: vec![format!("export {}=…", provider.key_env())],
+        },
+        sandbox: Some(sandbox.clone()),
+        exit: 1,
+    })?;
     let workspace = Arc::new(Workspace {
         root: sandbox.root.clone(),
         sandbox: sandbox.clone(),
-        invoked_by: std::env::var("CAR_INVOKED_BY")
-            .ok()
-            .filter(|v| !v.trim().is_empty()),
+        invoked_by: options.invoked_by.clone(),
     });
-    let app = match App::open(&env.home, &env.project_root, |memory| {
+    let app = App::open(&env.home, &env.project_root, |memory| {
         let mut tools = inproc::tools(&env.home, &env.project_root, memory.clone());
         tools.extend(agent::tools::tools(workspace.clone()));
         tools
-    }) {
-        Ok(app) => app,
-        Err(e) => {
-            return refuse(
-                Failure {
-                    kind: "AssistantLoopFailed",
-                    message: e.to_string(),
-                    suggestions: vec![],
-                },
-                Some(sandbox),
-                1,
-            )
+    })
+    .map_err(|e| Refused {
+        failure: Failure {
+            kind: "AssistantLoopFailed",
+            message: e.to_string(),
+            suggestions: vec![],
+        },
+        sandbox: Some(sandbox.clone()),
+        exit: 1,
+    })?;
+    Ok(Launch {
+        model,
+        sandbox,
+        runtime: Arc::new(app),
+        context: Context::new(Face::Agent).grants(crate::home::confirm_grants_from_env()),
+        task: Task {
+            task: options.task.clone(),
+            max_turns: options.max_turns.max(1),
+            token_budget: options.token_budget,
+            until: options.until.clone(),
+        },
+    })
+}
+
+/// The daemon's runs: `assistant_start|poll|cancel` over runs prepared like `car do`'s.
+pub(crate) fn daemon_runs(env: &Env) -> Runs {
+    let home = env.home.clone();
+    let root = env.project_root.clone();
+    Runs::new(Arc::new(move |args: &StartArgs| {
+        let env = Env {
+            home: home.clone(),
+            project_root: root.clone(),
+            json: true,
+            store: None,
+        };
+        prepare(&env, &Options::of_start(args)).map_err(|refused| {
+            let mut message = refused.failure.message;
+            for suggestion in refused.failure.suggestions {
+                message.push_str(&format!("; try: {suggestion}"));
+            }
+            message
+        })
+    }))
+}
+
+pub async fn run(env: &Env, args: DoArgs) -> ExitCode {
+    let json = env.json;
+    let options = Options::of(&args);
+    let launch = match prepare(env, &options) {
+        Ok(launch) => launch,
+        Err(refused) => {
+            let model = options.model.clone().unwrap_or_default();
+            let provider = options.provider.unwrap_or_else(|| Provider::infer(&model));
+            let document =
+                Document::refused(refused.failure, &model, provider.as_str(), refused.sandbox);
+            print_document(json, &document);
+            return ExitCode::from(refused.exit);
         }
     };
     let stop = tokio_util::sync::CancellationToken::new();
@@ -164,13 +254,12 @@ pub async fn run(env: &Env, args: DoArgs) -> ExitCode {
             on_signal.cancel();
         }
     });
-    let context = Context::new(Face::Agent).grants(crate::home::confirm_grants_from_env());
     let document = agent::run(
-        &task,
-        &model,
-        app.runtime(),
-        &context,
-        &sandbox,
+        &launch.task,
+        &launch.model,
+        launch.runtime.runtime(),
+        &launch.context,
+        &launch.sandbox,
         stop,
         |event| show_event(json, &event),
     )

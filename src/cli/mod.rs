@@ -291,8 +291,15 @@ pub fn init_logging_to(log: Option<crate::server::logfile::LogWriter>) {
 /// CAR for this command, opened through the composition root (with the project commands the
 /// MCP tools run in-process).
 pub(crate) fn open_app(env: &Env) -> Result<App, Failure> {
+    open_app_with(env, Vec::new())
+}
+
+/// [`open_app`] with a face's own tools too (the daemon's `assistant_*`).
+pub(crate) fn open_app_with(env: &Env, extra: Vec<crate::runtime::Tool>) -> Result<App, Failure> {
     App::open(&env.home, &env.project_root, |memory| {
-        inproc::tools(&env.home, &env.project_root, memory.clone())
+        let mut tools = inproc::tools(&env.home, &env.project_root, memory.clone());
+        tools.extend(extra);
+        tools
     })
     .map_err(|e| Failure::new("open", e.to_string()))
 }

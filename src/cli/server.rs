@@ -5,7 +5,7 @@ use std::process::ExitCode;
 
 use clap::Parser;
 
-use super::{console, init_logging_to, open_app, resolve, LocationArgs};
+use super::{console, init_logging_to, open_app_with, resolve, LocationArgs};
 use crate::home::{self, Home};
 use crate::runtime::{Context, Face};
 use crate::server::lifecycle::{DaemonDir, DaemonLock, DaemonState};
@@ -150,7 +150,9 @@ pub fn main() -> ExitCode {
         }
     };
     runtime.block_on(async move {
-        let app = match open_app(&env) {
+        // `car do` on the daemon: assistant_start, assistant_poll, assistant_cancel.
+        let runs = super::agent::daemon_runs(&env);
+        let app = match open_app_with(&env, runs.tools()) {
             Ok(app) => app,
             Err(failure) => {
                 say.line(&format!("car-server: {}", failure.message));

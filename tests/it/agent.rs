@@ -370,3 +370,78 @@ fn until_sends_the_model_back_until_its_check_passes() {
     assert_eq!(doc["goal"]["halt"], "max_turns");
     assert_eq!(doc["goal"]["iterations"], 3);
 }
+
+/// A run started over car-server's /mcp by one client, which then goes away, is polled to the
+/// end by a second client.
+#[test]
+fn a_daemon_run_started_by_one_client_is_polled_to_the_end_by_another() {
+    use rmcp::model::CallToolRequestParams;
+    use rmcp::transport::StreamableHttpClientTransport;
+    use rmcp::ServiceExt;
+
+    let home = TestHome::new();
+    let model = ScriptedModel::start(
+        vec![call(
+            "d1",
+            "Write",
+            json!({"file_path": "daemon.txt", "content": "from the daemon\n"}),
+        )],
+        "I wrote daemon.txt.",
+    );
+    let base = format!("http://127.0.0.1:{}", model.port);
+    let server = crate::server::Server::start_with(&home, &[], &[("ANTHROPIC_BASE_URL", &base)]);
+    let url = server.mcp();
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let document = runtime.block_on(async {
+        let connect = || async {
+            ().serve(StreamableHttpClientTransport::from_uri(url.as_str()))
+                .await
+                .unwrap()
+        };
+        let args = |v: Value| v.as_object().cloned().unwrap();
+        let first = connect().await;
+        let started = first
+            .call_tool(CallToolRequestParams::new("assistant_start").with_arguments(args(
+                json!({"task": "write daemon.txt", "model": "claude-scripted", "invoked_by": "claude-code"}),
+            )))
+            .await
+            .unwrap();
+        let run_id = started.structured_content.unwrap()["run_id"]
+            .as_str()
+            .unwrap()
+            .to_string();
+        first.cancel().await.unwrap();
+
+        let second = connect().await;
+        let mut after = 0;
+        let mut seen = Vec::new();
+        for _ in 0..600 {
+            let polled = second
+                .call_tool(
+                    CallToolRequestParams::new("assistant_poll")
+                        .with_arguments(args(json!({"run_id": run_id, "after": after}))),
+                )
+                .await
+                .unwrap()
+                .structured_content
+                .unwrap();
+            after = polled["next"].as_u64().unwrap();
+            seen.extend(polled["events"].as_array().unwrap().iter().map(|e| e["type"].clone()));
+            if polled["done"] == true {
+                return (polled["document"].clone(), seen);
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        }
+        panic!("the run did not finish: {seen:?}");
+    });
+    let (document, seen) = document;
+    assert_eq!(document["schema"], "car.do/1");
+    assert_eq!(document["status"], "success", "{document}");
+    assert_eq!(document["receipts"]["by_tool"], json!({"Write": 1}));
+    assert_eq!(seen.first().unwrap(), "started", "{seen:?}");
+    assert_eq!(seen.last().unwrap(), "completed", "{seen:?}");
+    assert_eq!(
+        std::fs::read_to_string(home.project.join("daemon.txt")).unwrap(),
+        "from the daemon\n"
+    );
+}

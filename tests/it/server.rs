@@ -17,10 +17,16 @@ pub(crate) struct Server {
 
 impl Server {
     pub(crate) fn start(home: &TestHome, args: &[&str]) -> Server {
+        Server::start_with(home, args, &[])
+    }
+
+    /// With extra environment variables.
+    pub(crate) fn start_with(home: &TestHome, args: &[&str], envs: &[(&str, &str)]) -> Server {
         let mut child = home
             .command(CAR_SERVER)
             .args(["--mcp-bind", "127.0.0.1:0", "--port", "0"])
             .args(args)
+            .envs(envs.iter().copied())
             .stdout(Stdio::null())
             .stderr(Stdio::piped())
             .spawn()
@@ -220,7 +226,8 @@ fn the_python_mcp_sdk_lists_and_calls_tools_over_http() {
     );
     let report: Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(report["server"], "car-server");
-    assert_eq!(report["tools"].as_array().unwrap().len(), 23);
+    // car-mcp's 23 and the daemon's assistant_start, assistant_poll, assistant_cancel.
+    assert_eq!(report["tools"].as_array().unwrap().len(), 26);
     assert_eq!(report["recalled"][0]["subject"], "deploys");
     assert_eq!(report["error_is_error"], true);
     assert!(report["prompt"].as_str().unwrap().contains("canary"));
@@ -1177,7 +1184,7 @@ fn the_mcp_inspector_lists_and_calls_car_server_tools_over_http() {
         (value, stderr)
     };
     let (listed, stderr) = inspect(&["--method", "tools/list", "--strict"]);
-    assert_eq!(listed["tools"].as_array().unwrap().len(), 23, "{listed}");
+    assert_eq!(listed["tools"].as_array().unwrap().len(), 26, "{listed}");
     assert!(
         !stderr.lines().any(|l| l.starts_with("Warning")),
         "{stderr}"
