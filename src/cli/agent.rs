@@ -128,13 +128,13 @@ pub(crate) struct Refused {
 }
 
 /// The model, the sandbox and an `App` with the workspace tools, for one run.
-pub(crate) fn prepare(env: &Env, options: &Options) -> Result<Launch, Refused> {
+pub(crate) fn prepare(env: &Env, options: &Options) -> Result<Launch, Box<Refused>> {
     let model_name = options.model.clone().unwrap_or_default();
     let provider = options
         .provider
         .unwrap_or_else(|| Provider::infer(&model_name));
     if model_name.trim().is_empty() {
-        return Err(Refused {
+        return Err(Box::new(Refused {
             failure: Failure {
                 kind: "InvalidArguments",
                 message: "no model named: pass --model or set CAR_DO_MODEL".into(),
@@ -142,7 +142,7 @@ pub(crate) fn prepare(env: &Env, options: &Options) -> Result<Launch, Refused> {
             },
             sandbox: None,
             exit: 2,
-        });
+        }));
     }
     let request = if options.no_sandbox {
         Request::Off
@@ -170,14 +170,16 @@ pub(crate) fn prepare(env: &Env, options: &Options) -> Result<Launch, Refused> {
         base_url: options.base_url.clone(),
         max_tokens: options.max_tokens,
     })
-    .map_err(|e| Refused {
-        failure: Failure {
-            kind: "AssistantLoopFailed",
-            message: e.to_string(),
-            suggestions: vec![format!("export {}=…", provider.key_env())],
-        },
-        sandbox: Some(sandbox.clone()),
-        exit: 1,
+    .map_err(|e| {
+        Box::new(Refused {
+            failure: Failure {
+                kind: "AssistantLoopFailed",
+                message: e.to_string(),
+                suggestions: vec![format!("export {}=…", provider.key_env())],
+            },
+            sandbox: Some(sandbox.clone()),
+            exit: 1,
+        })
     })?;
     let workspace = Arc::new(Workspace {
         root: sandbox.root.clone(),
@@ -189,14 +191,16 @@ pub(crate) fn prepare(env: &Env, options: &Options) -> Result<Launch, Refused> {
         tools.extend(agent::tools::tools(workspace.clone()));
         tools
     })
-    .map_err(|e| Refused {
-        failure: Failure {
-            kind: "AssistantLoopFailed",
-            message: e.to_string(),
-            suggestions: vec![],
-        },
-        sandbox: Some(sandbox.clone()),
-        exit: 1,
+    .map_err(|e| {
+        Box::new(Refused {
+            failure: Failure {
+                kind: "AssistantLoopFailed",
+                message: e.to_string(),
+                suggestions: vec![],
+            },
+            sandbox: Some(sandbox.clone()),
+            exit: 1,
+        })
     })?;
     Ok(Launch {
         model,
