@@ -21,10 +21,11 @@ use crate::support::CAR;
 const NO_MODEL: &str = "http://127.0.0.1:9";
 
 /// The plugin's slash commands, as Claude Code names them.
-const COMMANDS: [&str; 6] = [
+const COMMANDS: [&str; 7] = [
     "car:car-brief",
     "car:car-checkpoint",
     "car:car-decide",
+    "car:car-do",
     "car:car-next",
     "car:car-recall",
     "car:car-remember",
@@ -164,7 +165,7 @@ fn claude_validates_the_plugin_and_the_marketplace_strictly() {
     );
     let provides = &report["provides"];
     assert_eq!(provides["commands"], json!(COMMANDS), "{report:#}");
-    assert_eq!(provides["agents"], json!(["car:car-scout"]), "{report:#}");
+    assert_eq!(provides["agents"], json!(["car:car", "car:car-scout"]), "{report:#}");
     assert_eq!(
         provides["mcpServers"],
         json!([{"name": "car", "type": "stdio", "target": "car-mcp", "args": []}])
@@ -254,7 +255,10 @@ fn claude_loads_the_plugin_with_its_commands_agent_and_connected_mcp_server() {
         ours("slash_commands", "car:"),
         json!(COMMANDS).as_array().unwrap().clone()
     );
-    assert_eq!(ours("agents", "car:"), vec![json!("car:car-scout")]);
+    assert_eq!(
+        ours("agents", "car:"),
+        vec![json!("car:car"), json!("car:car-scout")]
+    );
     assert_eq!(
         first["mcp_servers"],
         json!([{"name": "plugin:car:car", "status": "connected", "source": "plugin"}]),
