@@ -121,6 +121,7 @@ async fn main() {
         model: "claude-bench".into(),
         base_url: Some(base),
         max_tokens: 100,
+        api_key: None,
     })
     .unwrap();
     let task = Task {

@@ -103,7 +103,7 @@ pub struct Reply {
 /// Why a turn failed.
 #[derive(Debug, thiserror::Error)]
 pub enum ModelError {
-    #[error("no API key for {provider}: set {env}")]
+    #[error("no API key for {provider}: set {env}, or store one with `car keys set {provider}`")]
     NoKey {
         provider: &'static str,
         env: &'static str,
@@ -127,6 +127,8 @@ pub struct ModelConfig {
     pub base_url: Option<String>,
     /// Output tokens per turn.
     pub max_tokens: u32,
+    /// The API key (else the provider's environment variable).
+    pub api_key: Option<String>,
 }
 
 /// A model endpoint, ready to answer turns.
@@ -153,9 +155,15 @@ impl Model {
             .filter(|b| !b.trim().is_empty())
             .unwrap_or_else(|| provider.default_base().to_string());
         let base = base.trim_end_matches('/').to_string();
-        let key = std::env::var(provider.key_env())
-            .ok()
-            .filter(|k| !k.trim().is_empty());
+        let key = config
+            .api_key
+            .clone()
+            .filter(|k| !k.trim().is_empty())
+            .or_else(|| {
+                std::env::var(provider.key_env())
+                    .ok()
+                    .filter(|k| !k.trim().is_empty())
+            });
         let local = ["://127.0.0.1", "://localhost", "://[::1]"]
             .iter()
             .any(|h| base.contains(h));
@@ -434,6 +442,7 @@ mod tests {
             model: "qwen".into(),
             base_url: None,
             max_tokens: 100,
+            api_key: None,
         };
         let messages = vec![
             Message {

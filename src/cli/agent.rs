@@ -169,6 +169,7 @@ pub(crate) fn prepare(env: &Env, options: &Options) -> Result<Launch, Box<Refuse
         model: model_name,
         base_url: options.base_url.clone(),
         max_tokens: options.max_tokens,
+        api_key: super::keys::key_for(env, provider),
     })
     .map_err(|e| {
         Box::new(Refused {

@@ -12,6 +12,7 @@ mod doctor;
 mod graph;
 mod inproc;
 mod journal;
+mod keys;
 mod memory;
 mod plan;
 mod policy;
@@ -112,6 +113,9 @@ pub enum Command {
     /// execution log), shell commands run sandboxed, and the result says what backs its claims.
     #[command(after_help = agent::HELP)]
     Do(agent::DoArgs),
+    /// The model API keys car do uses, in the OS keychain (the environment wins).
+    #[command(subcommand)]
+    Keys(keys::KeysCommand),
     /// Where the project stands: task counts, ready work, blockers, decisions, last checkpoint.
     Status,
     /// The briefing an agent reads at session start (ready work, blockers, decisions, relevant memory).
@@ -554,6 +558,7 @@ async fn run(cli: Cli) -> ExitCode {
         Command::Progress(command) => journal::execute_progress(&env, command).emit(),
         Command::Decision(command) => journal::execute_decision(&env, command).emit(),
         Command::Do(args) => agent::run(&env, args).await,
+        Command::Keys(command) => keys::run(&env, command),
         Command::Status => session::execute_status(&env).emit(),
         Command::Context(args) => session::execute_context(&env, &args, None).emit(),
         Command::Checkpoint(args) => session::execute_checkpoint(&env, &args).emit(),

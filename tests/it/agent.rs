@@ -445,3 +445,87 @@ fn a_daemon_run_started_by_one_client_is_polled_to_the_end_by_another() {
         "from the daemon\n"
     );
 }
+
+#[test]
+fn a_model_key_stored_with_car_keys_is_used_when_the_environment_has_none() {
+    use std::io::Write;
+    let home = TestHome::new();
+    let keys = |args: &[&str], stdin: &str| {
+        let mut child = home
+            .command(CAR)
+            .arg("--json")
+            .args(args)
+            .env("CAR_SECRET_STORE", "file")
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        child
+            .stdin
+            .take()
+            .unwrap()
+            .write_all(stdin.as_bytes())
+            .unwrap();
+        let out = child.wait_with_output().unwrap();
+        serde_json::from_slice::<Value>(&out.stdout).unwrap()
+    };
+    let refused = keys(&["keys", "set", "anthropic"], "");
+    assert_eq!(
+        refused["success"], false,
+        "an empty stdin stores nothing: {refused}"
+    );
+    let listed = keys(&["keys", "list"], "");
+    assert_eq!(
+        listed["data"]["keys"][0],
+        json!({"provider": "anthropic", "stored": false, "backend": "file"})
+    );
+    assert_eq!(
+        keys(&["keys", "set", "anthropic"], "sk-ant-test\n")["success"],
+        true
+    );
+    let listed = keys(&["keys", "list"], "");
+    assert_eq!(listed["data"]["keys"][0]["stored"], true);
+    assert!(
+        !listed.to_string().contains("sk-ant-test"),
+        "the list never shows a key"
+    );
+
+    // A non-local endpoint that refuses connections: with the stored key the run gets as far
+    // as connecting; without one it stops for the missing key.
+    let attempt = |store: &str| {
+        let out = home
+            .command(CAR)
+            .args([
+                "--json",
+                "do",
+                "--model",
+                "claude-sonnet-4-5",
+                "--base-url",
+                "http://0.0.0.0:9",
+                "hi",
+            ])
+            .env("CAR_SECRET_STORE", store)
+            .env_remove("ANTHROPIC_API_KEY")
+            .output()
+            .unwrap();
+        serde_json::from_slice::<Value>(&out.stdout).unwrap()
+    };
+    let with_key = attempt("file");
+    assert!(
+        with_key["message"]
+            .as_str()
+            .unwrap()
+            .contains("cannot reach"),
+        "{with_key}"
+    );
+    assert_eq!(keys(&["keys", "delete", "anthropic"], "")["success"], true);
+    let without = attempt("file");
+    assert!(
+        without["message"]
+            .as_str()
+            .unwrap()
+            .contains("car keys set anthropic"),
+        "{without}"
+    );
+}

@@ -165,7 +165,11 @@ fn claude_validates_the_plugin_and_the_marketplace_strictly() {
     );
     let provides = &report["provides"];
     assert_eq!(provides["commands"], json!(COMMANDS), "{report:#}");
-    assert_eq!(provides["agents"], json!(["car:car", "car:car-scout"]), "{report:#}");
+    assert_eq!(
+        provides["agents"],
+        json!(["car:car", "car:car-scout"]),
+        "{report:#}"
+    );
     assert_eq!(
         provides["mcpServers"],
         json!([{"name": "car", "type": "stdio", "target": "car-mcp", "args": []}])
