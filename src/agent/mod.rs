@@ -6,6 +6,7 @@
 
 pub mod claims;
 pub mod model;
+pub mod reason;
 pub mod runs;
 pub mod sandbox;
 pub mod tools;

@@ -307,8 +307,12 @@ fn anthropic_request(
         .iter()
         .map(|t| json!({"name": t.name, "description": t.description, "input_schema": t.input_schema}))
         .collect();
-    json!({"model": config.model, "max_tokens": config.max_tokens, "system": system,
-           "messages": messages, "tools": tools})
+    let mut body = json!({"model": config.model, "max_tokens": config.max_tokens,
+                          "system": system, "messages": messages});
+    if !tools.is_empty() {
+        body["tools"] = Value::Array(tools);
+    }
+    body
 }
 
 fn role_name(role: Role) -> &'static str {
@@ -399,7 +403,11 @@ fn openai_request(
                         "description": t.description, "parameters": t.input_schema}})
         })
         .collect();
-    json!({"model": config.model, "max_tokens": config.max_tokens, "messages": out, "tools": tools})
+    let mut body = json!({"model": config.model, "max_tokens": config.max_tokens, "messages": out});
+    if !tools.is_empty() {
+        body["tools"] = Value::Array(tools);
+    }
+    body
 }
 
 fn openai_reply(answer: &Value) -> Result<Reply, ModelError> {

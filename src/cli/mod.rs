@@ -17,6 +17,7 @@ mod memory;
 mod plan;
 mod policy;
 pub mod progress;
+mod reason;
 pub mod server;
 mod session;
 mod skill;
@@ -113,6 +114,9 @@ pub enum Command {
     /// execution log), shell commands run sandboxed, and the result says what backs its claims.
     #[command(after_help = agent::HELP)]
     Do(agent::DoArgs),
+    /// One answer to a question about the project, from the files and memory that bear on it, citing them.
+    #[command(after_help = reason::HELP)]
+    Reason(reason::ReasonArgs),
     /// The model API keys car do uses, in the OS keychain (the environment wins).
     #[command(subcommand)]
     Keys(keys::KeysCommand),
@@ -559,6 +563,7 @@ async fn run(cli: Cli) -> ExitCode {
         Command::Decision(command) => journal::execute_decision(&env, command).emit(),
         Command::Do(args) => agent::run(&env, args).await,
         Command::Keys(command) => keys::run(&env, command),
+        Command::Reason(args) => reason::run(&env, args).await,
         Command::Status => session::execute_status(&env).emit(),
         Command::Context(args) => session::execute_context(&env, &args, None).emit(),
         Command::Checkpoint(args) => session::execute_checkpoint(&env, &args).emit(),

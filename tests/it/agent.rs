@@ -529,3 +529,104 @@ fn a_model_key_stored_with_car_keys_is_used_when_the_environment_has_none() {
         "{without}"
     );
 }
+
+#[test]
+fn car_reason_sends_the_files_and_memory_that_bear_on_the_problem_and_marks_what_it_cites() {
+    let home = TestHome::new();
+    let src = home.project.join("src");
+    std::fs::create_dir_all(&src).unwrap();
+    std::fs::write(src.join("lib.rs"), "mod payout;\nmod calendar;\n").unwrap();
+    std::fs::write(
+        src.join("payout.rs"),
+        "use crate::calendar;\n/// Payouts are scheduled on business days: the scheduler skips weekends.\npub fn schedule_payout(day: u8) -> bool { !calendar::is_weekend(day) }\n",
+    )
+    .unwrap();
+    std::fs::write(
+        src.join("calendar.rs"),
+        "pub fn is_weekend(day: u8) -> bool { day >= 5 }\n",
+    )
+    .unwrap();
+    std::fs::write(
+        home.project.join("NOTES.md"),
+        "Release notes for the CLI.\n",
+    )
+    .unwrap();
+    assert!(home.car(&["graph", "scan"]).status.success());
+    home.car_json(&[
+        "memory",
+        "add",
+        "payout policy",
+        "payouts never run on weekends, by design (finance rule)",
+    ]);
+    let model = ScriptedModel::start_answering(
+        vec![],
+        "unused",
+        "The scheduler skips weekends on purpose: see [src/payout.rs].",
+    );
+    let out = home
+        .command(CAR)
+        .args([
+            "reason",
+            "--format",
+            "json",
+            "--small-model",
+            "claude-scripted",
+        ])
+        .args(["--base-url", &format!("http://127.0.0.1:{}", model.port)])
+        .arg("why does the payout scheduler skip weekends?")
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(doc["schema"], "car.reason/1");
+    assert_eq!(doc["size"], "small");
+    let files: Vec<(&str, bool)> = doc["files"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| (f["path"].as_str().unwrap(), f["cited"].as_bool().unwrap()))
+        .collect();
+    assert_eq!(files[0], ("src/payout.rs", true), "{doc}");
+    assert!(
+        files.contains(&("src/calendar.rs", false)),
+        "the file it imports comes through the graph: {doc}"
+    );
+    assert!(!files.iter().any(|(p, _)| *p == "NOTES.md"), "{doc}");
+    assert_eq!(doc["memory"][0]["subject"], "payout policy", "{doc}");
+    let sent = model.requests().last().unwrap().body.to_string();
+    assert!(
+        sent.contains("finance rule") && sent.contains("is_weekend"),
+        "{sent}"
+    );
+
+    // Past the threshold, the large model answers.
+    let out = home
+        .command(CAR)
+        .args([
+            "reason",
+            "--format",
+            "json",
+            "--small-model",
+            "claude-small",
+            "--large-model",
+            "claude-large",
+        ])
+        .args([
+            "--large-above",
+            "10",
+            "--base-url",
+            &format!("http://127.0.0.1:{}", model.port),
+        ])
+        .arg("why does the payout scheduler skip weekends?")
+        .output()
+        .unwrap();
+    let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(
+        (doc["size"].as_str(), doc["model_used"].as_str()),
+        (Some("large"), Some("claude-large"))
+    );
+}

@@ -69,6 +69,8 @@ impl ToolCall {
 struct Script {
     calls: Vec<ToolCall>,
     last_words: &'static str,
+    /// The answer to requests that offer no Bash (Claude Code's titles, `car reason`).
+    side_words: &'static str,
 }
 
 /// What the scripted model says next.
@@ -87,11 +89,24 @@ impl ScriptedModel {
     /// The main loop (the request that offers Bash) gets `calls[n]` when it carries `n` tool
     /// results, then `last_words`; side requests (titles, summaries) get "ok".
     pub fn start(calls: Vec<ToolCall>, last_words: &'static str) -> ScriptedModel {
+        ScriptedModel::start_answering(calls, last_words, "ok")
+    }
+
+    /// As [`ScriptedModel::start`], with `side_words` as the answer to requests without Bash.
+    pub fn start_answering(
+        calls: Vec<ToolCall>,
+        last_words: &'static str,
+        side_words: &'static str,
+    ) -> ScriptedModel {
         let listener = TcpListener::bind("127.0.0.1:0").unwrap();
         let port = listener.local_addr().unwrap().port();
         let requests = Arc::new(Mutex::new(Vec::new()));
         let seen = requests.clone();
-        let script = Arc::new(Script { calls, last_words });
+        let script = Arc::new(Script {
+            calls,
+            last_words,
+            side_words,
+        });
         std::thread::spawn(move || {
             for stream in listener.incoming() {
                 let Ok(stream) = stream else { continue };
@@ -209,7 +224,7 @@ fn respond(
             let turn = match (offers_bash, script.calls.get(tool_results(body).len())) {
                 (true, Some(call)) => Turn::ToolUse(call),
                 (true, None) => Turn::Text(script.last_words),
-                (false, _) => Turn::Text("ok"),
+                (false, _) => Turn::Text(script.side_words),
             };
             let model = body["model"].as_str().unwrap_or("claude-scripted");
             if body["stream"] == true {
@@ -231,7 +246,7 @@ fn respond(
                     {"id": call.id, "type": "function",
                      "function": {"name": call.name, "arguments": call.input.to_string()}}]}),
                 (true, None) => json!({"role": "assistant", "content": script.last_words}),
-                (false, _) => json!({"role": "assistant", "content": "ok"}),
+                (false, _) => json!({"role": "assistant", "content": script.side_words}),
             };
             let finish = if message["tool_calls"].is_array() { "tool_calls" } else { "stop" };
             (

@@ -167,7 +167,7 @@ fn claude_validates_the_plugin_and_the_marketplace_strictly() {
     assert_eq!(provides["commands"], json!(COMMANDS), "{report:#}");
     assert_eq!(
         provides["agents"],
-        json!(["car:car", "car:car-scout"]),
+        json!(["car:car", "car:car-reason", "car:car-scout"]),
         "{report:#}"
     );
     assert_eq!(
@@ -261,7 +261,11 @@ fn claude_loads_the_plugin_with_its_commands_agent_and_connected_mcp_server() {
     );
     assert_eq!(
         ours("agents", "car:"),
-        vec![json!("car:car"), json!("car:car-scout")]
+        vec![
+            json!("car:car"),
+            json!("car:car-reason"),
+            json!("car:car-scout")
+        ]
     );
     assert_eq!(
         first["mcp_servers"],

@@ -1,0 +1,161 @@
+//! `car reason "<problem>"`: one grounded answer (see `crate::agent::reason`).
+
+use std::process::ExitCode;
+
+use clap::{Args, ValueEnum};
+use serde_json::{json, Value};
+
+use super::{console, open_app, Env};
+use crate::agent::model::{Model, ModelConfig, Provider};
+use crate::agent::reason::{self, Note, Reasoned};
+use crate::runtime::{CallOptions, Context, Face};
+
+pub const HELP: &str = "Examples:
+  car reason \"why does the payout scheduler skip weekends?\"
+  car reason --format json \"where is the retry limit set?\" | jq .files
+
+It picks the files that bear on the problem (their paths and text, then one step through the
+context graph's imports: run `car graph scan` first for that), adds what memory recalls, and asks
+the small model — or the large one when the material passes --large-above tokens. Models:
+--small-model / CAR_REASON_SMALL_MODEL (default $CAR_DO_MODEL), --large-model /
+CAR_REASON_LARGE_MODEL (default the small one). Keys as for car do.";
+
+#[derive(Debug, Clone, Copy, ValueEnum)]
+pub enum Format {
+    Text,
+    Json,
+}
+
+#[derive(Debug, Args)]
+pub struct ReasonArgs {
+    /// The question or problem, in words.
+    #[arg(required = true, num_args = 1.., value_name = "PROBLEM")]
+    pub problem: Vec<String>,
+    #[arg(long, value_enum, default_value = "text")]
+    pub format: Format,
+    #[arg(long, env = "CAR_REASON_SMALL_MODEL")]
+    pub small_model: Option<String>,
+    #[arg(long, env = "CAR_REASON_LARGE_MODEL")]
+    pub large_model: Option<String>,
+    /// Past this many estimated tokens of material, the large model answers.
+    #[arg(long, default_value_t = 6000, value_name = "TOKENS")]
+    pub large_above: usize,
+    #[arg(long, value_enum)]
+    pub provider: Option<Provider>,
+    #[arg(long, value_name = "URL")]
+    pub base_url: Option<String>,
+}
+
+pub async fn run(env: &Env, args: ReasonArgs) -> ExitCode {
+    let json = env.json || matches!(args.format, Format::Json);
+    let problem = args.problem.join(" ");
+    let fail = |message: String, exit: u8| {
+        if json {
+            console::stdout(&format!(
+                "{}\n",
+                json!({"schema": reason::SCHEMA, "status": "error", "message": message})
+            ));
+        } else {
+            console::stderr_line(&format!("error: {message}"));
+        }
+        ExitCode::from(exit)
+    };
+    let small = args
+        .small_model
+        .clone()
+        .or_else(|| std::env::var("CAR_DO_MODEL").ok())
+        .filter(|m| !m.trim().is_empty());
+    let Some(small) = small else {
+        return fail(
+            "no model named: pass --small-model or set CAR_REASON_SMALL_MODEL or CAR_DO_MODEL"
+                .into(),
+            2,
+        );
+    };
+    let large = args.large_model.clone().unwrap_or_else(|| small.clone());
+    let app = match open_app(env) {
+        Ok(app) => app,
+        Err(failure) => return fail(failure.message, 1),
+    };
+    let project = app
+        .memory()
+        .and_then(|m| crate::project::Project::open(m.store().clone(), &env.project_root).ok());
+    let files = reason::gather_files(&env.project_root, &problem, project.as_ref());
+    // What memory recalls, through the registry like any call.
+    let recalled = app
+        .runtime()
+        .call(
+            "memory_query",
+            json!({"query": problem, "k": 6}),
+            &Context::new(Face::Cli),
+            CallOptions::default(),
+        )
+        .await
+        .ok()
+        .and_then(|o| o.result.ok())
+        .unwrap_or(Value::Null);
+    let memory: Vec<Note> = recalled["results"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|hit| Note {
+            id: hit["id"].as_str().unwrap_or("").to_string(),
+            subject: hit["subject"].as_str().unwrap_or("").to_string(),
+            body: hit["body"].as_str().unwrap_or("").to_string(),
+        })
+        .collect();
+    let (size, name) = if reason::size_of(&problem, &files, &memory) > args.large_above {
+        ("large", large)
+    } else {
+        ("small", small)
+    };
+    let provider = args.provider.unwrap_or_else(|| Provider::infer(&name));
+    let model = match Model::new(ModelConfig {
+        provider,
+        model: name,
+        base_url: args.base_url.clone(),
+        max_tokens: 4096,
+        api_key: super::keys::key_for(env, provider),
+    }) {
+        Ok(model) => model,
+        Err(e) => return fail(e.to_string(), 1),
+    };
+    let reasoned = reason::answer(&model, size, &problem, files, memory).await;
+    show(json, &reasoned);
+    if reasoned.status == "success" {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    }
+}
+
+fn show(json: bool, reasoned: &Reasoned) {
+    if json {
+        console::stdout(&format!(
+            "{}\n",
+            serde_json::to_string_pretty(reasoned).unwrap_or_default()
+        ));
+        return;
+    }
+    let mut out = match (&reasoned.answer, &reasoned.message) {
+        (Some(answer), _) => format!("{answer}\n"),
+        (None, Some(message)) => format!("error: {message}\n"),
+        (None, None) => String::new(),
+    };
+    if !reasoned.files.is_empty() {
+        out.push_str("\nfiles:\n");
+        for file in &reasoned.files {
+            out.push_str(&format!(
+                "  {} {} ({})\n",
+                if file.cited { "✓" } else { " " },
+                file.path,
+                file.why
+            ));
+        }
+    }
+    out.push_str(&format!(
+        "\n{} model {} · ~{} tokens sent\n",
+        reasoned.size, reasoned.model_used, reasoned.context_tokens
+    ));
+    console::stdout(&out);
+}
