@@ -62,9 +62,16 @@ fn car_do_runs_tools_through_the_gate_in_a_sandbox_and_reports_unbacked_claims()
         .car(&["policy", "init", "--preset", "recommended"])
         .status
         .success());
-    // Outside the project and outside /tmp (the sandbox has its own /tmp): cargo's target dir.
-    let outside = std::path::Path::new(env!("CARGO_TARGET_TMPDIR"))
-        .join(format!("car-do-outside-{}.txt", std::process::id()));
+    // Outside the project and outside /tmp (the sandbox has a private /tmp, and the project and
+    // even this repository may live under /tmp): a name in /var/tmp that must never appear.
+    let outside = std::path::Path::new("/var/tmp").join(format!(
+        "car-do-outside-{}-{}.txt",
+        std::process::id(),
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_nanos()
+    ));
     let holder = ScriptedModel::start(vec![], "unused");
     let model = ScriptedModel::start(
         vec![
