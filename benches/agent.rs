@@ -110,6 +110,7 @@ async fn main() {
         root: root.clone(),
         sandbox: plain.clone(),
         invoked_by: None,
+        allow_git_writes: false,
     });
     let mut builder = App::builder().memory(Arc::new(Memory::in_memory().unwrap()));
     for tool in car::agent::tools::tools(workspace) {

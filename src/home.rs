@@ -143,16 +143,22 @@ pub fn confirm_grants_from_env() -> Vec<String> {
 /// to a temporary file beside it (created with its directory if needed), which is then renamed
 /// over the target.
 pub(crate) fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
-    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-        std::fs::create_dir_all(dir)?;
-    }
-    let mut tmp = path.as_os_str().to_owned();
-    tmp.push(format!(".tmp-{}", std::process::id()));
-    let tmp = PathBuf::from(tmp);
-    std::fs::write(&tmp, bytes)?;
-    std::fs::rename(&tmp, path).inspect_err(|_| {
-        let _ = std::fs::remove_file(&tmp);
-    })
+    use std::io::Write;
+    let dir = match path.parent().filter(|d| !d.as_os_str().is_empty()) {
+        Some(dir) => {
+            std::fs::create_dir_all(dir)?;
+            dir
+        }
+        None => Path::new("."),
+    };
+    // A fresh name created exclusively (never an existing file or a link planted under a
+    // predictable name), then renamed over the target.
+    let mut tmp = tempfile::Builder::new()
+        .prefix(".car-write-")
+        .tempfile_in(dir)?;
+    tmp.write_all(bytes)?;
+    tmp.as_file().sync_data().ok();
+    tmp.persist(path).map(|_| ()).map_err(|e| e.error)
 }
 
 /// Creates `path` with `bytes`, readable by the owner only (0600 on Unix), unless it exists:

@@ -341,7 +341,21 @@ pub async fn run(
             return finish("error", None, Some(failure), turns, tokens, &receipts, goal);
         }
         turns += 1;
-        let reply = match model.turn(SYSTEM, &messages, &tools).await {
+        let turn = tokio::select! {
+            reply = model.turn(SYSTEM, &messages, &tools) => Some(reply),
+            _ = stop.cancelled() => None,
+        };
+        let Some(turn) = turn else {
+            let failure = Failure {
+                kind: "Interrupted",
+                message: format!("stopped while the model was answering turn {turns}"),
+                suggestions: vec![],
+            };
+            emit(failed_event(&failure));
+            let goal = halted(&goal, "interrupted");
+            return finish("error", None, Some(failure), turns, tokens, &receipts, goal);
+        };
+        let reply = match turn {
             Ok(reply) => reply,
             Err(e) => {
                 let failure = model_failure(&e);
@@ -378,15 +392,24 @@ pub async fn run(
                 data: json!({"turn": turns}),
             });
         }
+        // An empty text block (or none at all) would make the next request invalid.
+        let mut blocks: Vec<Block> = reply
+            .blocks
+            .into_iter()
+            .filter(|b| !matches!(b, Block::Text(t) if t.trim().is_empty()))
+            .collect();
+        if blocks.is_empty() {
+            blocks.push(Block::Text("(no answer)".into()));
+        }
         messages.push(Message {
             role: Role::Assistant,
-            blocks: reply.blocks,
+            blocks,
         });
         if calls.is_empty() {
             let summary = text.join("\n");
             if let Some(g) = goal.as_mut() {
                 g.iterations += 1;
-                let receipt = run_check(sandbox, &g.check).await;
+                let (receipt, output) = run_check(sandbox, &g.check, &stop).await;
                 let passed = receipt.ok;
                 emit(Event {
                     kind: "goal_evaluated",
@@ -408,7 +431,7 @@ pub async fn run(
                     messages.push(Message {
                         role: Role::User,
                         blocks: vec![Block::Text(format!(
-                            "The check `{}` does not pass yet ({brief}). Keep working until it passes.",
+                            "The check `{}` does not pass yet ({brief}). Its output:\n{output}\nKeep working until it passes.",
                             g.check
                         ))],
                     });
@@ -509,24 +532,45 @@ pub async fn run(
     }
 }
 
-/// Runs the `--until` check in the sandbox; its receipt (tool `until`).
-async fn run_check(sandbox: &Sandbox, check: &str) -> Receipt {
+/// How long one `--until` check may run.
+const CHECK_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(20 * 60);
+
+/// Runs the `--until` check in the sandbox: its receipt (tool `until`) and the end of what it
+/// printed (for the model).
+async fn run_check(
+    sandbox: &Sandbox,
+    check: &str,
+    stop: &tokio_util::sync::CancellationToken,
+) -> (Receipt, String) {
     let started = Instant::now();
-    let output = sandbox.command(check, &sandbox.root).output().await;
-    let (exit_code, content) = match output {
-        Ok(out) => (
-            out.status.code(),
-            json!({"exit_code": out.status.code(),
-                   "stdout": String::from_utf8_lossy(&out.stdout),
-                   "stderr": String::from_utf8_lossy(&out.stderr)})
-            .to_string(),
-        ),
-        Err(e) => (
+    let output = tokio::select! {
+        out = sandbox.command(check, &sandbox.root).output() => Some(out),
+        _ = tokio::time::sleep(CHECK_TIMEOUT) => None,
+        _ = stop.cancelled() => None,
+    };
+    let (exit_code, content, printed) = match output {
+        Some(Ok(out)) => {
+            let stdout = String::from_utf8_lossy(&out.stdout).to_string();
+            let stderr = String::from_utf8_lossy(&out.stderr).to_string();
+            let printed = format!("{stdout}{stderr}");
+            let tail: String = {
+                let chars: Vec<char> = printed.chars().collect();
+                chars[chars.len().saturating_sub(4000)..].iter().collect()
+            };
+            (
+                out.status.code(),
+                json!({"exit_code": out.status.code(), "stdout": stdout, "stderr": stderr}).to_string(),
+                tail,
+            )
+        }
+        Some(Err(e)) => (None, json!({"exit_code": null, "stderr": e.to_string()}).to_string(), e.to_string()),
+        None => (
             None,
-            json!({"exit_code": null, "stderr": e.to_string()}).to_string(),
+            json!({"exit_code": null, "stderr": "stopped (timeout or interrupt)", "timed_out": true}).to_string(),
+            "the check was stopped before it finished".to_string(),
         ),
     };
-    Receipt {
+    let receipt = Receipt {
         tool: "until".into(),
         ok: exit_code == Some(0),
         exit_code,
@@ -535,7 +579,8 @@ async fn run_check(sandbox: &Sandbox, check: &str) -> Receipt {
         digest: format!("sha256:{:x}", sha2::Sha256::digest(content.as_bytes())),
         execution_id: String::new(),
         subject: check.to_string(),
-    }
+    };
+    (receipt, printed)
 }
 
 /// A receipt's one line: for a command, its exit code and the first line it printed (stderr

@@ -208,10 +208,17 @@ impl Model {
                 format!("{}/v1/messages", self.base),
                 anthropic_request(&self.config, system, messages, tools),
             ),
-            Provider::Openai => (
-                format!("{}/chat/completions", self.base),
-                openai_request(&self.config, system, messages, tools),
-            ),
+            Provider::Openai => {
+                let mut body = openai_request(&self.config, system, messages, tools);
+                // OpenAI's own API takes max_completion_tokens (its newer models refuse
+                // max_tokens); compatible servers take max_tokens.
+                if self.base.contains("api.openai.com") {
+                    if let Some(limit) = body.as_object_mut().and_then(|b| b.remove("max_tokens")) {
+                        body["max_completion_tokens"] = limit;
+                    }
+                }
+                (format!("{}/chat/completions", self.base), body)
+            }
         };
         let answer = self.post(&url, &body).await?;
         match self.config.provider {

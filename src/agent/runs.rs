@@ -135,47 +135,58 @@ impl Runs {
         }
     }
 
-    /// Forgets runs nobody polled for an hour (cancelling them if they still run).
+    /// Cancels runs nobody polled for an hour, and forgets them once they have stopped (a
+    /// cancelled run still counts against the limit until it has).
     fn sweep(&self) {
         lock(&self.runs).retain(|_, run| {
-            let keep = run.polled.elapsed() < EXPIRY;
-            if !keep {
-                run.stop.cancel();
+            if run.polled.elapsed() < EXPIRY {
+                return true;
             }
-            keep
+            run.stop.cancel();
+            run.document.is_none()
         });
     }
 
     pub fn start(&self, args: StartArgs) -> Result<Started, ToolError> {
         self.sweep();
-        let running = lock(&self.runs)
-            .values()
-            .filter(|r| r.document.is_none())
-            .count();
-        if running >= MAX_RUNNING {
-            return Err(ToolError::Failed(format!(
-                "{MAX_RUNNING} runs are already running on this daemon; poll them to the end or cancel one with assistant_cancel"
-            )));
-        }
-        let launch = (self.launcher)(&args).map_err(ToolError::InvalidArguments)?;
         let run_id = uuid::Uuid::new_v4().simple().to_string();
         let stop = CancellationToken::new();
-        lock(&self.runs).insert(
-            run_id.clone(),
-            Run {
-                events: VecDeque::new(),
-                next_seq: 1,
-                document: None,
-                stop: stop.clone(),
-                polled: Instant::now(),
-            },
-        );
+        {
+            // The slot is taken under the same lock that counts, so starts at once cannot pass
+            // the limit together.
+            let mut runs = lock(&self.runs);
+            let running = runs.values().filter(|r| r.document.is_none()).count();
+            if running >= MAX_RUNNING {
+                return Err(ToolError::Failed(format!(
+                    "{MAX_RUNNING} runs are already running on this daemon; poll them to the end or cancel one with assistant_cancel"
+                )));
+            }
+            runs.insert(
+                run_id.clone(),
+                Run {
+                    events: VecDeque::new(),
+                    next_seq: 1,
+                    document: None,
+                    stop: stop.clone(),
+                    polled: Instant::now(),
+                },
+            );
+        }
+        let launch = match (self.launcher)(&args) {
+            Ok(launch) => launch,
+            Err(why) => {
+                lock(&self.runs).remove(&run_id);
+                return Err(ToolError::InvalidArguments(why));
+            }
+        };
         let runs = self.runs.clone();
         let id = run_id.clone();
-        tokio::spawn(async move {
-            let sink = runs.clone();
-            let sink_id = id.clone();
-            let document = super::run(
+        let model_name = launch.model.name().to_string();
+        let provider = launch.model.provider().as_str();
+        let sink = runs.clone();
+        let sink_id = id.clone();
+        let work = tokio::spawn(async move {
+            super::run(
                 &launch.task,
                 &launch.model,
                 launch.runtime.runtime(),
@@ -192,7 +203,22 @@ impl Runs {
                     }
                 },
             )
-            .await;
+            .await
+        });
+        tokio::spawn(async move {
+            // A run that panics still ends, with a document that says so.
+            let document = work.await.unwrap_or_else(|join| {
+                Document::refused(
+                    super::Failure {
+                        kind: "AssistantLoopFailed",
+                        message: format!("the run stopped unexpectedly: {join}"),
+                        suggestions: vec![],
+                    },
+                    &model_name,
+                    provider,
+                    None,
+                )
+            });
             if let Some(run) = lock(&runs).get_mut(&id) {
                 run.document = Some(document);
             }

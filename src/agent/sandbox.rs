@@ -57,7 +57,10 @@ impl Sandbox {
                     "bubblewrap: a new mount, PID and network namespace".to_string(),
                     "network: none (loopback only, inside the sandbox)".to_string(),
                     format!("filesystem: read-only except {}", root.display()),
-                    "/tmp: private and empty".to_string(),
+                    "/tmp and /run: private and empty (no session sockets)".to_string(),
+                    "home: hidden; toolchains (.cargo, .rustup, …) read-only".to_string(),
+                    "environment: cleared but PATH, HOME, locale and toolchain variables".to_string(),
+                    ".car/policies: read-only".to_string(),
                 ];
                 let has_git = root.join(".git").exists();
                 if has_git && !allow_git_writes {
@@ -90,12 +93,38 @@ impl Sandbox {
             ])
             .args(["--ro-bind", "/", "/"])
             .args(["--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp"])
-            .arg("--bind")
-            .arg(&self.root)
-            .arg(&self.root);
-            if !self.git_writable {
-                let git = self.root.join(".git");
+            // Sockets of the session (D-Bus, the Docker daemon, an SSH agent) would let a
+            // command act outside the sandbox: /run is empty inside.
+            .args(["--tmpfs", "/run"]);
+            // The user's home is hidden (keys, tokens, CAR_HOME); the toolchains under it come
+            // back read-only.
+            if let Some(home) = std::env::var_os("HOME")
+                .map(PathBuf::from)
+                .filter(|h| h.is_dir() && h != Path::new("/"))
+            {
+                c.arg("--tmpfs").arg(&home);
+                for dir in TOOLCHAIN_DIRS {
+                    let path = home.join(dir);
+                    if path.exists() {
+                        c.arg("--ro-bind").arg(&path).arg(&path);
+                    }
+                }
+            }
+            c.arg("--bind").arg(&self.root).arg(&self.root);
+            let git = self.root.join(".git");
+            if !self.git_writable && git.exists() {
                 c.arg("--ro-bind").arg(&git).arg(&git);
+            }
+            let policies = self.root.join(".car/policies");
+            if policies.exists() {
+                c.arg("--ro-bind").arg(&policies).arg(&policies);
+            }
+            // Only the environment a build needs: no API keys or tokens reach the command.
+            c.arg("--clearenv");
+            for name in KEPT_ENV {
+                if let Some(value) = std::env::var_os(name) {
+                    c.arg("--setenv").arg(name).arg(value);
+                }
             }
             c.arg("--chdir").arg(cwd).args(["--", "sh", "-c", script]);
             c
@@ -112,6 +141,49 @@ impl Sandbox {
         command
     }
 }
+
+/// Directories under the home that hold toolchains, shown read-only inside the sandbox.
+const TOOLCHAIN_DIRS: &[&str] = &[
+    ".cargo",
+    ".rustup",
+    ".local/bin",
+    ".local/lib",
+    ".local/share/uv",
+    ".nvm",
+    ".volta",
+    ".pyenv",
+    ".bun",
+    ".deno",
+    "go",
+    ".sdkman",
+    ".m2",
+    ".gradle",
+];
+
+/// The environment variables a sandboxed command keeps; everything else (API keys, tokens,
+/// `SSH_AUTH_SOCK`, `DBUS_SESSION_BUS_ADDRESS`) is cleared.
+const KEPT_ENV: &[&str] = &[
+    "PATH",
+    "HOME",
+    "USER",
+    "LOGNAME",
+    "SHELL",
+    "LANG",
+    "LC_ALL",
+    "LC_CTYPE",
+    "TERM",
+    "TZ",
+    "CARGO_HOME",
+    "RUSTUP_HOME",
+    "RUSTUP_TOOLCHAIN",
+    "GOPATH",
+    "GOROOT",
+    "JAVA_HOME",
+    "VIRTUAL_ENV",
+    "PYTHONPATH",
+    "NODE_PATH",
+    "CI",
+];
 
 /// Whether bubblewrap is installed and can make its namespaces here.
 fn bwrap_works() -> Result<(), String> {

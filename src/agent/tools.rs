@@ -28,6 +28,29 @@ pub struct Workspace {
     /// The host that launched this run (`CAR_INVOKED_BY`): a command that would launch it
     /// again is refused.
     pub invoked_by: Option<String>,
+    /// `--allow-git-writes`: Write and Edit may change `.git/` (hooks, config) too.
+    pub allow_git_writes: bool,
+}
+
+impl Workspace {
+    /// `path` inside the project and writable by Write and Edit: never `.car/policies/` (the
+    /// rules that govern this run and later sessions), and `.git/` only with
+    /// `--allow-git-writes` (a hook or a config entry would run outside the sandbox).
+    fn writable(&self, path: &str) -> Result<PathBuf, ToolError> {
+        let resolved = inside(&self.root, path)?;
+        let relative = resolved.strip_prefix(&self.root).unwrap_or(&resolved);
+        if relative.starts_with(".car/policies") {
+            return Err(ToolError::Denied(format!(
+                "{path} is a policy file; car do does not change the rules it runs under"
+            )));
+        }
+        if relative.starts_with(".git") && !self.allow_git_writes {
+            return Err(ToolError::Denied(format!(
+                "{path} is inside .git; pass --allow-git-writes to let car do change it"
+            )));
+        }
+        Ok(resolved)
+    }
 }
 
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -182,7 +205,7 @@ pub fn tools(workspace: Arc<Workspace>) -> Vec<Tool> {
             .idempotence(Idempotence::Idempotent),
         move |args: ReadArgs, _call| -> Result<String, ToolError> {
             let path = inside(&w.root, &args.file_path)?;
-            let text = std::fs::read_to_string(&path)
+            let text = read_bounded(&path)
                 .map_err(|e| ToolError::Failed(format!("cannot read {}: {e}", args.file_path)))?;
             let start = args.offset.unwrap_or(1).max(1) - 1;
             let lines: Vec<&str> = text.lines().skip(start).take(args.limit.unwrap_or(usize::MAX)).collect();
@@ -196,7 +219,7 @@ pub fn tools(workspace: Arc<Workspace>) -> Vec<Tool> {
             .effect(Effect::Destructive)
             .idempotence(Idempotence::Idempotent),
         move |args: WriteArgs, _call| -> Result<Wrote, ToolError> {
-            let path = inside(&w.root, &args.file_path)?;
+            let path = w.writable(&args.file_path)?;
             if let Some(parent) = path.parent() {
                 std::fs::create_dir_all(parent).map_err(|e| ToolError::Failed(e.to_string()))?;
             }
@@ -211,8 +234,8 @@ pub fn tools(workspace: Arc<Workspace>) -> Vec<Tool> {
         ToolSpec::new("Edit", "Replace text in a file of the working directory: `old_string` must occur exactly once (or use `replace_all`).", Value::Null)
             .effect(Effect::Destructive),
         move |args: EditArgs, _call| -> Result<Wrote, ToolError> {
-            let path = inside(&w.root, &args.file_path)?;
-            let text = std::fs::read_to_string(&path)
+            let path = w.writable(&args.file_path)?;
+            let text = read_bounded(&path)
                 .map_err(|e| ToolError::Failed(format!("cannot read {}: {e}", args.file_path)))?;
             let count = text.matches(&args.old_string).count();
             if args.old_string.is_empty() || count == 0 {
@@ -341,6 +364,29 @@ fn inside(root: &Path, path: &str) -> Result<PathBuf, ToolError> {
         return Err(outside());
     }
     Ok(normal)
+}
+
+/// The most of one file Read and Edit take in.
+const READ_LIMIT: u64 = 8 * 1024 * 1024;
+
+/// A regular file's text, refusing what is not one (a FIFO would block) or is too big.
+fn read_bounded(path: &Path) -> std::io::Result<String> {
+    use std::io::Read;
+    let meta = std::fs::metadata(path)?;
+    if !meta.is_file() {
+        return Err(std::io::Error::other("not a regular file"));
+    }
+    if meta.len() > READ_LIMIT {
+        return Err(std::io::Error::other(format!(
+            "it is {} bytes; Read takes files up to {READ_LIMIT} bytes (use Grep or Bash with head/sed for a part)",
+            meta.len()
+        )));
+    }
+    let mut text = String::new();
+    std::fs::File::open(path)?
+        .take(READ_LIMIT)
+        .read_to_string(&mut text)?;
+    Ok(text)
 }
 
 fn display(root: &Path, path: &Path) -> String {

@@ -186,6 +186,7 @@ pub(crate) fn prepare(env: &Env, options: &Options) -> Result<Launch, Box<Refuse
         root: sandbox.root.clone(),
         sandbox: sandbox.clone(),
         invoked_by: options.invoked_by.clone(),
+        allow_git_writes: options.allow_git_writes,
     });
     let app = App::open(&env.home, &env.project_root, |memory| {
         let mut tools = inproc::tools(&env.home, &env.project_root, memory.clone());
@@ -255,8 +256,12 @@ pub async fn run(env: &Env, args: DoArgs) -> ExitCode {
     let stop = tokio_util::sync::CancellationToken::new();
     let on_signal = stop.clone();
     tokio::spawn(async move {
+        // The first Ctrl-C stops at the next boundary (a valid document); a second one quits.
         if tokio::signal::ctrl_c().await.is_ok() {
             on_signal.cancel();
+            if tokio::signal::ctrl_c().await.is_ok() {
+                std::process::exit(130);
+            }
         }
     });
     let document = agent::run(
