@@ -257,6 +257,8 @@ pub async fn run(
         ..Tokens::default()
     };
     let mut turns = 0;
+    // The start of an answer cut off at the output limit.
+    let mut cut_off = String::new();
     let mut goal = task.until.clone().map(|check| Goal {
         check,
         passed: false,
@@ -366,6 +368,7 @@ pub async fn run(
         };
         tokens.input += reply.input_tokens;
         tokens.output += reply.output_tokens;
+        let truncated = reply.truncated;
         let calls: Vec<(String, String, Value)> = reply
             .blocks
             .iter()
@@ -405,8 +408,20 @@ pub async fn run(
             role: Role::Assistant,
             blocks,
         });
+        if calls.is_empty() && truncated {
+            // Cut off at the output limit: the answer goes on in the next turn.
+            cut_off.push_str(&text.join("\n"));
+            messages.push(Message {
+                role: Role::User,
+                blocks: vec![Block::Text(
+                    "Your answer was cut off at the output limit; continue exactly where it stopped."
+                        .into(),
+                )],
+            });
+            continue;
+        }
         if calls.is_empty() {
-            let summary = text.join("\n");
+            let summary = std::mem::take(&mut cut_off) + &text.join("\n");
             if let Some(g) = goal.as_mut() {
                 g.iterations += 1;
                 let (receipt, output) = run_check(sandbox, &g.check, &stop).await;
@@ -444,6 +459,25 @@ pub async fn run(
                 message: truncate(&summary, 500),
                 data: json!({"status": "success", "turns": turns}),
             });
+            if let Some((subject, body)) = learned_fix(&receipts) {
+                let saved = runtime
+                    .call(
+                        "memory_save_procedural",
+                        json!({"subject": subject, "body": body,
+                               "tags": ["car-do", "fix"], "confidence": "derived"}),
+                        context,
+                        CallOptions::default(),
+                    )
+                    .await;
+                if let Ok(outcome) = saved {
+                    emit(Event {
+                        kind: "text",
+                        phase: "memory",
+                        message: format!("[remembered: {subject}]"),
+                        data: json!({"execution_id": outcome.execution_id}),
+                    });
+                }
+            }
             let goal = goal.clone();
             return finish(
                 "success",
@@ -530,6 +564,54 @@ pub async fn run(
             blocks: results,
         });
     }
+}
+
+/// A command that failed and passed later in the run, with what was done in between: the
+/// procedure to remember (subject, body), its evidence the receipts' execution ids.
+fn learned_fix(receipts: &[Receipt]) -> Option<(String, String)> {
+    let is_command = |r: &Receipt| r.tool == "Bash" || r.tool == "until";
+    for (i, failed) in receipts.iter().enumerate() {
+        if !is_command(failed)
+            || failed.ok
+            || failed.exit_code.is_none()
+            || failed.subject.is_empty()
+        {
+            continue;
+        }
+        let Some(offset) = receipts[i + 1..]
+            .iter()
+            .position(|r| is_command(r) && r.ok && r.subject == failed.subject)
+        else {
+            continue;
+        };
+        let fixed = &receipts[i + 1 + offset];
+        let steps: Vec<String> = receipts[i + 1..i + 1 + offset]
+            .iter()
+            .filter(|r| r.ok && r.tool != "Read" && r.tool != "Glob" && r.tool != "Grep")
+            .map(|r| format!("{} {}", r.tool, r.subject).trim().to_string())
+            .collect();
+        if steps.is_empty() {
+            continue;
+        }
+        let subject = format!("fixing `{}`", truncate(&failed.subject, 120));
+        let id = |r: &Receipt| {
+            if r.execution_id.is_empty() {
+                "-".to_string()
+            } else {
+                r.execution_id.clone()
+            }
+        };
+        let body = format!(
+            "`{}` failed ({}); after {} it passed. Evidence: executions {} (failed) and {} (passed).",
+            failed.subject,
+            failed.brief,
+            steps.join(", then "),
+            id(failed),
+            id(fixed),
+        );
+        return Some((subject, body));
+    }
+    None
 }
 
 /// How long one `--until` check may run.

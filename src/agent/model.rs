@@ -96,6 +96,8 @@ pub struct ToolDef {
 #[derive(Debug, Clone)]
 pub struct Reply {
     pub blocks: Vec<Block>,
+    /// The answer stopped at the output limit (`max_tokens` / `length`), not by choice.
+    pub truncated: bool,
     pub input_tokens: u64,
     pub output_tokens: u64,
 }
@@ -351,6 +353,7 @@ fn anthropic_reply(answer: &Value) -> Result<Reply, ModelError> {
         .collect();
     Ok(Reply {
         blocks,
+        truncated: answer["stop_reason"] == "max_tokens",
         input_tokens: answer["usage"]["input_tokens"].as_u64().unwrap_or(0),
         output_tokens: answer["usage"]["output_tokens"].as_u64().unwrap_or(0),
     })
@@ -441,6 +444,7 @@ fn openai_reply(answer: &Value) -> Result<Reply, ModelError> {
     }
     Ok(Reply {
         blocks,
+        truncated: answer["choices"][0]["finish_reason"] == "length",
         input_tokens: answer["usage"]["prompt_tokens"].as_u64().unwrap_or(0),
         output_tokens: answer["usage"]["completion_tokens"].as_u64().unwrap_or(0),
     })
@@ -505,6 +509,14 @@ mod tests {
             }]
         );
         assert_eq!((reply.input_tokens, reply.output_tokens), (5, 2));
+        assert!(!reply.truncated);
+        let cut = anthropic_reply(&json!({"content": [{"type": "text", "text": "The fix is"}],
+                                          "stop_reason": "max_tokens", "usage": {}}))
+        .unwrap();
+        assert!(
+            cut.truncated,
+            "an answer stopped at the output limit is marked"
+        );
         assert_eq!(Provider::infer("claude-sonnet-4"), Provider::Anthropic);
         assert_eq!(Provider::infer("llama3.1"), Provider::Openai);
     }

@@ -715,3 +715,47 @@ fn car_do_keeps_the_home_the_environment_the_policies_and_git_out_of_reach() {
         result("s6")
     );
 }
+
+#[test]
+fn a_failure_that_a_later_step_fixes_is_remembered_as_a_procedure_with_its_evidence() {
+    let home = TestHome::new();
+    let model = ScriptedModel::start(
+        vec![
+            call(
+                "f1",
+                "Bash",
+                json!({"command": "test -f generated/schema.sql"}),
+            ),
+            call(
+                "f2",
+                "Write",
+                json!({"file_path": "generated/schema.sql", "content": "create table t (id int);\n"}),
+            ),
+            call(
+                "f3",
+                "Bash",
+                json!({"command": "test -f generated/schema.sql"}),
+            ),
+        ],
+        "The schema check passes now.",
+    );
+    let (out, doc, events) = car_do(&home, &model, &[], "make the schema check pass");
+    assert!(out.status.success(), "{doc}");
+    assert!(
+        events.iter().any(|e| e["phase"] == "memory"),
+        "the run says what it remembered: {events:?}"
+    );
+    let recalled = home.car_json(&[
+        "memory",
+        "query",
+        "how did we fix the generated schema check?",
+    ]);
+    let hit = &recalled["results"][0];
+    assert_eq!(
+        hit["subject"], "fixing `test -f generated/schema.sql`",
+        "{recalled}"
+    );
+    let body = hit["body"].as_str().unwrap();
+    assert!(body.contains("Write generated/schema.sql"), "{body}");
+    assert!(body.contains("Evidence: executions"), "{body}");
+}
