@@ -130,6 +130,9 @@ async fn main() {
         max_turns: (turns + 5) as u32,
         token_budget: u64::MAX,
         until: None,
+        run_id: "bench".into(),
+        checkpoints: None,
+        resume: None,
     };
     let started = Instant::now();
     let document = car::agent::run(

@@ -14,7 +14,7 @@ pub mod tools;
 use std::collections::BTreeMap;
 use std::time::Instant;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 use sha2::Digest;
 
@@ -38,6 +38,60 @@ pub struct Task {
     /// `--until`: a shell check run (in the sandbox) when the model says it is done; until it
     /// exits 0 the model is sent back to work with its output.
     pub until: Option<String>,
+    /// The run's id (a resumed run keeps its own).
+    pub run_id: String,
+    /// Where a checkpoint is written at every turn boundary (`$CAR_HOME/runs`).
+    pub checkpoints: Option<std::path::PathBuf>,
+    /// The state to go on from (`car do --resume RUN_ID`).
+    pub resume: Option<Checkpoint>,
+}
+
+/// A run at a turn boundary: enough to go on from there.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Checkpoint {
+    pub run_id: String,
+    pub task: String,
+    pub messages: Vec<Message>,
+    pub receipts: Vec<Receipt>,
+    pub input_tokens: u64,
+    pub output_tokens: u64,
+    pub turns: u32,
+    pub goal_iterations: u32,
+}
+
+impl Checkpoint {
+    fn path(dir: &std::path::Path, run_id: &str) -> std::path::PathBuf {
+        dir.join(format!("{run_id}.json"))
+    }
+
+    /// The checkpoint of `run_id` in `dir`, or why there is none.
+    pub fn load(dir: &std::path::Path, run_id: &str) -> Result<Checkpoint, String> {
+        if run_id.is_empty()
+            || !run_id
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || c == '-')
+        {
+            return Err(format!(
+                "'{run_id}' is not a run id (see the run_id of a car.do/1 document)"
+            ));
+        }
+        let path = Checkpoint::path(dir, run_id);
+        let text = std::fs::read_to_string(&path)
+            .map_err(|e| format!("no checkpoint for run {run_id} at {}: {e}", path.display()))?;
+        serde_json::from_str(&text)
+            .map_err(|e| format!("the checkpoint {} cannot be read: {e}", path.display()))
+    }
+
+    fn save(&self, dir: &std::path::Path) {
+        let written = serde_json::to_vec(self)
+            .map_err(std::io::Error::other)
+            .and_then(|bytes| {
+                crate::home::write_atomic(&Checkpoint::path(dir, &self.run_id), &bytes)
+            });
+        if let Err(e) = written {
+            tracing::warn!("cannot write the checkpoint of run {}: {e}", self.run_id);
+        }
+    }
 }
 
 /// The `goal` block of a run with `--until`.
@@ -70,7 +124,7 @@ pub struct Event {
 }
 
 /// The record of one tool call.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Receipt {
     pub tool: String,
     pub ok: bool,
@@ -82,7 +136,7 @@ pub struct Receipt {
     pub digest: String,
     pub execution_id: String,
     /// The command or path it acted on (what the claim check reads).
-    #[serde(skip)]
+    #[serde(default)]
     pub subject: String,
 }
 
@@ -121,6 +175,8 @@ impl Receipts {
 #[derive(Debug, Clone, Serialize)]
 pub struct Document {
     pub schema: &'static str,
+    /// Pass to `car do --resume` to go on from the last turn boundary.
+    pub run_id: String,
     /// `success`, `max_turns` or `error`.
     pub status: &'static str,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -170,6 +226,7 @@ impl Document {
     ) -> Document {
         Document {
             schema: SCHEMA,
+            run_id: String::new(),
             status: "error",
             summary: None,
             error: Some(failure.kind),
@@ -226,44 +283,63 @@ pub async fn run(
         message: format!("{} with {} tools", model.name(), tools.len()),
         data: json!({"model": model.name(), "provider": model.provider().as_str(), "sandbox": sandbox.mode}),
     });
-    // The briefing from memory for this task, through the registry like the MCP prompt.
-    let briefing = runtime
-        .operate(
-            crate::memory::surfaces::CONTEXT_PROMPT,
-            json!({"query": task.task}),
-            context,
-            CallOptions::default(),
-        )
-        .await
-        .ok()
-        .and_then(|o| o.result.ok())
-        .and_then(|v| v["text"].as_str().map(str::to_string))
-        .filter(|t| !t.trim().is_empty());
-    let mut first = String::new();
-    if let Some(briefing) = briefing {
-        first.push_str("What CAR remembers about this project:\n");
-        first.push_str(&briefing);
-        first.push_str("\n\n");
-    }
-    first.push_str("Task: ");
-    first.push_str(&task.task);
-    let mut messages = vec![Message {
-        role: Role::User,
-        blocks: vec![Block::Text(first)],
-    }];
     let mut receipts: Vec<Receipt> = Vec::new();
     let mut tokens = Tokens {
         budget: task.token_budget,
         ..Tokens::default()
     };
     let mut turns = 0;
+    let mut goal_iterations = 0;
+    let mut messages = match &task.resume {
+        Some(checkpoint) => {
+            receipts = checkpoint.receipts.clone();
+            tokens.input = checkpoint.input_tokens;
+            tokens.output = checkpoint.output_tokens;
+            turns = checkpoint.turns;
+            goal_iterations = checkpoint.goal_iterations;
+            emit(Event {
+                kind: "text",
+                phase: "start",
+                message: format!("[resumed: run {} after turn {turns}]", checkpoint.run_id),
+                data: json!({"run_id": checkpoint.run_id, "turns": turns}),
+            });
+            checkpoint.messages.clone()
+        }
+        None => {
+            // The briefing from memory for this task, through the registry like the MCP prompt.
+            let briefing = runtime
+                .operate(
+                    crate::memory::surfaces::CONTEXT_PROMPT,
+                    json!({"query": task.task}),
+                    context,
+                    CallOptions::default(),
+                )
+                .await
+                .ok()
+                .and_then(|o| o.result.ok())
+                .and_then(|v| v["text"].as_str().map(str::to_string))
+                .filter(|t| !t.trim().is_empty());
+            let mut first = String::new();
+            if let Some(briefing) = briefing {
+                first.push_str("What CAR remembers about this project:\n");
+                first.push_str(&briefing);
+                first.push_str("\n\n");
+            }
+            first.push_str("Task: ");
+            first.push_str(&task.task);
+            vec![Message {
+                role: Role::User,
+                blocks: vec![Block::Text(first)],
+            }]
+        }
+    };
     // The start of an answer cut off at the output limit.
     let mut cut_off = String::new();
     let mut goal = task.until.clone().map(|check| Goal {
         check,
         passed: false,
         grounded: true,
-        iterations: 0,
+        iterations: goal_iterations,
         halt: "running",
     });
     let finish = |status: &'static str,
@@ -280,6 +356,7 @@ pub async fn run(
         };
         Document {
             schema: SCHEMA,
+            run_id: task.run_id.clone(),
             status,
             summary: summary.map(|s| truncate(&s, SUMMARY_MAX)),
             error,
@@ -298,6 +375,19 @@ pub async fn run(
         }
     };
     loop {
+        if let Some(dir) = &task.checkpoints {
+            Checkpoint {
+                run_id: task.run_id.clone(),
+                task: task.task.clone(),
+                messages: messages.clone(),
+                receipts: receipts.clone(),
+                input_tokens: tokens.input,
+                output_tokens: tokens.output,
+                turns,
+                goal_iterations: goal.as_ref().map_or(0, |g| g.iterations),
+            }
+            .save(dir);
+        }
         if stop.is_cancelled() {
             let failure = Failure {
                 kind: "Interrupted",

@@ -12,7 +12,7 @@ use crate::agent::model::{Model, ModelConfig, Provider};
 use crate::agent::runs::{Launch, Runs, StartArgs};
 use crate::agent::sandbox::{Request, Sandbox};
 use crate::agent::tools::Workspace;
-use crate::agent::{self, Document, Event, Failure, Task};
+use crate::agent::{self, Checkpoint, Document, Event, Failure, Task};
 use crate::app::App;
 use crate::runtime::{Context, Face};
 
@@ -32,8 +32,12 @@ a local OpenAI-compatible server (Ollama, llama.cpp, vLLM, LM Studio) needs none
 #[derive(Debug, Args)]
 pub struct DoArgs {
     /// What to do, in words.
-    #[arg(required = true, num_args = 1.., value_name = "TASK")]
+    #[arg(required_unless_present = "resume", num_args = 1.., value_name = "TASK")]
     pub task: Vec<String>,
+    /// Go on from the last turn boundary of an earlier run (the run_id of its document); its
+    /// task, messages and receipts come back, the limits are this invocation's.
+    #[arg(long, value_name = "RUN_ID")]
+    pub resume: Option<String>,
     /// The model (default: $CAR_DO_MODEL).
     #[arg(long, env = "CAR_DO_MODEL")]
     pub model: Option<String>,
@@ -78,6 +82,7 @@ pub(crate) struct Options {
     pub allow_git_writes: bool,
     pub until: Option<String>,
     pub invoked_by: Option<String>,
+    pub resume: Option<String>,
 }
 
 impl Options {
@@ -93,6 +98,7 @@ impl Options {
             no_sandbox: args.no_sandbox,
             allow_git_writes: args.allow_git_writes,
             until: args.until.clone(),
+            resume: args.resume.clone(),
             invoked_by: std::env::var("CAR_INVOKED_BY")
                 .ok()
                 .filter(|v| !v.trim().is_empty()),
@@ -116,6 +122,7 @@ impl Options {
             allow_git_writes: false,
             until: args.until.clone(),
             invoked_by: args.invoked_by.clone(),
+            resume: None,
         }
     }
 }
@@ -133,6 +140,24 @@ pub(crate) fn prepare(env: &Env, options: &Options) -> Result<Launch, Box<Refuse
     let provider = options
         .provider
         .unwrap_or_else(|| Provider::infer(&model_name));
+    let runs_dir = env.home.root().join("runs");
+    let resume = match &options.resume {
+        Some(id) => Some(Checkpoint::load(&runs_dir, id).map_err(|message| {
+            Box::new(Refused {
+                failure: Failure {
+                    kind: "InvalidArguments",
+                    message,
+                    suggestions: vec![format!(
+                        "the runs that can be resumed are in {}",
+                        runs_dir.display()
+                    )],
+                },
+                sandbox: None,
+                exit: 2,
+            })
+        })?),
+        None => None,
+    };
     if model_name.trim().is_empty() {
         return Err(Box::new(Refused {
             failure: Failure {
@@ -210,7 +235,17 @@ pub(crate) fn prepare(env: &Env, options: &Options) -> Result<Launch, Box<Refuse
         runtime: Arc::new(app),
         context: Context::new(Face::Agent).grants(crate::home::confirm_grants_from_env()),
         task: Task {
-            task: options.task.clone(),
+            task: resume
+                .as_ref()
+                .map_or_else(|| options.task.clone(), |c| c.task.clone()),
+            run_id: resume.as_ref().map_or_else(
+                || uuid::Uuid::new_v4().simple().to_string(),
+                |c| c.run_id.clone(),
+            ),
+            checkpoints: std::fs::create_dir_all(&runs_dir)
+                .ok()
+                .map(|()| runs_dir.clone()),
+            resume,
             max_turns: options.max_turns.max(1),
             token_budget: options.token_budget,
             until: options.until.clone(),

@@ -759,3 +759,78 @@ fn a_failure_that_a_later_step_fixes_is_remembered_as_a_procedure_with_its_evide
     assert!(body.contains("Write generated/schema.sql"), "{body}");
     assert!(body.contains("Evidence: executions"), "{body}");
 }
+
+#[test]
+fn resume_goes_on_from_the_last_turn_boundary_of_an_earlier_run() {
+    let home = TestHome::new();
+    let model = ScriptedModel::start(
+        vec![
+            call(
+                "r1",
+                "Write",
+                json!({"file_path": "a.txt", "content": "a\n"}),
+            ),
+            call(
+                "r2",
+                "Write",
+                json!({"file_path": "b.txt", "content": "b\n"}),
+            ),
+        ],
+        "Both written.",
+    );
+    let (_, first, _) = car_do(
+        &home,
+        &model,
+        &["--max-turns", "1"],
+        "write a.txt and b.txt",
+    );
+    assert_eq!(first["status"], "max_turns", "{first}");
+    let run_id = first["run_id"].as_str().unwrap().to_string();
+    assert!(!run_id.is_empty());
+    assert!(!home.project.join("b.txt").exists());
+
+    let out = home
+        .command(CAR)
+        .args([
+            "--json",
+            "do",
+            "--model",
+            "claude-scripted",
+            "--resume",
+            &run_id,
+        ])
+        .args(["--base-url", &format!("http://127.0.0.1:{}", model.port)])
+        .output()
+        .unwrap();
+    let resumed: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(resumed["status"], "success", "{resumed}");
+    assert_eq!(resumed["run_id"], run_id.as_str());
+    assert_eq!(resumed["turns"], 3, "the turn count goes on: {resumed}");
+    assert_eq!(
+        resumed["receipts"]["total"], 2,
+        "the first run's receipt is kept: {resumed}"
+    );
+    assert!(home.project.join("a.txt").exists() && home.project.join("b.txt").exists());
+
+    let out = home
+        .command(CAR)
+        .args([
+            "--json",
+            "do",
+            "--model",
+            "claude-scripted",
+            "--resume",
+            "no-such-run",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let refused: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert!(
+        refused["message"]
+            .as_str()
+            .unwrap()
+            .contains("no checkpoint"),
+        "{refused}"
+    );
+}
