@@ -374,6 +374,15 @@ pub async fn run(
             goal,
         }
     };
+    // Ends the run with an error document (and the `failed` event); `$halt` is the goal's.
+    macro_rules! fail {
+        ($failure:expr, $halt:expr) => {{
+            let failure = $failure;
+            emit(failed_event(&failure));
+            let goal = halted(&goal, $halt);
+            return finish("error", None, Some(failure), turns, tokens, &receipts, goal);
+        }};
+    }
     loop {
         if let Some(dir) = &task.checkpoints {
             Checkpoint {
@@ -389,14 +398,14 @@ pub async fn run(
             .save(dir);
         }
         if stop.is_cancelled() {
-            let failure = Failure {
-                kind: "Interrupted",
-                message: format!("stopped at a turn boundary after {turns} turn(s)"),
-                suggestions: vec![],
-            };
-            emit(failed_event(&failure));
-            let goal = halted(&goal, "interrupted");
-            return finish("error", None, Some(failure), turns, tokens, &receipts, goal);
+            fail!(
+                Failure {
+                    kind: "Interrupted",
+                    message: format!("stopped at a turn boundary after {turns} turn(s)"),
+                    suggestions: vec![],
+                },
+                "interrupted"
+            );
         }
         if turns >= task.max_turns {
             let summary =
@@ -419,18 +428,18 @@ pub async fn run(
             );
         }
         if tokens.input + tokens.output >= task.token_budget {
-            let failure = Failure {
-                kind: "TokenBudgetExhausted",
-                message: format!(
-                    "the run used {} of its {} tokens and stopped after {turns} turn(s)",
-                    tokens.input + tokens.output,
-                    task.token_budget
-                ),
-                suggestions: vec!["raise the budget with --token-budget".into()],
-            };
-            emit(failed_event(&failure));
-            let goal = halted(&goal, "budget");
-            return finish("error", None, Some(failure), turns, tokens, &receipts, goal);
+            fail!(
+                Failure {
+                    kind: "TokenBudgetExhausted",
+                    message: format!(
+                        "the run used {} of its {} tokens and stopped after {turns} turn(s)",
+                        tokens.input + tokens.output,
+                        task.token_budget
+                    ),
+                    suggestions: vec!["raise the budget with --token-budget".into()],
+                },
+                "budget"
+            );
         }
         turns += 1;
         let turn = tokio::select! {
@@ -438,22 +447,19 @@ pub async fn run(
             _ = stop.cancelled() => None,
         };
         let Some(turn) = turn else {
-            let failure = Failure {
-                kind: "Interrupted",
-                message: format!("stopped while the model was answering turn {turns}"),
-                suggestions: vec![],
-            };
-            emit(failed_event(&failure));
-            let goal = halted(&goal, "interrupted");
-            return finish("error", None, Some(failure), turns, tokens, &receipts, goal);
+            fail!(
+                Failure {
+                    kind: "Interrupted",
+                    message: format!("stopped while the model was answering turn {turns}"),
+                    suggestions: vec![],
+                },
+                "interrupted"
+            );
         };
         let reply = match turn {
             Ok(reply) => reply,
             Err(e) => {
-                let failure = model_failure(&e);
-                emit(failed_event(&failure));
-                let goal = halted(&goal, "error");
-                return finish("error", None, Some(failure), turns, tokens, &receipts, goal);
+                fail!(model_failure(&e), "error");
             }
         };
         tokens.input += reply.input_tokens;

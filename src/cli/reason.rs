@@ -3,7 +3,7 @@
 use std::process::ExitCode;
 
 use clap::{Args, ValueEnum};
-use serde_json::{json, Value};
+use serde_json::json;
 
 use super::{console, open_app, Env};
 use crate::agent::model::{Model, ModelConfig, Provider};
@@ -82,7 +82,7 @@ pub async fn run(env: &Env, args: ReasonArgs) -> ExitCode {
         .and_then(|m| crate::project::Project::open(m.store().clone(), &env.project_root).ok());
     let files = reason::gather_files(&env.project_root, &problem, project.as_ref());
     // What memory recalls, through the registry like any call.
-    let recalled = app
+    let recalled: Option<crate::Recall> = app
         .runtime()
         .call(
             "memory_query",
@@ -93,15 +93,15 @@ pub async fn run(env: &Env, args: ReasonArgs) -> ExitCode {
         .await
         .ok()
         .and_then(|o| o.result.ok())
-        .unwrap_or(Value::Null);
-    let memory: Vec<Note> = recalled["results"]
-        .as_array()
+        .and_then(|v| serde_json::from_value(v).ok());
+    let memory: Vec<Note> = recalled
+        .map(|r| r.results)
+        .unwrap_or_default()
         .into_iter()
-        .flatten()
         .map(|hit| Note {
-            id: hit["id"].as_str().unwrap_or("").to_string(),
-            subject: hit["subject"].as_str().unwrap_or("").to_string(),
-            body: hit["body"].as_str().unwrap_or("").to_string(),
+            id: hit.id,
+            subject: hit.subject,
+            body: hit.body,
         })
         .collect();
     let (size, name) = if reason::size_of(&problem, &files, &memory) > args.large_above {

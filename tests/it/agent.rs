@@ -19,19 +19,25 @@ fn call(id: &'static str, name: &str, input: Value) -> ToolCall {
 }
 
 /// `car do --json` against `model`; the document and the JSON events.
+/// `car --json do --model claude-scripted` pointed at `model`, with no key in the environment.
+fn do_command(home: &TestHome, model: &ScriptedModel) -> std::process::Command {
+    let mut command = home.command(CAR);
+    command
+        .args(["--json", "do", "--model", "claude-scripted"])
+        .args(["--base-url", &format!("http://127.0.0.1:{}", model.port)])
+        .env_remove("ANTHROPIC_API_KEY");
+    command
+}
+
 fn car_do(
     home: &TestHome,
     model: &ScriptedModel,
     extra: &[&str],
     task: &str,
 ) -> (Output, Value, Vec<Value>) {
-    let out = home
-        .command(CAR)
-        .args(["--json", "do", "--model", "claude-scripted"])
-        .args(["--base-url", &format!("http://127.0.0.1:{}", model.port)])
+    let out = do_command(home, model)
         .args(extra)
         .arg(task)
-        .env_remove("ANTHROPIC_API_KEY")
         .env_remove("CAR_INVOKED_BY")
         .output()
         .unwrap();
@@ -309,10 +315,7 @@ fn car_do_refuses_clearly_without_a_model_a_key_or_to_relaunch_its_host() {
         )],
         "Could not delegate.",
     );
-    let out = home
-        .command(CAR)
-        .args(["--json", "do", "--model", "claude-scripted"])
-        .args(["--base-url", &format!("http://127.0.0.1:{}", model.port)])
+    let out = do_command(&home, &model)
         .arg("delegate")
         .env("CAR_INVOKED_BY", "claude-code")
         .output()
@@ -673,10 +676,7 @@ fn car_do_keeps_the_home_the_environment_the_policies_and_git_out_of_reach() {
         ],
         "Done.",
     );
-    let out = home
-        .command(CAR)
-        .args(["--json", "do", "--model", "claude-scripted"])
-        .args(["--base-url", &format!("http://127.0.0.1:{}", model.port)])
+    let out = do_command(&home, &model)
         .arg("poke around")
         .env("CAR_TEST_SECRET", "hunter2")
         .output()
@@ -789,17 +789,8 @@ fn resume_goes_on_from_the_last_turn_boundary_of_an_earlier_run() {
     assert!(!run_id.is_empty());
     assert!(!home.project.join("b.txt").exists());
 
-    let out = home
-        .command(CAR)
-        .args([
-            "--json",
-            "do",
-            "--model",
-            "claude-scripted",
-            "--resume",
-            &run_id,
-        ])
-        .args(["--base-url", &format!("http://127.0.0.1:{}", model.port)])
+    let out = do_command(&home, &model)
+        .args(["--resume", &run_id])
         .output()
         .unwrap();
     let resumed: Value = serde_json::from_slice(&out.stdout).unwrap();
