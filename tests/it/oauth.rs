@@ -65,11 +65,13 @@ fn scenario_passes_alone(scenario: &str) -> bool {
             .args(["--scenario", scenario, "--timeout", "60000"])
             .output()
             .unwrap();
-        let text = String::from_utf8_lossy(&out.stdout);
-        eprintln!(
-            "{scenario} alone, attempt {attempt}:\n{text}\n{}",
+        // The suite prints its verdict on stdout or stderr depending on the mode: read both.
+        let text = format!(
+            "{}\n{}",
+            String::from_utf8_lossy(&out.stdout),
             String::from_utf8_lossy(&out.stderr)
         );
+        eprintln!("{scenario} alone, attempt {attempt}:\n{text}");
         text.contains("OVERALL: PASSED")
     })
 }
