@@ -29,12 +29,19 @@ pub struct SlotMeta {
     pub project: Option<i64>,
     /// The tenant, interned (see [`Index::tenant_id`]).
     pub tenant: u32,
+    /// How many distinct terms it has (its length, for BM25's norm).
+    pub terms: u32,
+    /// Derived from a premise that was superseded ([`Node::needs_review`]).
+    pub stale: bool,
 }
 
 /// Nodes, postings and adjacency, addressed by dense slot numbers.
 #[derive(Debug, Default)]
 pub struct Index {
     meta: Vec<Option<SlotMeta>>,
+    /// Per slot, the sorted hashes of the term pairs it writes side by side ([`pair_hash`]):
+    /// a phrase check reads these few bytes instead of the entry's text.
+    pairs: Vec<Box<[u64]>>,
     tenants: HashMap<String, u32>,
     /// Each distinct term's stem, computed once.
     stems: HashMap<String, String>,
@@ -45,8 +52,8 @@ pub struct Index {
     loaded: bool,
     slots: Vec<Option<Node>>,
     by_id: HashMap<String, u32>,
-    postings: HashMap<String, Vec<u32>>,
-    stem_postings: HashMap<String, Vec<u32>>,
+    postings: HashMap<String, Postings>,
+    stem_postings: HashMap<String, Postings>,
     out: Vec<Vec<Link>>,
     inc: Vec<Vec<Link>>,
     live: usize,
@@ -254,6 +261,8 @@ impl Index {
             current: node.is_current(),
             project: node.project,
             tenant,
+            terms: node.terms.len() as u32,
+            stale: node.needs_review(),
         }
     }
 
@@ -281,6 +290,7 @@ impl Index {
                 self.unpost(slot);
                 self.post(slot, &node.terms);
             }
+            self.pairs[slot as usize] = pairs_of(&node);
             self.slots[slot as usize] = Some(node);
             self.meta[slot as usize] = Some(meta);
             return;
@@ -288,6 +298,7 @@ impl Index {
         let slot = self.slots.len() as u32;
         self.post(slot, &node.terms);
         self.by_id.insert(node.id.clone(), slot);
+        self.pairs.push(pairs_of(&node));
         self.slots.push(Some(node));
         self.meta.push(Some(meta));
         self.out.push(Vec::new());
@@ -305,20 +316,22 @@ impl Index {
             self.tally(&old, -1);
         }
         self.meta[slot as usize] = None;
+        self.pairs[slot as usize] = Box::default();
         self.live -= 1;
     }
 
     fn post(&mut self, slot: u32, terms: &[String]) {
         self.posted_terms += terms.len();
+        let slots = self.slots.len().max(slot as usize + 1);
         for term in terms {
             // Look up before inserting: a term seen before costs no allocation.
             match self.postings.get_mut(term.as_str()) {
-                Some(list) => list.push(slot),
+                Some(list) => list.push(slot, slots),
                 None => {
                     if term.chars().any(char::is_alphabetic) {
                         self.words.insert(term.clone());
                     }
-                    self.postings.insert(term.clone(), vec![slot]);
+                    self.postings.insert(term.clone(), Postings::one(slot));
                 }
             }
             if !self.stems.contains_key(term.as_str()) {
@@ -326,10 +339,10 @@ impl Index {
             }
             let stem = &self.stems[term.as_str()];
             match self.stem_postings.get_mut(stem.as_str()) {
-                Some(list) if list.last() == Some(&slot) => {}
-                Some(list) => list.push(slot),
+                Some(list) if list.slots.last() == Some(&slot) => {}
+                Some(list) => list.push(slot, slots),
                 None => {
-                    self.stem_postings.insert(stem.clone(), vec![slot]);
+                    self.stem_postings.insert(stem.clone(), Postings::one(slot));
                 }
             }
         }
@@ -342,16 +355,16 @@ impl Index {
         self.posted_terms = self.posted_terms.saturating_sub(node.terms.len());
         for term in node.terms.clone() {
             if let Some(list) = self.postings.get_mut(&term) {
-                list.retain(|&s| s != slot);
-                if list.is_empty() {
+                list.remove(slot);
+                if list.slots.is_empty() {
                     self.postings.remove(&term);
                     self.words.remove(&term);
                 }
             }
             let stem = self.stem_of(&term);
             if let Some(list) = self.stem_postings.get_mut(&stem) {
-                list.retain(|&s| s != slot);
-                if list.is_empty() {
+                list.remove(slot);
+                if list.slots.is_empty() {
                     self.stem_postings.remove(&stem);
                 }
             }
@@ -367,17 +380,24 @@ impl Index {
         self.meta.get(slot as usize).copied().flatten()
     }
 
+    /// Whether the entry in `slot` writes the pair whose [`pair_hash`] this is side by side.
+    pub fn writes_pair(&self, slot: u32, pair: u64) -> bool {
+        self.pairs
+            .get(slot as usize)
+            .is_some_and(|pairs| pairs.binary_search(&pair).is_ok())
+    }
+
     /// The interned id of a tenant, if any node has it.
     pub fn tenant_id(&self, tenant: &str) -> Option<u32> {
         self.tenants.get(tenant).copied()
     }
 
     /// The stem of an indexed term (computed once), or computed now for any other.
-    pub fn stem(&self, term: &str) -> String {
-        self.stems
-            .get(term)
-            .cloned()
-            .unwrap_or_else(|| text::stem(term))
+    pub fn stem<'a>(&'a self, term: &str) -> std::borrow::Cow<'a, str> {
+        match self.stems.get(term) {
+            Some(stem) => std::borrow::Cow::Borrowed(stem.as_str()),
+            None => std::borrow::Cow::Owned(text::stem(term)),
+        }
     }
 
     pub fn node(&self, slot: u32) -> Option<&Node> {
@@ -401,14 +421,23 @@ impl Index {
     }
 
     pub fn postings(&self, term: &str) -> &[u32] {
-        self.postings.get(term).map(Vec::as_slice).unwrap_or(&[])
+        self.postings.get(term).map_or(&[], |p| p.slots.as_slice())
     }
 
     pub fn stem_postings(&self, stem: &str) -> &[u32] {
         self.stem_postings
             .get(stem)
-            .map(Vec::as_slice)
-            .unwrap_or(&[])
+            .map_or(&[], |p| p.slots.as_slice())
+    }
+
+    /// A common term's postings as a bit per slot, when it has them (see [`Postings`]).
+    pub fn posting_bits(&self, term: &str) -> Option<&Bits> {
+        self.postings.get(term)?.bits.as_ref()
+    }
+
+    /// A common stem's postings as a bit per slot, when it has them.
+    pub fn stem_posting_bits(&self, stem: &str) -> Option<&Bits> {
+        self.stem_postings.get(stem)?.bits.as_ref()
     }
 
     /// Indexed terms that contain `fragment` (for substring seeds), at most `limit`, sorted.
@@ -455,5 +484,146 @@ impl Index {
 
     pub fn incoming(&self, slot: u32) -> &[Link] {
         &self.inc[slot as usize]
+    }
+}
+
+/// A hash of two terms written side by side (FNV-1a over both, a separator between): what
+/// [`Index::writes_pair`] looks for. 64 bits, so two different pairs of one entry never collide
+/// in practice.
+pub fn pair_hash(first: &str, second: &str) -> u64 {
+    let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
+    for byte in first.bytes().chain([0x1f]).chain(second.bytes()) {
+        hash ^= u64::from(byte);
+        hash = hash.wrapping_mul(0x0100_0000_01b3);
+    }
+    hash
+}
+
+/// The pairs a node writes side by side: its subject's terms then its body's, as one sequence.
+fn pairs_of(node: &Node) -> Box<[u64]> {
+    let mut previous = String::new();
+    let mut pairs = Vec::new();
+    let mut step = |term: &str| {
+        if !previous.is_empty() {
+            pairs.push(pair_hash(&previous, term));
+        }
+        previous.clear();
+        previous.push_str(term);
+    };
+    text::each_term(&node.subject, &mut step);
+    text::each_term(&node.body, &mut step);
+    pairs.sort_unstable();
+    pairs.dedup();
+    pairs.into_boxed_slice()
+}
+
+/// The slots that have a term, newest last; a term in many entries also keeps them as bits, so
+/// a query that has already found its candidates checks each of them in one read instead of
+/// walking the whole list.
+#[derive(Debug, Default)]
+struct Postings {
+    slots: Vec<u32>,
+    bits: Option<Bits>,
+}
+
+/// A list this long, and at least a sixteenth of all slots, gets bits (which then take at most
+/// half the list's memory).
+const DENSE_MIN: usize = 1_024;
+
+impl Postings {
+    fn one(slot: u32) -> Postings {
+        Postings {
+            slots: vec![slot],
+            bits: None,
+        }
+    }
+
+    fn push(&mut self, slot: u32, slots: usize) {
+        self.slots.push(slot);
+        match &mut self.bits {
+            Some(bits) => bits.set(slot, true),
+            None if self.slots.len() >= DENSE_MIN.max(slots / 16) => {
+                let mut bits = Bits::default();
+                for &s in &self.slots {
+                    bits.set(s, true);
+                }
+                self.bits = Some(bits);
+            }
+            None => {}
+        }
+    }
+
+    fn remove(&mut self, slot: u32) {
+        self.slots.retain(|&s| s != slot);
+        if let Some(bits) = &mut self.bits {
+            bits.set(slot, false);
+        }
+    }
+}
+
+/// A set of slots, a bit each.
+#[derive(Debug, Default)]
+pub struct Bits(Vec<u64>);
+
+impl Bits {
+    fn set(&mut self, slot: u32, on: bool) {
+        let (word, bit) = (slot as usize / 64, slot % 64);
+        if word >= self.0.len() {
+            if !on {
+                return;
+            }
+            self.0.resize(word + 1, 0);
+        }
+        if on {
+            self.0[word] |= 1 << bit;
+        } else {
+            self.0[word] &= !(1 << bit);
+        }
+    }
+
+    pub fn has(&self, slot: u32) -> bool {
+        self.0
+            .get(slot as usize / 64)
+            .is_some_and(|word| word & (1 << (slot % 64)) != 0)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn postings_bits_agree_with_the_list_through_pushes_and_removals() {
+        let mut postings = Postings::one(0);
+        for slot in 1..3_000u32 {
+            if slot % 3 != 0 {
+                postings.push(slot, slot as usize + 1);
+            }
+        }
+        for slot in (0..3_000u32).step_by(7) {
+            postings.remove(slot);
+        }
+        postings.push(5_000, 5_001);
+        let bits = postings.bits.as_ref().expect("a long list has bits");
+        for slot in 0..6_000u32 {
+            assert_eq!(
+                bits.has(slot),
+                postings.slots.contains(&slot),
+                "slot {slot}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_pair_hash_tells_order_and_words_apart() {
+        assert_ne!(
+            pair_hash("invoice", "rendering"),
+            pair_hash("rendering", "invoice")
+        );
+        assert_ne!(pair_hash("ab", "c"), pair_hash("a", "bc"));
+        assert_eq!(
+            pair_hash("invoice", "rendering"),
+            pair_hash("invoice", "rendering")
+        );
     }
 }

@@ -275,45 +275,25 @@ impl Memory {
     /// The top `k` current entries for a query.
     pub fn query(&self, query: &str, tenant: &str, k: usize) -> Result<Vec<QueryHit>> {
         let scope = self.scope(tenant);
-        self.read(|index| {
-            let filter = retrieve::Filter {
-                scope: &scope,
-                kinds: &[
-                    Kind::Pattern,
-                    Kind::Constraint,
-                    Kind::Knowledge,
-                    Kind::Procedural,
-                ],
-            };
-            retrieve::retrieve(index, query, &filter, k)
-                .into_iter()
-                .filter_map(|hit| {
-                    let n = index.node(hit.slot)?;
-                    let via = hit.via.as_ref().and_then(|via| {
-                        let through = index.node(via.slot)?;
-                        Some(ViaEntry {
-                            id: through.id.clone(),
-                            subject: through.subject.clone(),
-                            through: match &via.bridge {
-                                retrieve::Bridge::Term(term) => term.clone(),
-                                retrieve::Bridge::Link(kind) => kind.as_str().to_string(),
-                            },
-                        })
-                    });
-                    Some(QueryHit {
-                        id: n.id.clone(),
-                        subject: n.subject.clone(),
-                        body: n.body.clone(),
-                        kind: n.kind,
-                        activation: (hit.activation * 10_000.0).round() / 10_000.0,
-                        why: Why {
-                            matched: retrieve::matched_terms(index, query, n),
-                            via,
-                        },
-                    })
-                })
-                .collect()
-        })
+        self.read(|index| hits(index, &scope, query, k))
+    }
+
+    /// [`Memory::query`] without waiting: `None` when it would have to (the index must first
+    /// catch up with the database, or a writer holds it or the connection).
+    pub fn query_now(&self, query: &str, tenant: &str, k: usize) -> Option<Result<Vec<QueryHit>>> {
+        let head = {
+            let conn = self.store.try_conn()?;
+            index::Index::head(&conn)
+        };
+        let head = match head {
+            Ok(head) => head,
+            Err(e) => return Some(Err(e.into())),
+        };
+        let index = self.index.try_read().ok()?;
+        if !index.is_current(head) {
+            return None;
+        }
+        Some(Ok(hits(&index, &self.scope(tenant), query, k)))
     }
 
     /// How many current entries a tenant sees.
@@ -561,6 +541,48 @@ impl Memory {
     }
 }
 
+/// The top `k` current entries of a scope for a query, each with why it was found.
+fn hits(index: &Index, scope: &Scope, query: &str, k: usize) -> Vec<QueryHit> {
+    let filter = retrieve::Filter {
+        scope,
+        kinds: &[
+            Kind::Pattern,
+            Kind::Constraint,
+            Kind::Knowledge,
+            Kind::Procedural,
+        ],
+    };
+    let asked = retrieve::Asked::new(index, query);
+    retrieve::retrieve(index, query, &filter, k)
+        .into_iter()
+        .filter_map(|hit| {
+            let n = index.node(hit.slot)?;
+            let via = hit.via.as_ref().and_then(|via| {
+                let through = index.node(via.slot)?;
+                Some(ViaEntry {
+                    id: through.id.clone(),
+                    subject: through.subject.clone(),
+                    through: match &via.bridge {
+                        retrieve::Bridge::Term(term) => term.clone(),
+                        retrieve::Bridge::Link(kind) => kind.as_str().to_string(),
+                    },
+                })
+            });
+            Some(QueryHit {
+                id: n.id.clone(),
+                subject: n.subject.clone(),
+                body: n.body.clone(),
+                kind: n.kind,
+                activation: (hit.activation * 10_000.0).round() / 10_000.0,
+                why: Why {
+                    matched: retrieve::matched_terms(index, &asked, n),
+                    via,
+                },
+            })
+        })
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -576,6 +598,58 @@ mod tests {
 
     fn ids(hits: &[QueryHit]) -> Vec<&str> {
         hits.iter().map(|h| h.id.as_str()).collect()
+    }
+
+    #[test]
+    fn a_query_that_cannot_wait_leaves_a_stale_index_to_the_one_that_can() {
+        let (_dir, a, b) = two_processes();
+        a.write(NewEntry::new(
+            Kind::Pattern,
+            "release",
+            "release on tuesdays",
+        ))
+        .unwrap();
+        // b has not caught up with a's write: the quick path declines rather than answer
+        // from a stale index, and the waiting path catches up.
+        assert!(b.query_now("release", "", 5).is_none());
+        assert_eq!(ids(&b.query("release", "", 5).unwrap()), ["fact-1"]);
+        let now = b.query_now("release", "", 5).unwrap().unwrap();
+        assert_eq!(ids(&now), ["fact-1"]);
+        // Held by a writer: it declines too.
+        let held = b.lock();
+        assert!(b.query_now("release", "", 5).is_none());
+        drop(held);
+        assert!(b.query_now("release", "", 5).is_some());
+    }
+
+    #[test]
+    fn a_common_term_still_counts_for_candidates_found_by_rarer_ones() {
+        // "alpha" finds more candidates than retrieval keeps (1,024); "common" is in so many
+        // entries that it is checked by its bits, not its list. Among the alpha entries, those
+        // that also say "common" must rank first.
+        let memory = Memory::in_memory().unwrap();
+        let mut entries = Vec::new();
+        for i in 0..1_200 {
+            let body = if i % 2 == 0 {
+                "alpha common"
+            } else {
+                "alpha plain"
+            };
+            entries.push(NewEntry::new(Kind::Pattern, &format!("item {i}"), body));
+        }
+        for i in 0..3_000 {
+            entries.push(NewEntry::new(
+                Kind::Pattern,
+                &format!("other {i}"),
+                "common filler",
+            ));
+        }
+        memory.write_entries(entries).unwrap();
+        let hits = memory.query("alpha common", "", 20).unwrap();
+        assert_eq!(hits.len(), 20);
+        for hit in &hits {
+            assert_eq!(hit.body, "alpha common", "{hit:?}");
+        }
     }
 
     #[test]

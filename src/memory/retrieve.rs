@@ -27,7 +27,7 @@
 
 use foldhash::{HashMap, HashMapExt};
 
-use super::index::Index;
+use super::index::{Bits, Index};
 use super::model::{EdgeKind, Kind, Node, Scope};
 use super::text;
 
@@ -202,47 +202,83 @@ fn score_terms(
 
     for (t, (term, _)) in terms.iter().enumerate() {
         let t = t as u32;
-        let mut visit = |slot: u32, weight: f64, candidates: &mut Vec<u32>| {
-            let i = slot as usize;
-            if stamp[i] == t {
-                return;
-            }
-            if state[i] == UNSEEN && candidates.len() < CANDIDATE_CAP {
-                touched.push(slot);
-                state[i] = if admit.admits(index, slot) {
-                    candidates.push(slot);
-                    CANDIDATE
-                } else {
-                    REFUSED
-                };
-            }
-            if state[i] == CANDIDATE {
-                stamp[i] = t;
-                score[i] += weight;
-            }
-        };
+        // Adds `weight` to each candidate among `postings` (once per term: its best match),
+        // admitting new candidates until the cap. Once the cap is reached only candidates are
+        // re-scored, in a tight loop: a common term's long postings cost a byte read each.
+        let mut visit =
+            |postings: &[u32], bits: Option<&Bits>, weight: f64, candidates: &mut Vec<u32>| {
+                // Newest first: once the cap is reached, newer entries are the ones kept.
+                let mut rest = postings.len();
+                while rest > 0 && candidates.len() < CANDIDATE_CAP {
+                    rest -= 1;
+                    let slot = postings[rest];
+                    let i = slot as usize;
+                    if stamp[i] == t {
+                        continue;
+                    }
+                    if state[i] == UNSEEN {
+                        touched.push(slot);
+                        state[i] = if admit.admits(index, slot) {
+                            candidates.push(slot);
+                            CANDIDATE
+                        } else {
+                            REFUSED
+                        };
+                    }
+                    if state[i] == CANDIDATE {
+                        stamp[i] = t;
+                        score[i] += weight;
+                    }
+                }
+                match bits {
+                    // A common term: each candidate checks its bit (those it already scored in the
+                    // first phase carry this term's stamp).
+                    Some(bits) if rest > candidates.len() => {
+                        for &slot in candidates.iter() {
+                            let i = slot as usize;
+                            if stamp[i] != t && bits.has(slot) {
+                                stamp[i] = t;
+                                score[i] += weight;
+                            }
+                        }
+                    }
+                    _ => {
+                        for &slot in postings[..rest].iter().rev() {
+                            let i = slot as usize;
+                            if state[i] == CANDIDATE && stamp[i] != t {
+                                stamp[i] = t;
+                                score[i] += weight;
+                            }
+                        }
+                    }
+                }
+            };
         // Exact matches first (3×): they outrank the stem match of the same term.
         let exact = index.postings(term);
-        let exact_weight = 3.0 * index.idf(exact.len());
-        // Newest first: once the cap is reached, newer entries are the ones kept.
-        for &slot in exact.iter().rev() {
-            visit(slot, exact_weight, &mut candidates);
-        }
-        let stems = index.stem_postings(&index.stem(term));
+        let exact_bits = index.posting_bits(term);
+        visit(
+            exact,
+            exact_bits,
+            3.0 * index.idf(exact.len()),
+            &mut candidates,
+        );
+        let stem = index.stem(term);
+        let stems = index.stem_postings(&stem);
         // The exact matches are among the stem's; as many means the same entries, all scored.
         if stems.len() != exact.len() {
-            let stem_weight = 2.0 * index.idf(stems.len());
-            for &slot in stems.iter().rev() {
-                visit(slot, stem_weight, &mut candidates);
-            }
+            let stem_bits = index.stem_posting_bits(&stem);
+            visit(
+                stems,
+                stem_bits,
+                2.0 * index.idf(stems.len()),
+                &mut candidates,
+            );
         }
         if exact.is_empty() && stems.is_empty() && term.chars().count() >= 4 {
             for other in index.terms_containing(term, SUBSTRING_TERMS) {
                 let postings = index.postings(other);
-                let weight = index.idf(postings.len());
-                for &slot in postings.iter().rev() {
-                    visit(slot, weight, &mut candidates);
-                }
+                let bits = index.posting_bits(other);
+                visit(postings, bits, index.idf(postings.len()), &mut candidates);
             }
         }
     }
@@ -250,11 +286,7 @@ fn score_terms(
     candidates
         .into_iter()
         .filter(|&slot| score[slot as usize] > 0.0)
-        .map(|slot| {
-            let length = index.node(slot).map_or(average, |n| n.terms.len() as f64);
-            let norm = (K1 + 1.0) / (1.0 + K1 * (1.0 - B + B * length / average));
-            (slot, score[slot as usize] * norm)
-        })
+        .map(|slot| (slot, score[slot as usize] * norm(index, slot, average)))
         .collect()
 }
 
@@ -282,27 +314,37 @@ pub fn retrieve(index: &Index, query: &str, filter: &Filter<'_>, k: usize) -> Ve
         .filter(|s| s.1 >= SEED_FLOOR)
         .collect();
     seeds.sort_by(by_rank);
-    let bridged = bridges(index, query, &seeds, filter);
+    let mut bridged = bridges(index, query, &seeds, filter);
 
-    let mut scores: HashMap<u32, (f64, f64, Option<Via>)> =
-        HashMap::with_capacity(keyword.len() + bridged.len());
-    for &(slot, score) in &keyword {
-        scores.insert(slot, (score, 0.0, None));
+    // An entry's activation: the stronger of its own match and what a bridge brought, plus a
+    // fifth of the weaker. The bridged entries are few: the matches look them up, not the
+    // other way round.
+    let activation = |slot: u32, own: f64, walked: f64| {
+        let act = own.max(walked) + 0.2 * own.min(walked);
+        let stale = index.meta(slot).is_some_and(|m| m.stale);
+        if stale {
+            act * STALE_PENALTY
+        } else {
+            act
+        }
+    };
+    let mut ranked: Vec<(u32, f64)> = Vec::with_capacity(keyword.len() + bridged.len());
+    for &(slot, own) in &keyword {
+        let walked = match bridged.get_mut(&slot) {
+            Some(reach) => {
+                reach.own = own;
+                reach.walked
+            }
+            None => 0.0,
+        };
+        ranked.push((slot, activation(slot, own, walked)));
     }
-    for (slot, (score, via)) in bridged {
-        let entry = scores.entry(slot).or_insert((0.0, 0.0, None));
-        entry.1 = score;
-        entry.2 = Some(via);
+    for (&slot, reach) in &bridged {
+        if reach.own == 0.0 {
+            ranked.push((slot, activation(slot, 0.0, reach.walked)));
+        }
     }
-    let mut ranked: Vec<(u32, f64)> = scores
-        .iter()
-        .map(|(&slot, &(own, walked, _))| {
-            let act = own.max(walked) + 0.2 * own.min(walked);
-            let stale = index.node(slot).is_some_and(Node::needs_review);
-            (slot, if stale { act * STALE_PENALTY } else { act })
-        })
-        .filter(|h| h.1 > 1e-9)
-        .collect();
+    ranked.retain(|h| h.1 > 1e-9);
     if ranked.len() > k {
         ranked.select_nth_unstable_by(k - 1, by_rank);
         ranked.truncate(k);
@@ -310,15 +352,23 @@ pub fn retrieve(index: &Index, query: &str, filter: &Filter<'_>, k: usize) -> Ve
     ranked.sort_by(by_rank);
     ranked
         .into_iter()
-        .map(|(slot, activation)| {
-            let (own, walked, via) = scores.remove(&slot).unwrap_or((0.0, 0.0, None));
-            Hit {
-                slot,
-                activation,
-                via: via.filter(|_| walked > own),
-            }
+        .map(|(slot, activation)| Hit {
+            slot,
+            activation,
+            via: bridged
+                .remove(&slot)
+                .filter(|reach| reach.walked > reach.own)
+                .map(|reach| reach.via),
         })
         .collect()
+}
+
+/// What a bridge brought an entry: its best path's score and the path, and the entry's own
+/// match (0 when it matched no term).
+struct Reach {
+    walked: f64,
+    via: Via,
+    own: f64,
 }
 
 /// Adds to the best matches the weight of the query's adjacent term pairs they write side by
@@ -329,37 +379,43 @@ fn phrase_bonus(index: &Index, query: &str, keyword: &mut [(u32, f64)]) {
         return;
     }
     let weight = |term: &str| 3.0 * index.idf(index.postings(term).len());
-    let pairs: Vec<(&str, &str, f64)> = asked
+    // A pair memory never writes (a word it has never seen, as question words mostly are)
+    // cannot be written side by side: only pairs of known words are looked for.
+    let pairs: Vec<(u64, f64)> = asked
         .windows(2)
         .filter(|w| w[0] != w[1])
+        .filter(|w| !index.postings(&w[0]).is_empty() && !index.postings(&w[1]).is_empty())
         .map(|w| {
             (
-                w[0].as_str(),
-                w[1].as_str(),
+                super::index::pair_hash(&w[0], &w[1]),
                 PHRASE * (weight(&w[0]) + weight(&w[1])),
             )
         })
         .collect();
+    if pairs.is_empty() {
+        return;
+    }
     let checked = PHRASE_CANDIDATES.min(keyword.len());
     if checked < keyword.len() {
         keyword.select_nth_unstable_by(checked - 1, by_rank);
     }
     let average = index.average_terms();
     for (slot, score) in &mut keyword[..checked] {
-        let Some(node) = index.node(*slot) else {
-            continue;
-        };
-        let written: Vec<String> = text::sequence(&node.subject)
-            .chain(text::sequence(&node.body))
-            .collect();
         let bonus: f64 = pairs
             .iter()
-            .filter(|(a, b, _)| written.windows(2).any(|w| w[0] == *a && w[1] == *b))
-            .map(|p| p.2)
+            .filter(|(pair, _)| index.writes_pair(*slot, *pair))
+            .map(|p| p.1)
             .sum();
-        let length = node.terms.len() as f64;
-        *score += bonus * (K1 + 1.0) / (1.0 + K1 * (1.0 - B + B * length / average));
+        if bonus > 0.0 {
+            *score += bonus * norm(index, *slot, average);
+        }
     }
+}
+
+/// BM25's length norm of the entry in `slot`.
+fn norm(index: &Index, slot: u32, average: f64) -> f64 {
+    let length = index.meta(slot).map_or(average, |m| f64::from(m.terms));
+    (K1 + 1.0) / (1.0 + K1 * (1.0 - B + B * length / average))
 }
 
 /// Step 2: what the seeds reach through the named things they mention and their links, each
@@ -369,22 +425,29 @@ fn bridges(
     query: &str,
     seeds: &[(u32, f64)],
     filter: &Filter<'_>,
-) -> HashMap<u32, (f64, Via)> {
+) -> HashMap<u32, Reach> {
     let admit = Admit::new(index, filter);
-    let mut reached: HashMap<u32, (f64, Via)> = HashMap::new();
+    let mut reached: HashMap<u32, Reach> = HashMap::new();
     if admit.tenant.is_none() {
         return reached;
     }
     let asked: Vec<String> = text::terms(query);
-    let asked_stems: Vec<String> = asked.iter().map(|t| index.stem(t)).collect();
+    let asked_stems: Vec<_> = asked.iter().map(|t| index.stem(t)).collect();
     let mut offer = |slot: u32, score: f64, via: Via| {
         if score <= 0.0 || !admit.admits(index, slot) {
             return;
         }
         match reached.get(&slot) {
-            Some((best, _)) if *best >= score => {}
+            Some(best) if best.walked >= score => {}
             _ => {
-                reached.insert(slot, (score, via));
+                reached.insert(
+                    slot,
+                    Reach {
+                        walked: score,
+                        via,
+                        own: 0.0,
+                    },
+                );
             }
         }
     };
@@ -482,17 +545,35 @@ fn links(index: &Index, slot: u32) -> impl Iterator<Item = (u32, EdgeKind, f64)>
     forward.chain(backward)
 }
 
+/// A query's distinct terms and their stems, worked out once for the entries it is checked
+/// against.
+pub struct Asked<'a> {
+    terms: Vec<String>,
+    stems: Vec<std::borrow::Cow<'a, str>>,
+}
+
+impl<'a> Asked<'a> {
+    pub fn new(index: &'a Index, query: &str) -> Asked<'a> {
+        let terms = text::terms(query);
+        let stems = terms.iter().map(|t| index.stem(t)).collect();
+        Asked { terms, stems }
+    }
+}
+
 /// The query's terms an entry matched: exactly, by stem, or as part of a longer term.
-pub fn matched_terms(index: &Index, query: &str, node: &Node) -> Vec<String> {
-    text::terms(query)
-        .into_iter()
-        .filter(|term| {
-            let stem = index.stem(term);
+pub fn matched_terms(index: &Index, asked: &Asked<'_>, node: &Node) -> Vec<String> {
+    let node_stems: Vec<_> = node.terms.iter().map(|t| index.stem(t)).collect();
+    asked
+        .terms
+        .iter()
+        .zip(&asked.stems)
+        .filter(|(term, stem)| {
             node.terms.binary_search(term).is_ok()
-                || node.terms.iter().any(|t| index.stem(t) == stem)
+                || node_stems.contains(stem)
                 || (term.chars().count() >= 4
                     && node.terms.iter().any(|t| t.contains(term.as_str())))
         })
+        .map(|(term, _)| term.clone())
         .collect()
 }
 
@@ -519,7 +600,7 @@ pub fn grounding(index: &Index, query: &str, node: &Node) -> f64 {
     if total <= 0.0 {
         return 0.0;
     }
-    let matched: f64 = matched_terms(index, query, node)
+    let matched: f64 = matched_terms(index, &Asked::new(index, query), node)
         .iter()
         .map(|t| weight(t))
         .sum();

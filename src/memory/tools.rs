@@ -276,14 +276,22 @@ pub fn tools(memory: Arc<Memory>) -> Vec<Tool> {
         },
     ));
 
-    let m = memory.clone();
-    tools.push(Tool::typed(
+    let (m, quick) = (memory.clone(), memory.clone());
+    tools.push(Tool::typed_quick(
         ToolSpec::new(
             "memory_query",
             "Recall what is remembered about something. Finds entries by the query's terms (exact, stem, substring; rare terms weigh more) and spreads activation along the links between entries, so related entries that share no word with the query are found too. Superseded entries are never returned.",
             Value::Null,
         )
         .title("Recall from memory"),
+        move |args: &QueryArgs, _call: &ToolCall| -> Option<Result<Recall, ToolError>> {
+            let tenant = args.tenant_id.as_deref().unwrap_or_default();
+            let results = quick.query_now(&args.query, tenant, args.k as usize)?;
+            Some(results.map_err(ToolError::from).map(|results| Recall {
+                query: args.query.clone(),
+                results,
+            }))
+        },
         move |args: QueryArgs, _call| -> Result<Recall, ToolError> {
             let tenant = args.tenant_id.unwrap_or_default();
             let results = m.query(&args.query, &tenant, args.k as usize)?;

@@ -112,6 +112,7 @@ pub struct Dispatcher {
     source: Option<Arc<dyn ToolSource>>,
     store: Arc<Store>,
     policy: Arc<dyn PolicyGate>,
+    journal: Arc<executions::Journal>,
 }
 
 impl Dispatcher {
@@ -119,6 +120,7 @@ impl Dispatcher {
         Dispatcher {
             registry: Arc::new(registry),
             source: None,
+            journal: Arc::new(executions::Journal::new(store.clone())),
             store,
             policy,
         }
@@ -232,8 +234,10 @@ impl Dispatcher {
             } else {
                 None
             },
+            // A keyed call that did not complete gives its key back so the client can retry.
+            release: keyed && matches!(status, ExecStatus::Cancelled | ExecStatus::Timeout),
         };
-        self.record(done, keyed).await?;
+        self.record(done).await?;
         Ok(CallOutcome {
             execution_id,
             status,
@@ -306,18 +310,11 @@ impl Dispatcher {
         blocking(move || executions::claim(&store, &call)).await
     }
 
-    async fn record(&self, done: Finished, keyed: bool) -> Result<(), DispatchError> {
-        // A keyed call that did not complete gives its key back so the client can retry.
-        let release = keyed && matches!(done.status, ExecStatus::Cancelled | ExecStatus::Timeout);
-        let store = self.store.clone();
-        blocking(move || {
-            executions::finish(&store, &done)?;
-            if release {
-                executions::release(&store, &done.id)?;
-            }
-            Ok(())
-        })
-        .await
+    async fn record(&self, done: Finished) -> Result<(), DispatchError> {
+        self.journal
+            .record(done)
+            .await
+            .map_err(DispatchError::Store)
     }
 }
 

@@ -129,14 +129,6 @@ pub fn claim(store: &Store, call: &KeyedCall) -> store::Result<Claim> {
     })
 }
 
-/// Forgets a key whose call did not complete (cancelled, timed out), so a retry can run.
-pub fn release(store: &Store, id: &str) -> store::Result<()> {
-    store.write(|tx| {
-        tx.execute("UPDATE executions SET idem_key = NULL WHERE id = ?1", [id])?;
-        Ok(())
-    })
-}
-
 /// The outcome of one finished call, to record.
 pub struct Finished {
     pub id: String,
@@ -149,18 +141,26 @@ pub struct Finished {
     pub error: Option<String>,
     /// Kept only for keyed calls, to replay.
     pub result: Option<Value>,
+    /// A keyed call that did not complete: its key is given back so the client can retry.
+    pub release: bool,
 }
 
 /// Records a finished call: updates the keyed row, or inserts the row of an unkeyed call.
 pub fn finish(store: &Store, done: &Finished) -> store::Result<()> {
+    store.write(|tx| finish_in(tx, done))
+}
+
+/// [`finish`] inside a transaction: the row, and for a keyed call that did not complete
+/// (`release`), its key given back so the client can retry.
+fn finish_in(tx: &rusqlite::Transaction<'_>, done: &Finished) -> store::Result<()> {
     let result_text = done.result.as_ref().map(Value::to_string);
-    store.write(|tx| {
-        tx.execute(
-            "INSERT INTO executions(id, tool, status, request_id, face, started_at, duration_ms, error, result)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)
-             ON CONFLICT(id) DO UPDATE SET status = excluded.status,
-                 duration_ms = excluded.duration_ms, error = excluded.error, result = excluded.result",
-            params![
+    tx.prepare_cached(
+        "INSERT INTO executions(id, tool, status, request_id, face, started_at, duration_ms, error, result)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)
+         ON CONFLICT(id) DO UPDATE SET status = excluded.status,
+             duration_ms = excluded.duration_ms, error = excluded.error, result = excluded.result",
+    )?
+    .execute(params![
                 done.id,
                 done.tool,
                 done.status.as_str(),
@@ -170,10 +170,109 @@ pub fn finish(store: &Store, done: &Finished) -> store::Result<()> {
                 done.duration_ms as i64,
                 done.error,
                 result_text
-            ],
-        )?;
-        Ok(())
-    })
+            ])?;
+    if done.release {
+        tx.prepare_cached("UPDATE executions SET idem_key = NULL WHERE id = ?1")?
+            .execute([&done.id])?;
+    }
+    Ok(())
+}
+
+/// Writes finished calls in groups: each caller hands its row to one writer thread and waits
+/// for the commit that holds it, and the thread commits every row that queued while it wrote
+/// the last group in one transaction. Under load that is one commit for many calls instead of
+/// one each (and no worker thread blocked on the database); alone, a call waits one commit.
+pub struct Journal {
+    queue: std::sync::Mutex<Option<std::sync::mpsc::Sender<Pending>>>,
+    store: std::sync::Arc<Store>,
+}
+
+struct Pending {
+    done: Finished,
+    committed: tokio::sync::oneshot::Sender<store::Result<()>>,
+}
+
+/// The most rows one commit takes.
+const GROUP: usize = 256;
+
+impl Journal {
+    pub fn new(store: std::sync::Arc<Store>) -> Journal {
+        Journal {
+            queue: std::sync::Mutex::new(None),
+            store,
+        }
+    }
+
+    /// Records `done`; returns once it is committed.
+    pub async fn record(&self, done: Finished) -> store::Result<()> {
+        let (committed, wait) = tokio::sync::oneshot::channel();
+        let pending = Pending { done, committed };
+        let pending = match self.sender() {
+            Some(queue) => match queue.send(pending) {
+                Ok(()) => return wait.await.unwrap_or_else(|_| Err(gone())),
+                Err(std::sync::mpsc::SendError(pending)) => pending,
+            },
+            None => pending,
+        };
+        // No writer thread (it could not start, or it stopped): write it here.
+        let store = self.store.clone();
+        tokio::task::spawn_blocking(move || finish(&store, &pending.done))
+            .await
+            .map_err(|join| store::StoreError::Task(join.to_string()))?
+    }
+
+    /// The writer's queue, starting the writer on first use.
+    fn sender(&self) -> Option<std::sync::mpsc::Sender<Pending>> {
+        let mut queue = self.queue.lock().unwrap_or_else(|p| p.into_inner());
+        if queue.is_none() {
+            let (send, receive) = std::sync::mpsc::channel::<Pending>();
+            let store = self.store.clone();
+            let started = std::thread::Builder::new()
+                .name("car-journal".into())
+                .spawn(move || {
+                    // Its own connection to the file, so a commit never holds up the
+                    // process's readers (WAL lets them read beside it); an in-memory store
+                    // has only the one.
+                    let own = store.path().and_then(|path| Store::open(path).ok());
+                    write_groups(own.as_ref().unwrap_or(&store), &receive)
+                });
+            if started.is_ok() {
+                *queue = Some(send);
+            }
+        }
+        queue.clone()
+    }
+}
+
+/// The writer thread: until every sender is gone, commits what queued, a group at a time.
+fn write_groups(store: &Store, queue: &std::sync::mpsc::Receiver<Pending>) {
+    while let Ok(first) = queue.recv() {
+        let mut group = vec![first];
+        while group.len() < GROUP {
+            match queue.try_recv() {
+                Ok(next) => group.push(next),
+                Err(_) => break,
+            }
+        }
+        let written = store.write(|tx| group.iter().try_for_each(|p| finish_in(tx, &p.done)));
+        match written {
+            Ok(()) => {
+                for pending in group {
+                    let _ = pending.committed.send(Ok(()));
+                }
+            }
+            // One bad row must not fail the others: each on its own, with its own answer.
+            Err(_) => {
+                for pending in group {
+                    let _ = pending.committed.send(finish(store, &pending.done));
+                }
+            }
+        }
+    }
+}
+
+fn gone() -> store::StoreError {
+    store::StoreError::Task("the execution log's writer stopped".into())
 }
 
 /// One row of the execution log, as `car executions` lists it.
@@ -254,5 +353,74 @@ mod tests {
             })
             .unwrap();
         assert_eq!(status, "error");
+    }
+
+    fn done(id: &str, release: bool) -> Finished {
+        Finished {
+            id: id.into(),
+            tool: "t".into(),
+            request_id: None,
+            face: "mcp".into(),
+            started_at: store::now(),
+            status: ExecStatus::Ok,
+            duration_ms: 1,
+            error: None,
+            result: None,
+            release,
+        }
+    }
+
+    fn count(store: &Store) -> i64 {
+        store
+            .conn()
+            .query_row("SELECT count(*) FROM executions", [], |r| r.get(0))
+            .unwrap()
+    }
+
+    #[test]
+    fn the_journal_commits_every_row_of_concurrent_callers_before_they_return() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = std::sync::Arc::new(Store::open(&dir.path().join("car.db")).unwrap());
+        let journal = std::sync::Arc::new(Journal::new(store.clone()));
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .build()
+            .unwrap();
+        runtime.block_on(async {
+            let calls: Vec<_> = (0..300)
+                .map(|n| {
+                    let journal = journal.clone();
+                    tokio::spawn(async move { journal.record(done(&format!("e{n}"), false)).await })
+                })
+                .collect();
+            for call in calls {
+                call.await.unwrap().unwrap();
+            }
+        });
+        // Each caller returned after its commit: every row is there, seen from this
+        // connection although the journal writes through its own.
+        assert_eq!(count(&store), 300);
+    }
+
+    #[test]
+    fn the_journal_gives_back_the_key_of_a_keyed_call_that_did_not_complete() {
+        let store = std::sync::Arc::new(Store::open_in_memory().unwrap());
+        assert!(matches!(
+            claim(&store, &keyed("a", "2000-01-01T00:00:00.000Z")).unwrap(),
+            Claim::Fresh
+        ));
+        let journal = Journal::new(store.clone());
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap();
+        let mut cancelled = done("a", true);
+        cancelled.status = ExecStatus::Cancelled;
+        runtime.block_on(journal.record(cancelled)).unwrap();
+        // The key is free again: a retry with the same request id runs.
+        assert!(matches!(
+            claim(&store, &keyed("b", "2000-01-01T00:00:00.000Z")).unwrap(),
+            Claim::Fresh
+        ));
+        assert_eq!(count(&store), 2);
     }
 }

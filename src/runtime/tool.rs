@@ -82,6 +82,25 @@ impl std::fmt::Debug for Tool {
     }
 }
 
+/// A typed tool's arguments, deserialized once (a failure is `InvalidArguments`, -32602,
+/// naming the field).
+fn arguments<A: serde::de::DeserializeOwned>(args: &Value) -> Result<A, ToolError> {
+    serde_path_to_error::deserialize(args).map_err(|e| {
+        let path = e.path().to_string();
+        let inner = e.into_inner();
+        ToolError::InvalidArguments(if path == "." {
+            inner.to_string()
+        } else {
+            format!("`{path}`: {inner}")
+        })
+    })
+}
+
+/// A typed tool's result as the JSON the faces carry.
+fn answer<R: serde::Serialize>(result: Result<R, ToolError>) -> Result<Value, ToolError> {
+    serde_json::to_value(result?).map_err(|e| ToolError::Failed(e.to_string()))
+}
+
 impl Tool {
     /// A tool whose handler is async.
     pub fn new<F, Fut>(spec: ToolSpec, handler: F) -> Tool
@@ -107,18 +126,40 @@ impl Tool {
     {
         let spec = spec.typed::<A, R>();
         Tool::blocking(spec, move |call| {
-            let args: A = serde_path_to_error::deserialize(&call.args).map_err(|e| {
-                let path = e.path().to_string();
-                let inner = e.into_inner();
-                ToolError::InvalidArguments(if path == "." {
-                    inner.to_string()
-                } else {
-                    format!("`{path}`: {inner}")
-                })
-            })?;
-            let result = handler(args, &call)?;
-            serde_json::to_value(result).map_err(|e| ToolError::Failed(e.to_string()))
+            answer(handler(arguments(&call.args)?, &call))
         })
+    }
+
+    /// A typed tool that is usually quick (an in-memory read): `quick` runs on the calling
+    /// thread, sparing the hand-off to the blocking pool and back, and returns `None` when the
+    /// work would block or take long (a cache to fill from the database, a lock held by a
+    /// writer); `handler` then runs on the blocking pool, as for [`Tool::typed`].
+    pub fn typed_quick<A, R, Q, F>(spec: ToolSpec, quick: Q, handler: F) -> Tool
+    where
+        A: serde::de::DeserializeOwned + schemars::JsonSchema + Send + 'static,
+        R: serde::Serialize + schemars::JsonSchema,
+        Q: Fn(&A, &ToolCall) -> Option<Result<R, ToolError>> + Send + Sync + 'static,
+        F: Fn(A, &ToolCall) -> Result<R, ToolError> + Send + Sync + 'static,
+    {
+        let spec = spec.typed::<A, R>();
+        let (quick, handler) = (Arc::new(quick), Arc::new(handler));
+        Tool {
+            spec,
+            handler: Arc::new(move |call| {
+                let (quick, handler) = (quick.clone(), handler.clone());
+                Box::pin(async move {
+                    let args: A = arguments(&call.args)?;
+                    if let Some(done) = quick(&args, &call) {
+                        return answer(done);
+                    }
+                    tokio::task::spawn_blocking(move || answer(handler(args, &call)))
+                        .await
+                        .unwrap_or_else(|join| {
+                            Err(ToolError::Failed(format!("the tool panicked: {join}")))
+                        })
+                })
+            }),
+        }
     }
 
     /// A tool whose handler blocks (database work); it runs on tokio's blocking pool and should

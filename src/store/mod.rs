@@ -182,6 +182,15 @@ impl Store {
             .unwrap_or_else(|poison| poison.into_inner())
     }
 
+    /// The connection if no other thread holds it (poisoning recovered as in [`Store::conn`]).
+    pub fn try_conn(&self) -> Option<MutexGuard<'_, Connection>> {
+        match self.conn.try_lock() {
+            Ok(conn) => Some(conn),
+            Err(std::sync::TryLockError::Poisoned(poison)) => Some(poison.into_inner()),
+            Err(std::sync::TryLockError::WouldBlock) => None,
+        }
+    }
+
     /// Runs `work` in an IMMEDIATE transaction (the write lock is taken up front, so two writers
     /// queue on the busy timeout instead of failing on upgrade) and commits it.
     pub fn write<T, E: From<rusqlite::Error>>(
