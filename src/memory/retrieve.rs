@@ -330,6 +330,10 @@ pub fn retrieve(index: &Index, query: &str, filter: &Filter<'_>, k: usize) -> Ve
     };
     let mut ranked: Vec<(u32, f64)> = Vec::with_capacity(keyword.len() + bridged.len());
     for &(slot, own) in &keyword {
+        if bridged.is_empty() {
+            ranked.push((slot, activation(slot, own, 0.0)));
+            continue;
+        }
         let walked = match bridged.get_mut(&slot) {
             Some(reach) => {
                 reach.own = own;

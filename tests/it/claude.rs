@@ -71,6 +71,28 @@ struct Script {
     last_words: &'static str,
     /// The answer to requests that offer no Bash (Claude Code's titles, `car reason`).
     side_words: &'static str,
+    /// Other conversations, told apart by their system prompt (a subagent's, `car do`'s).
+    routes: Vec<Route>,
+}
+
+/// A conversation whose system prompt contains `marker`, with its own script.
+pub struct Route {
+    pub marker: &'static str,
+    pub calls: Vec<ToolCall>,
+    pub last_words: &'static str,
+}
+
+/// A request's system prompt as one text (a string, or text blocks).
+pub fn system_text(body: &Value) -> String {
+    match &body["system"] {
+        Value::String(text) => text.clone(),
+        Value::Array(blocks) => blocks
+            .iter()
+            .filter_map(|b| b["text"].as_str())
+            .collect::<Vec<_>>()
+            .join("\n"),
+        _ => String::new(),
+    }
 }
 
 /// What the scripted model says next.
@@ -98,6 +120,17 @@ impl ScriptedModel {
         last_words: &'static str,
         side_words: &'static str,
     ) -> ScriptedModel {
+        ScriptedModel::start_routed(calls, last_words, side_words, Vec::new())
+    }
+
+    /// As [`ScriptedModel::start_answering`], with other conversations (those whose system
+    /// prompt contains a route's marker, first match) following their own route's script.
+    pub fn start_routed(
+        calls: Vec<ToolCall>,
+        last_words: &'static str,
+        side_words: &'static str,
+        routes: Vec<Route>,
+    ) -> ScriptedModel {
         let listener = TcpListener::bind("127.0.0.1:0").unwrap();
         let port = listener.local_addr().unwrap().port();
         let requests = Arc::new(Mutex::new(Vec::new()));
@@ -106,6 +139,7 @@ impl ScriptedModel {
             calls,
             last_words,
             side_words,
+            routes,
         });
         std::thread::spawn(move || {
             for stream in listener.incoming() {
@@ -221,9 +255,15 @@ fn respond(
             let offers_bash = body["tools"]
                 .as_array()
                 .is_some_and(|tools| tools.iter().any(|t| t["name"] == "Bash"));
-            let turn = match (offers_bash, script.calls.get(tool_results(body).len())) {
+            let system = system_text(body);
+            let (calls, last_words) = script
+                .routes
+                .iter()
+                .find(|r| system.contains(r.marker))
+                .map_or((&script.calls, script.last_words), |r| (&r.calls, r.last_words));
+            let turn = match (offers_bash, calls.get(tool_results(body).len())) {
                 (true, Some(call)) => Turn::ToolUse(call),
-                (true, None) => Turn::Text(script.last_words),
+                (true, None) => Turn::Text(last_words),
                 (false, _) => Turn::Text(script.side_words),
             };
             let model = body["model"].as_str().unwrap_or("claude-scripted");

@@ -12,8 +12,8 @@ use std::process::{Command, Output, Stdio};
 use serde_json::{json, Value};
 
 use crate::claude::{
-    claude, find_transcript, result_text, run_against, tool_results, ScriptedModel, ToolCall,
-    CLAUDE_VERSION,
+    claude, find_transcript, result_text, run_against, system_text as system_text_of, tool_results,
+    Route, ScriptedModel, ToolCall, CLAUDE_VERSION,
 };
 use crate::support::CAR;
 
@@ -542,4 +542,109 @@ fn the_remember_and_recall_commands_run_their_tools_with_the_arguments() {
     );
     assert!(prompt.contains("Ask CAR's memory"), "{prompt}");
     assert_eq!(recalled["results"][0]["body"], json!(fact), "{recalled}");
+}
+
+/// The plugin's `car` agent, in the real Claude Code: the main loop hands it a task, the agent
+/// runs `car do --json` with its Bash tool, `car do` works against the scripted model in its own
+/// conversation, and the document's summary comes back through the agent to the main loop.
+#[test]
+fn the_car_agent_delegates_to_car_do_and_brings_back_its_summary() {
+    let tmp = claude_root();
+    let root = tmp.path();
+    let project = root.join("project");
+    std::fs::create_dir_all(project.join(".car")).unwrap();
+    std::fs::write(project.join("notes.txt"), "the build is green\n").unwrap();
+    let model = ScriptedModel::start_routed(
+        vec![ToolCall {
+            id: "toolu_agent",
+            name: "Agent".to_string(),
+            input: json!({"description": "Read the notes", "subagent_type": "car:car",
+                          "prompt": "Read notes.txt and say what it says.",
+                          "run_in_background": false}),
+        }],
+        "The car agent reported back.",
+        "ok",
+        vec![
+            // car do's own conversation: one Read, then its summary.
+            Route {
+                marker: "You are car do",
+                calls: vec![ToolCall {
+                    id: "toolu_read",
+                    name: "Read".to_string(),
+                    input: json!({"file_path": "notes.txt"}),
+                }],
+                last_words: "notes.txt says the build is green.",
+            },
+            // The plugin's car agent: exactly the command its instructions give.
+            Route {
+                marker: "You delegate the task to `car do`",
+                calls: vec![ToolCall::bash(
+                    "toolu_car_do",
+                    "CAR_INVOKED_BY=claude-code car do --json \"Read notes.txt and say what it says.\" 2>/dev/null"
+                        .to_string(),
+                )],
+                last_words: "car do: ok. notes.txt says the build is green. 1 tool call, none failed.",
+            },
+        ],
+    );
+    let mut cmd = claude(root, &format!("http://127.0.0.1:{}", model.port));
+    cmd.current_dir(&project)
+        // What a user of the agent sets once (docs/agent.md); the key and base URL car do
+        // finds are Claude Code's own, pointing at the scripted model.
+        .env("CAR_DO_MODEL", "claude-scripted")
+        .args(["-p", "Have the car agent read notes.txt."])
+        .arg("--plugin-dir")
+        .arg(plugin_dir())
+        .args(["--allowedTools", "Bash,Agent"])
+        .args(["--output-format", "stream-json", "--verbose"]);
+    let run = run_against(cmd, root, &model);
+    let context = &run.context;
+    assert_eq!(run.code, Some(0), "{context}");
+
+    // The agent's Bash call ran car do, whose stdout is the car.do/1 document with the summary
+    // car do's own model gave and a receipt for its Read.
+    let requests = model.requests();
+    let agent_turn = requests
+        .iter()
+        .filter(|r| system_text_of(&r.body).contains("You delegate the task to `car do`"))
+        .find_map(|r| {
+            tool_results(&r.body)
+                .into_iter()
+                .find(|t| t["tool_use_id"] == "toolu_car_do")
+        })
+        .unwrap_or_else(|| panic!("the car agent's Bash call never came back\n{context}"));
+    let output = result_text(&agent_turn["content"]);
+    let document: Value = serde_json::from_str(output.trim())
+        .unwrap_or_else(|e| panic!("{e}: not one JSON document: {output}\n{context}"));
+    assert_eq!(document["schema"], "car.do/1", "{document}");
+    assert_eq!(document["status"], "success", "{document}");
+    assert_eq!(
+        document["summary"], "notes.txt says the build is green.",
+        "{document}"
+    );
+    assert_eq!(document["receipts"]["total"], 1, "{document}");
+    assert!(
+        requests
+            .iter()
+            .any(|r| system_text_of(&r.body).contains("You are car do")),
+        "car do never asked its model\n{context}"
+    );
+    // The main loop got the agent's report as the Agent tool's result, and finished.
+    let main_result = requests
+        .iter()
+        .find_map(|r| {
+            tool_results(&r.body)
+                .into_iter()
+                .find(|t| t["tool_use_id"] == "toolu_agent")
+        })
+        .unwrap_or_else(|| panic!("the Agent call never came back to the main loop\n{context}"));
+    assert!(
+        result_text(&main_result["content"]).contains("notes.txt says the build is green"),
+        "{main_result}\n{context}"
+    );
+    let last = run.lines.last().cloned().unwrap_or_default();
+    assert_eq!(
+        last["result"], "The car agent reported back.",
+        "{last}\n{context}"
+    );
 }
