@@ -189,6 +189,50 @@ impl AppBuilder {
 mod tests {
     use super::*;
 
+    #[derive(serde::Deserialize, schemars::JsonSchema)]
+    struct Probe {
+        panic: bool,
+    }
+
+    #[test]
+    fn a_quick_tool_that_panics_fails_its_call_and_the_call_is_recorded() {
+        use crate::runtime::{CallOptions, Context, Face, Tool, ToolError, ToolSpec};
+        let tool = Tool::typed_quick(
+            ToolSpec::new("probe", "Panics when asked to.", serde_json::Value::Null),
+            |args: &Probe, _call: &crate::runtime::ToolCall| -> Option<Result<String, ToolError>> {
+                assert!(!args.panic, "asked to panic");
+                Some(Ok("quick".into()))
+            },
+            |_args: Probe, _call| Ok("slow".to_string()),
+        );
+        let app = App::builder().tool(tool).build().unwrap();
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()
+            .unwrap();
+        let context = Context::new(Face::Mcp);
+        let call = |panic: bool| {
+            runtime.block_on(app.runtime().call(
+                "probe",
+                serde_json::json!({"panic": panic}),
+                &context,
+                CallOptions::default(),
+            ))
+        };
+        let failed = call(true).unwrap();
+        assert_eq!(
+            failed.result,
+            Err(ToolError::Failed("the tool panicked".into()))
+        );
+        let done = call(false).unwrap();
+        assert_eq!(done.result, Ok(serde_json::json!("quick")));
+        let log =
+            crate::runtime::executions::recent(app.runtime().store(), Some("probe"), 10).unwrap();
+        let statuses: Vec<&str> = log.iter().map(|e| e.status.as_str()).collect();
+        assert_eq!(statuses, ["ok", "error"]);
+    }
+
     #[test]
     fn every_built_in_tool_schema_compiles() {
         let dir = tempfile::tempdir().unwrap();

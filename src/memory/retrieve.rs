@@ -27,7 +27,7 @@
 
 use foldhash::{HashMap, HashMapExt};
 
-use super::index::{Bits, Index};
+use super::index::{pair_hash, Bits, Index};
 use super::model::{EdgeKind, Kind, Node, Scope};
 use super::text;
 
@@ -140,6 +140,8 @@ pub fn keyword_scores(index: &Index, query: &str, filter: &Filter<'_>) -> Vec<(u
     terms.sort_by(|a, b| a.1.cmp(&b.1).then_with(|| a.0.cmp(&b.0)));
 
     SCRATCH.with_borrow_mut(|scratch| {
+        // Left dirty only by a query that panicked on this thread; nothing to do otherwise.
+        scratch.clear();
         scratch.fit(index.slot_count());
         let scores = score_terms(index, &admit, &terms, scratch);
         scratch.clear();
@@ -391,7 +393,7 @@ fn phrase_bonus(index: &Index, query: &str, keyword: &mut [(u32, f64)]) {
         .filter(|w| !index.postings(&w[0]).is_empty() && !index.postings(&w[1]).is_empty())
         .map(|w| {
             (
-                super::index::pair_hash(&w[0], &w[1]),
+                pair_hash(&w[0], &w[1]),
                 PHRASE * (weight(&w[0]) + weight(&w[1])),
             )
         })

@@ -254,11 +254,29 @@ fn write_groups(store: &Store, queue: &std::sync::mpsc::Receiver<Pending>) {
                 Err(_) => break,
             }
         }
-        let written = store.write(|tx| group.iter().try_for_each(|p| finish_in(tx, &p.done)));
+        // A panic here must not take the queue's callers with it: they get an error, and the
+        // writer goes on with the next group.
+        let written = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            store.write(|tx| group.iter().try_for_each(|p| finish_in(tx, &p.done)))
+        }))
+        .unwrap_or_else(|_| {
+            Err(store::StoreError::Task(
+                "the execution log's writer panicked".into(),
+            ))
+        });
         match written {
             Ok(()) => {
                 for pending in group {
                     let _ = pending.committed.send(Ok(()));
+                }
+            }
+            // The database stayed locked past the busy timeout: trying each row again would
+            // make the last caller wait that long once per row before it. All get the error.
+            Err(e) if e.is_busy() => {
+                for pending in group {
+                    let _ = pending
+                        .committed
+                        .send(Err(store::StoreError::Task(e.to_string())));
                 }
             }
             // One bad row must not fail the others: each on its own, with its own answer.

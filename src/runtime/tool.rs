@@ -149,8 +149,13 @@ impl Tool {
                 let (quick, handler) = (quick.clone(), handler.clone());
                 Box::pin(async move {
                     let args: A = arguments(&call.args)?;
-                    if let Some(done) = quick(&args, &call) {
-                        return answer(done);
+                    // A panic is an error for this call, as on the blocking pool.
+                    let quickly = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                        quick(&args, &call).map(answer)
+                    }))
+                    .unwrap_or_else(|_| Some(Err(ToolError::Failed("the tool panicked".into()))));
+                    if let Some(done) = quickly {
+                        return done;
                     }
                     tokio::task::spawn_blocking(move || answer(handler(args, &call)))
                         .await

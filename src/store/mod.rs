@@ -92,6 +92,13 @@ pub enum StoreError {
     Task(String),
 }
 
+impl StoreError {
+    /// Whether another writer held the database past the busy timeout.
+    pub fn is_busy(&self) -> bool {
+        matches!(self, StoreError::Sqlite(e) if is_busy(e))
+    }
+}
+
 /// One connection to `car.db`, shared by the threads of a process.
 #[derive(Debug)]
 pub struct Store {
