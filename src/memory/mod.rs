@@ -200,6 +200,21 @@ impl Memory {
         Ok(read(&index))
     }
 
+    /// [`Memory::read`] without waiting: `None` when the index must first catch up with the
+    /// database, or a writer holds it or the connection.
+    fn read_now<T>(&self, read: impl FnOnce(&Index) -> T) -> Option<Result<T>> {
+        let head = {
+            let conn = self.store.try_conn()?;
+            index::Index::head(&conn)
+        };
+        let head = match head {
+            Ok(head) => head,
+            Err(e) => return Some(Err(e.into())),
+        };
+        let index = self.index.try_read().ok()?;
+        index.is_current(head).then(|| Ok(read(&index)))
+    }
+
     /// Writes one entry (see [`NewEntry`]).
     pub fn write(&self, entry: NewEntry) -> Result<Written> {
         let mut written = self.write_entries(vec![entry])?;
@@ -278,22 +293,10 @@ impl Memory {
         self.read(|index| hits(index, &scope, query, k))
     }
 
-    /// [`Memory::query`] without waiting: `None` when it would have to (the index must first
-    /// catch up with the database, or a writer holds it or the connection).
+    /// [`Memory::query`] without waiting: `None` when it would have to.
     pub fn query_now(&self, query: &str, tenant: &str, k: usize) -> Option<Result<Vec<QueryHit>>> {
-        let head = {
-            let conn = self.store.try_conn()?;
-            index::Index::head(&conn)
-        };
-        let head = match head {
-            Ok(head) => head,
-            Err(e) => return Some(Err(e.into())),
-        };
-        let index = self.index.try_read().ok()?;
-        if !index.is_current(head) {
-            return None;
-        }
-        Some(Ok(hits(&index, &self.scope(tenant), query, k)))
+        let scope = self.scope(tenant);
+        self.read_now(|index| hits(index, &scope, query, k))
     }
 
     /// How many current entries a tenant sees.

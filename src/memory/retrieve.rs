@@ -437,8 +437,7 @@ fn bridges(
     if admit.tenant.is_none() {
         return reached;
     }
-    let asked: Vec<String> = text::terms(query);
-    let asked_stems: Vec<_> = asked.iter().map(|t| index.stem(t)).collect();
+    let asked = Asked::new(index, query);
     let mut offer = |slot: u32, score: f64, via: Via| {
         if score <= 0.0 || !admit.admits(index, slot) {
             return;
@@ -462,7 +461,7 @@ fn bridges(
             continue;
         };
         for term in &node.terms {
-            if asked.contains(term) || asked_stems.contains(&index.stem(term)) {
+            if asked.terms.contains(term) || asked.stems.contains(&index.stem(term)) {
                 continue;
             }
             let postings = index.postings(term);

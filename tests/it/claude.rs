@@ -85,13 +85,8 @@ pub struct Route {
 /// A request's system prompt as one text (a string, or text blocks).
 pub fn system_text(body: &Value) -> String {
     match &body["system"] {
-        Value::String(text) => text.clone(),
-        Value::Array(blocks) => blocks
-            .iter()
-            .filter_map(|b| b["text"].as_str())
-            .collect::<Vec<_>>()
-            .join("\n"),
-        _ => String::new(),
+        Value::Null => String::new(),
+        system => result_text(system),
     }
 }
 
