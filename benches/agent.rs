@@ -50,7 +50,7 @@ async fn main() {
     std::fs::write(root.join("notes.txt"), "release on fridays\n").unwrap();
 
     // 1. Sandbox start-up.
-    let sandboxed = Sandbox::choose(Request::Required, &root, false);
+    let sandboxed = Sandbox::choose(Request::Auto, &root, false);
     let plain = Sandbox::choose(Request::Off, &root, false).unwrap();
     let mut bwrap_ms = Vec::new();
     let mut none_ms = Vec::new();

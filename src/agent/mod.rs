@@ -113,6 +113,20 @@ fn halted(goal: &Option<Goal>, halt: &'static str) -> Option<Goal> {
     })
 }
 
+/// Who follows a run: every [`Event`], and the model's text as it streams in.
+pub trait Observer: Send {
+    fn event(&mut self, event: Event);
+    /// A piece of the model's answer as it arrives (the live view prints it); the whole text
+    /// also comes as one `text` event once the turn is answered.
+    fn text(&mut self, _piece: &str) {}
+}
+
+impl<F: FnMut(Event) + Send> Observer for F {
+    fn event(&mut self, event: Event) {
+        self(event)
+    }
+}
+
 /// One progress event (`{type, phase, message, data}` on stderr as JSONL).
 #[derive(Debug, Clone, Serialize)]
 pub struct Event {
@@ -257,7 +271,7 @@ pub async fn run(
     context: &Context,
     sandbox: &Sandbox,
     stop: tokio_util::sync::CancellationToken,
-    mut emit: impl FnMut(Event),
+    mut observer: impl Observer,
 ) -> Document {
     let started = Instant::now();
     let mut specs: Vec<crate::runtime::ToolSpec> = runtime
@@ -277,7 +291,7 @@ pub async fn run(
             input_schema: s.input_schema,
         })
         .collect();
-    emit(Event {
+    observer.event(Event {
         kind: "started",
         phase: "start",
         message: format!("{} with {} tools", model.name(), tools.len()),
@@ -297,7 +311,7 @@ pub async fn run(
             tokens.output = checkpoint.output_tokens;
             turns = checkpoint.turns;
             goal_iterations = checkpoint.goal_iterations;
-            emit(Event {
+            observer.event(Event {
                 kind: "text",
                 phase: "start",
                 message: format!("[resumed: run {} after turn {turns}]", checkpoint.run_id),
@@ -378,7 +392,7 @@ pub async fn run(
     macro_rules! fail {
         ($failure:expr, $halt:expr) => {{
             let failure = $failure;
-            emit(failed_event(&failure));
+            observer.event(failed_event(&failure));
             let goal = halted(&goal, $halt);
             return finish("error", None, Some(failure), turns, tokens, &receipts, goal);
         }};
@@ -410,7 +424,7 @@ pub async fn run(
         if turns >= task.max_turns {
             let summary =
                 format!("stopped after {turns} turns (--max-turns) before the model finished");
-            emit(Event {
+            observer.event(Event {
                 kind: "completed",
                 phase: "end",
                 message: summary.clone(),
@@ -442,8 +456,9 @@ pub async fn run(
             );
         }
         turns += 1;
+        let mut on_text = |piece: &str| observer.text(piece);
         let turn = tokio::select! {
-            reply = model.turn(SYSTEM, &messages, &tools) => Some(reply),
+            reply = model.turn(SYSTEM, &messages, &tools, &mut on_text) => Some(reply),
             _ = stop.cancelled() => None,
         };
         let Some(turn) = turn else {
@@ -484,7 +499,7 @@ pub async fn run(
             })
             .collect();
         for t in &text {
-            emit(Event {
+            observer.event(Event {
                 kind: "text",
                 phase: "turn",
                 message: truncate(t, 500),
@@ -522,7 +537,7 @@ pub async fn run(
                 g.iterations += 1;
                 let (receipt, output) = run_check(sandbox, &g.check, &stop).await;
                 let passed = receipt.ok;
-                emit(Event {
+                observer.event(Event {
                     kind: "goal_evaluated",
                     phase: "goal",
                     message: format!(
@@ -549,7 +564,7 @@ pub async fn run(
                     continue;
                 }
             }
-            emit(Event {
+            observer.event(Event {
                 kind: "completed",
                 phase: "end",
                 message: truncate(&summary, 500),
@@ -566,7 +581,7 @@ pub async fn run(
                     )
                     .await;
                 if let Ok(outcome) = saved {
-                    emit(Event {
+                    observer.event(Event {
                         kind: "text",
                         phase: "memory",
                         message: format!("[remembered: {subject}]"),
@@ -587,7 +602,7 @@ pub async fn run(
         }
         let mut results = Vec::new();
         for (id, name, input) in calls {
-            emit(Event {
+            observer.event(Event {
                 kind: "tool_called",
                 phase: "tool",
                 message: name.clone(),
@@ -642,7 +657,7 @@ pub async fn run(
                 execution_id,
                 subject,
             };
-            emit(Event {
+            observer.event(Event {
                 kind: if ok { "tool_result" } else { "tool_failed" },
                 phase: "tool",
                 message: format!("{} {}", receipt.tool, receipt.brief),
@@ -721,13 +736,9 @@ async fn run_check(
     stop: &tokio_util::sync::CancellationToken,
 ) -> (Receipt, String) {
     let started = Instant::now();
-    let output = tokio::select! {
-        out = sandbox.command(check, &sandbox.root).output() => Some(out),
-        _ = tokio::time::sleep(CHECK_TIMEOUT) => None,
-        _ = stop.cancelled() => None,
-    };
-    let (exit_code, content, printed) = match output {
-        Some(Ok(out)) => {
+    let ended = sandbox.run(check, &sandbox.root, CHECK_TIMEOUT, stop).await;
+    let (exit_code, content, printed) = match ended {
+        Ok(sandbox::Ended::Exited(out)) => {
             let stdout = String::from_utf8_lossy(&out.stdout).to_string();
             let stderr = String::from_utf8_lossy(&out.stderr).to_string();
             let printed = format!("{stdout}{stderr}");
@@ -741,8 +752,8 @@ async fn run_check(
                 tail,
             )
         }
-        Some(Err(e)) => (None, json!({"exit_code": null, "stderr": e.to_string()}).to_string(), e.to_string()),
-        None => (
+        Err(e) => (None, json!({"exit_code": null, "stderr": e.to_string()}).to_string(), e.to_string()),
+        Ok(sandbox::Ended::TimedOut | sandbox::Ended::Cancelled) => (
             None,
             json!({"exit_code": null, "stderr": "stopped (timeout or interrupt)", "timed_out": true}).to_string(),
             "the check was stopped before it finished".to_string(),

@@ -1,9 +1,13 @@
 //! The model behind `car do`: one trait over two wire shapes — Anthropic's Messages API and the
 //! OpenAI-compatible chat completions API (OpenAI, Ollama, vLLM, llama.cpp's server, LM Studio,
-//! OpenRouter) — with retries and backoff on 429 and 5xx, and token usage for the run's budget.
+//! OpenRouter) — streamed (Server-Sent Events, the text handed on as it arrives; a server that
+//! answers with one JSON document instead is read as such), with retries and backoff on 429, 5xx
+//! and a stream that breaks, and token usage for the run's budget.
 
+use std::collections::BTreeMap;
 use std::time::Duration;
 
+use futures_util::StreamExt;
 use serde_json::{json, Value};
 
 /// Which wire shape a model speaks.
@@ -143,9 +147,12 @@ pub struct Model {
     http: reqwest::Client,
 }
 
-/// How many times a turn is retried on 429 or 5xx, and the first wait.
+/// How many times a turn is retried on 429, 5xx or a broken stream, and the first wait.
 const RETRIES: u32 = 4;
 const FIRST_BACKOFF: Duration = Duration::from_millis(250);
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(30);
+/// The longest silence inside an answer before it counts as broken.
+const READ_TIMEOUT: Duration = Duration::from_secs(300);
 
 impl Model {
     /// Reads the key from the environment (none is needed for a local OpenAI-compatible server:
@@ -177,8 +184,11 @@ impl Model {
                 env: provider.key_env(),
             });
         }
+        // No bound on a whole answer (a long one streams for minutes), but on connecting and on
+        // each silence within it.
         let http = reqwest::Client::builder()
-            .timeout(Duration::from_secs(600))
+            .connect_timeout(CONNECT_TIMEOUT)
+            .read_timeout(READ_TIMEOUT)
             .build()
             .map_err(|e| ModelError::Unreachable {
                 url: base.clone(),
@@ -200,14 +210,16 @@ impl Model {
         self.config.provider
     }
 
-    /// One turn: the conversation so far in, the model's blocks out.
+    /// One turn: the conversation so far in, the model's blocks out; `on_text` gets the answer's
+    /// text as it streams in (again from the start when a broken stream is retried).
     pub async fn turn(
         &self,
         system: &str,
         messages: &[Message],
         tools: &[ToolDef],
+        on_text: &mut (dyn FnMut(&str) + Send),
     ) -> Result<Reply, ModelError> {
-        let (url, body) = match self.config.provider {
+        let (url, mut body) = match self.config.provider {
             Provider::Anthropic => (
                 format!("{}/v1/messages", self.base),
                 anthropic_request(&self.config, system, messages, tools),
@@ -221,19 +233,99 @@ impl Model {
                         body["max_completion_tokens"] = limit;
                     }
                 }
+                // The usage comes as a last chunk only when asked for.
+                body["stream_options"] = json!({"include_usage": true});
                 (format!("{}/chat/completions", self.base), body)
             }
         };
-        let answer = self.post(&url, &body).await?;
-        match self.config.provider {
-            Provider::Anthropic => anthropic_reply(&answer),
-            Provider::Openai => openai_reply(&answer),
+        body["stream"] = json!(true);
+        let request_bytes = body.to_string().len() as u64;
+        let mut backoff = Backoff::default();
+        loop {
+            let response = self.post(&url, &body, &mut backoff).await?;
+            match self.read(response, on_text).await {
+                Ok(mut reply) => {
+                    // A server that sends no usage still spends tokens: about four bytes each.
+                    if reply.input_tokens == 0 && reply.output_tokens == 0 {
+                        reply.input_tokens = request_bytes / 4;
+                        reply.output_tokens = reply.blocks.iter().map(block_bytes).sum::<u64>() / 4;
+                    }
+                    return Ok(reply);
+                }
+                Err(Read::Broken(message)) if backoff.again(None).await => {
+                    tracing::warn!("the model's answer broke off ({message}); asking again");
+                }
+                Err(Read::Broken(message)) => return Err(ModelError::Unreachable { url, message }),
+                Err(Read::Failed(e)) => return Err(e),
+            }
         }
     }
 
-    async fn post(&self, url: &str, body: &Value) -> Result<Value, ModelError> {
-        let mut wait = FIRST_BACKOFF;
-        let mut attempt = 0;
+    /// Reads an answer: a stream of events, or one JSON document from a server that does not
+    /// stream.
+    async fn read(
+        &self,
+        response: reqwest::Response,
+        on_text: &mut (dyn FnMut(&str) + Send),
+    ) -> Result<Reply, Read> {
+        let provider = self.config.provider;
+        let streamed = response
+            .headers()
+            .get(reqwest::header::CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok())
+            .is_some_and(|v| v.starts_with("text/event-stream"));
+        if !streamed {
+            let answer: Value = response.json().await.map_err(|e| {
+                Read::Failed(ModelError::Malformed {
+                    provider: provider.as_str(),
+                    message: e.to_string(),
+                })
+            })?;
+            let reply = match provider {
+                Provider::Anthropic => anthropic_reply(&answer),
+                Provider::Openai => openai_reply(&answer),
+            }
+            .map_err(Read::Failed)?;
+            for block in &reply.blocks {
+                if let Block::Text(text) = block {
+                    on_text(text);
+                }
+            }
+            return Ok(reply);
+        }
+        let mut events = sse_stream::SseStream::from_bytes_stream(response.bytes_stream());
+        let mut answer = Assembly::default();
+        while let Some(event) = events.next().await {
+            let event = event.map_err(|e| Read::Broken(e.to_string()))?;
+            let Some(data) = event.data.filter(|d| !d.trim().is_empty()) else {
+                continue;
+            };
+            if data.trim() == "[DONE]" {
+                answer.done = true;
+                break;
+            }
+            let data: Value = serde_json::from_str(&data).map_err(|e| {
+                Read::Failed(ModelError::Malformed {
+                    provider: provider.as_str(),
+                    message: format!("an event of the stream is not JSON: {e}"),
+                })
+            })?;
+            match provider {
+                Provider::Anthropic => answer.anthropic(&data, on_text)?,
+                Provider::Openai => answer.openai(&data, on_text)?,
+            }
+        }
+        answer.finish(provider)
+    }
+
+    /// Sends the request until it is answered with success, waiting between tries on a refused
+    /// connection, 429 and 5xx (honouring `Retry-After`).
+    async fn post(
+        &self,
+        url: &str,
+        body: &Value,
+        backoff: &mut Backoff,
+    ) -> Result<reqwest::Response, ModelError> {
         loop {
             let mut request = self.http.post(url).json(body);
             request = match (self.config.provider, &self.key) {
@@ -244,26 +336,21 @@ impl Model {
                 (Provider::Openai, Some(key)) => request.bearer_auth(key),
                 (Provider::Openai, None) => request,
             };
-            let unreachable = |e: reqwest::Error| ModelError::Unreachable {
-                url: url.to_string(),
-                message: e.to_string(),
-            };
             let response = match request.send().await {
                 Ok(response) => response,
-                Err(e) if attempt < RETRIES && (e.is_connect() || e.is_timeout()) => {
-                    attempt += 1;
-                    tokio::time::sleep(wait).await;
-                    wait *= 2;
-                    continue;
+                Err(e) if (e.is_connect() || e.is_timeout()) && backoff.again(None).await => {
+                    continue
                 }
-                Err(e) => return Err(unreachable(e)),
+                Err(e) => {
+                    return Err(ModelError::Unreachable {
+                        url: url.to_string(),
+                        message: e.to_string(),
+                    })
+                }
             };
             let status = response.status();
             if status.is_success() {
-                return response.json().await.map_err(|e| ModelError::Malformed {
-                    provider: self.config.provider.as_str(),
-                    message: e.to_string(),
-                });
+                return Ok(response);
             }
             let retry_after = response
                 .headers()
@@ -272,10 +359,9 @@ impl Model {
                 .and_then(|v| v.parse::<u64>().ok())
                 .map(Duration::from_secs);
             let text = response.text().await.unwrap_or_default();
-            if attempt < RETRIES && (status.as_u16() == 429 || status.is_server_error()) {
-                attempt += 1;
-                tokio::time::sleep(retry_after.unwrap_or(wait).min(Duration::from_secs(30))).await;
-                wait *= 2;
+            if (status.as_u16() == 429 || status.is_server_error())
+                && backoff.again(retry_after).await
+            {
                 continue;
             }
             return Err(ModelError::Refused {
@@ -283,6 +369,249 @@ impl Model {
                 body: text.chars().take(500).collect(),
             });
         }
+    }
+}
+
+/// The tries left for one turn and the next wait.
+struct Backoff {
+    attempt: u32,
+    wait: Duration,
+}
+
+impl Default for Backoff {
+    fn default() -> Backoff {
+        Backoff {
+            attempt: 0,
+            wait: FIRST_BACKOFF,
+        }
+    }
+}
+
+impl Backoff {
+    /// Waits before another try (`hint` is the server's `Retry-After`, at most 30 s); false
+    /// when the tries are spent.
+    async fn again(&mut self, hint: Option<Duration>) -> bool {
+        if self.attempt >= RETRIES {
+            return false;
+        }
+        self.attempt += 1;
+        tokio::time::sleep(hint.unwrap_or(self.wait).min(Duration::from_secs(30))).await;
+        self.wait *= 2;
+        true
+    }
+}
+
+/// Why reading an answer stopped.
+enum Read {
+    /// The stream ended early or broke: worth asking again.
+    Broken(String),
+    Failed(ModelError),
+}
+
+/// One block of a streamed answer, as far as it has come.
+#[derive(Debug)]
+enum Part {
+    Text(String),
+    Tool {
+        id: String,
+        name: String,
+        json: String,
+    },
+}
+
+/// A streamed answer put back together from its events.
+#[derive(Debug, Default)]
+struct Assembly {
+    /// By the block's index in the answer (Anthropic's `index`; for OpenAI the text is 0 and
+    /// tool call `i` is `i + 1`).
+    parts: BTreeMap<u64, Part>,
+    stop: Option<String>,
+    input_tokens: u64,
+    output_tokens: u64,
+    done: bool,
+}
+
+impl Assembly {
+    /// One event of the Messages API's stream.
+    fn anthropic(
+        &mut self,
+        event: &Value,
+        on_text: &mut (dyn FnMut(&str) + Send),
+    ) -> Result<(), Read> {
+        let index = event["index"].as_u64().unwrap_or(0);
+        match event["type"].as_str().unwrap_or("") {
+            "message_start" => {
+                let usage = &event["message"]["usage"];
+                self.input_tokens = usage["input_tokens"].as_u64().unwrap_or(0)
+                    + usage["cache_read_input_tokens"].as_u64().unwrap_or(0)
+                    + usage["cache_creation_input_tokens"].as_u64().unwrap_or(0);
+                self.output_tokens = usage["output_tokens"].as_u64().unwrap_or(0);
+            }
+            "content_block_start" => {
+                let block = &event["content_block"];
+                let part = match block["type"].as_str() {
+                    Some("text") => {
+                        let text = block["text"].as_str().unwrap_or("");
+                        if !text.is_empty() {
+                            on_text(text);
+                        }
+                        Part::Text(text.to_string())
+                    }
+                    Some("tool_use") => Part::Tool {
+                        id: block["id"].as_str().unwrap_or("").to_string(),
+                        name: block["name"].as_str().unwrap_or("").to_string(),
+                        json: String::new(),
+                    },
+                    // Thinking and other blocks are not sent back.
+                    _ => return Ok(()),
+                };
+                self.parts.insert(index, part);
+            }
+            "content_block_delta" => {
+                let delta = &event["delta"];
+                match (self.parts.get_mut(&index), delta["type"].as_str()) {
+                    (Some(Part::Text(text)), Some("text_delta")) => {
+                        let more = delta["text"].as_str().unwrap_or("");
+                        on_text(more);
+                        text.push_str(more);
+                    }
+                    (Some(Part::Tool { json, .. }), Some("input_json_delta")) => {
+                        json.push_str(delta["partial_json"].as_str().unwrap_or(""));
+                    }
+                    _ => {}
+                }
+            }
+            "message_delta" => {
+                if let Some(stop) = event["delta"]["stop_reason"].as_str() {
+                    self.stop = Some(stop.to_string());
+                }
+                if let Some(output) = event["usage"]["output_tokens"].as_u64() {
+                    self.output_tokens = output;
+                }
+            }
+            "message_stop" => self.done = true,
+            "error" => {
+                let kind = event["error"]["type"].as_str().unwrap_or("error");
+                let message = format!(
+                    "{kind}: {}",
+                    event["error"]["message"].as_str().unwrap_or("")
+                );
+                return Err(match kind {
+                    "overloaded_error" | "api_error" | "rate_limit_error" => Read::Broken(message),
+                    _ => Read::Failed(ModelError::Refused {
+                        status: 200,
+                        body: message,
+                    }),
+                });
+            }
+            _ => {}
+        }
+        Ok(())
+    }
+
+    /// One chunk of an OpenAI-compatible chat completion stream.
+    fn openai(
+        &mut self,
+        chunk: &Value,
+        on_text: &mut (dyn FnMut(&str) + Send),
+    ) -> Result<(), Read> {
+        if chunk["error"].is_object() {
+            return Err(Read::Failed(ModelError::Refused {
+                status: 200,
+                body: chunk["error"].to_string().chars().take(500).collect(),
+            }));
+        }
+        if let Some(usage) = chunk["usage"].as_object() {
+            self.input_tokens = usage
+                .get("prompt_tokens")
+                .and_then(Value::as_u64)
+                .unwrap_or(0);
+            self.output_tokens = usage
+                .get("completion_tokens")
+                .and_then(Value::as_u64)
+                .unwrap_or(0);
+        }
+        let Some(choice) = chunk["choices"].get(0) else {
+            return Ok(());
+        };
+        let delta = &choice["delta"];
+        if let Some(more) = delta["content"].as_str().filter(|t| !t.is_empty()) {
+            on_text(more);
+            match self
+                .parts
+                .entry(0)
+                .or_insert_with(|| Part::Text(String::new()))
+            {
+                Part::Text(text) => text.push_str(more),
+                Part::Tool { .. } => {}
+            }
+        }
+        for call in delta["tool_calls"].as_array().into_iter().flatten() {
+            let key = call["index"].as_u64().unwrap_or(0) + 1;
+            let part = self.parts.entry(key).or_insert_with(|| Part::Tool {
+                id: String::new(),
+                name: String::new(),
+                json: String::new(),
+            });
+            if let Part::Tool { id, name, json } = part {
+                if let Some(given) = call["id"].as_str().filter(|i| !i.is_empty()) {
+                    *id = given.to_string();
+                }
+                name.push_str(call["function"]["name"].as_str().unwrap_or(""));
+                json.push_str(call["function"]["arguments"].as_str().unwrap_or(""));
+            }
+        }
+        if let Some(finish) = choice["finish_reason"].as_str() {
+            self.stop = Some(finish.to_string());
+        }
+        Ok(())
+    }
+
+    /// The reply, once the stream has ended the way its provider ends one.
+    fn finish(self, provider: Provider) -> Result<Reply, Read> {
+        // Anthropic ends with message_stop; OpenAI-compatible servers with [DONE], though some
+        // close after the chunk with finish_reason.
+        let complete = self.done || (provider == Provider::Openai && self.stop.is_some());
+        if !complete {
+            return Err(Read::Broken(
+                "the answer stream ended before the answer did".into(),
+            ));
+        }
+        let blocks = self
+            .parts
+            .into_values()
+            .map(|part| match part {
+                Part::Text(text) => Block::Text(text),
+                Part::Tool { id, name, json } => Block::ToolUse {
+                    id,
+                    name,
+                    input: if json.trim().is_empty() {
+                        json!({})
+                    } else {
+                        // A model that sends arguments that are not JSON gets them back as an
+                        // error.
+                        serde_json::from_str(&json)
+                            .unwrap_or_else(|_| json!({"__unparsed_arguments": json}))
+                    },
+                },
+            })
+            .collect();
+        let truncated = matches!(self.stop.as_deref(), Some("max_tokens" | "length"));
+        Ok(Reply {
+            blocks,
+            truncated,
+            input_tokens: self.input_tokens,
+            output_tokens: self.output_tokens,
+        })
+    }
+}
+
+/// The bytes of a block the model wrote.
+fn block_bytes(block: &Block) -> u64 {
+    match block {
+        Block::Text(text) => text.len() as u64,
+        Block::ToolUse { name, input, .. } => (name.len() + input.to_string().len()) as u64,
+        Block::ToolResult { content, .. } => content.len() as u64,
     }
 }
 
@@ -521,5 +850,130 @@ mod tests {
         );
         assert_eq!(Provider::infer("claude-sonnet-4"), Provider::Anthropic);
         assert_eq!(Provider::infer("llama3.1"), Provider::Openai);
+    }
+
+    fn feed(provider: Provider, events: &[Value]) -> (Result<Reply, Read>, String) {
+        let mut shown = String::new();
+        let mut answer = Assembly::default();
+        for event in events {
+            let mut on_text = |piece: &str| shown.push_str(piece);
+            let fed = match provider {
+                Provider::Anthropic => answer.anthropic(event, &mut on_text),
+                Provider::Openai => answer.openai(event, &mut on_text),
+            };
+            if let Err(e) = fed {
+                return (Err(e), shown);
+            }
+        }
+        (answer.finish(provider), shown)
+    }
+
+    #[test]
+    fn a_streamed_anthropic_answer_is_put_back_together() {
+        let events = [
+            json!({"type": "message_start", "message": {"usage": {"input_tokens": 120, "output_tokens": 1}}}),
+            json!({"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}}),
+            json!({"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": "Let me "}}),
+            json!({"type": "ping"}),
+            json!({"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": "look."}}),
+            json!({"type": "content_block_stop", "index": 0}),
+            json!({"type": "content_block_start", "index": 1, "content_block": {"type": "tool_use", "id": "t1", "name": "Read", "input": {}}}),
+            json!({"type": "content_block_delta", "index": 1, "delta": {"type": "input_json_delta", "partial_json": "{\"file_pa"}}),
+            json!({"type": "content_block_delta", "index": 1, "delta": {"type": "input_json_delta", "partial_json": "th\": \"a.rs\"}"}}),
+            json!({"type": "content_block_stop", "index": 1}),
+            json!({"type": "message_delta", "delta": {"stop_reason": "tool_use"}, "usage": {"output_tokens": 31}}),
+            json!({"type": "message_stop"}),
+        ];
+        let (reply, shown) = feed(Provider::Anthropic, &events);
+        let reply = reply.map_err(|_| "broken").unwrap();
+        assert_eq!(shown, "Let me look.");
+        assert_eq!(
+            reply.blocks,
+            vec![
+                Block::Text("Let me look.".into()),
+                Block::ToolUse {
+                    id: "t1".into(),
+                    name: "Read".into(),
+                    input: json!({"file_path": "a.rs"})
+                }
+            ]
+        );
+        assert_eq!((reply.input_tokens, reply.output_tokens), (120, 31));
+        assert!(!reply.truncated);
+
+        // Without message_stop the answer is not whole: asked again.
+        let (cut, _) = feed(Provider::Anthropic, &events[..9]);
+        assert!(matches!(cut, Err(Read::Broken(_))));
+        // An overloaded server mid-stream is asked again; a bad request is not.
+        let overloaded =
+            json!({"type": "error", "error": {"type": "overloaded_error", "message": "busy"}});
+        assert!(matches!(
+            feed(Provider::Anthropic, &[overloaded]).0,
+            Err(Read::Broken(_))
+        ));
+        let invalid =
+            json!({"type": "error", "error": {"type": "invalid_request_error", "message": "no"}});
+        assert!(matches!(
+            feed(Provider::Anthropic, &[invalid]).0,
+            Err(Read::Failed(_))
+        ));
+    }
+
+    #[test]
+    fn a_streamed_openai_answer_is_put_back_together() {
+        let chunk = |delta: Value, finish: Value| json!({"choices": [{"index": 0, "delta": delta, "finish_reason": finish}]});
+        let events = [
+            chunk(json!({"role": "assistant", "content": ""}), Value::Null),
+            chunk(json!({"content": "Running "}), Value::Null),
+            chunk(json!({"content": "it."}), Value::Null),
+            chunk(
+                json!({"tool_calls": [{"index": 0, "id": "c1", "type": "function", "function": {"name": "Bash", "arguments": ""}}]}),
+                Value::Null,
+            ),
+            chunk(
+                json!({"tool_calls": [{"index": 0, "function": {"arguments": "{\"command\": "}}]}),
+                Value::Null,
+            ),
+            chunk(
+                json!({"tool_calls": [{"index": 0, "function": {"arguments": "\"ls\"}"}}]}),
+                Value::Null,
+            ),
+            chunk(
+                json!({"tool_calls": [{"index": 1, "id": "c2", "function": {"name": "Read", "arguments": "{\"file_path\":\"x\"}"}}]}),
+                Value::Null,
+            ),
+            chunk(json!({}), json!("tool_calls")),
+            json!({"choices": [], "usage": {"prompt_tokens": 50, "completion_tokens": 7}}),
+        ];
+        let (reply, shown) = feed(Provider::Openai, &events);
+        let reply = reply.map_err(|_| "broken").unwrap();
+        assert_eq!(shown, "Running it.");
+        assert_eq!(
+            reply.blocks,
+            vec![
+                Block::Text("Running it.".into()),
+                Block::ToolUse {
+                    id: "c1".into(),
+                    name: "Bash".into(),
+                    input: json!({"command": "ls"})
+                },
+                Block::ToolUse {
+                    id: "c2".into(),
+                    name: "Read".into(),
+                    input: json!({"file_path": "x"})
+                }
+            ]
+        );
+        assert_eq!((reply.input_tokens, reply.output_tokens), (50, 7));
+        let (cut, _) = feed(
+            Provider::Openai,
+            &[chunk(json!({"content": "The fix"}), json!("length"))],
+        );
+        assert!(cut.map_err(|_| "broken").unwrap().truncated);
+        let (broken, _) = feed(Provider::Openai, &events[..3]);
+        assert!(
+            matches!(broken, Err(Read::Broken(_))),
+            "no finish_reason, no [DONE]"
+        );
     }
 }

@@ -230,6 +230,7 @@ pub async fn answer(
                 blocks: vec![Block::Text(text)],
             }],
             &[],
+            &mut |_| {},
         )
         .await;
     let (status, answer, message, tokens) = match reply {

@@ -16,7 +16,9 @@ use tokio_util::sync::CancellationToken;
 use super::model::Model;
 use super::sandbox::Sandbox;
 use super::{Document, Event, Task};
-use crate::runtime::{Context, Effect, Idempotence, Runtime, Tool, ToolError, ToolSpec};
+use crate::runtime::{
+    Context, Effect, Idempotence, JobState, JobStatus, Jobs, Runtime, Tool, ToolError, ToolSpec,
+};
 
 pub const MAX_RUNNING: usize = 8;
 pub const MAX_EVENTS: usize = 2000;
@@ -40,6 +42,13 @@ pub struct StartArgs {
     /// launch it again.
     #[serde(default)]
     pub invoked_by: Option<String>,
+    /// Where shell commands run: `auto` (bubblewrap, the default) or `docker`.
+    #[serde(default)]
+    pub sandbox: Option<super::sandbox::SandboxChoice>,
+    /// The image for `sandbox: docker` (default: the daemon's CAR_DO_IMAGE, else
+    /// debian:stable-slim).
+    #[serde(default)]
+    pub image: Option<String>,
 }
 
 /// Everything a run needs, made by the face that serves the tools.
@@ -72,6 +81,11 @@ struct Run {
     document: Option<Document>,
     stop: CancellationToken,
     polled: Instant,
+    created: chrono::DateTime<chrono::Utc>,
+    /// When the last event came (or the document).
+    updated: chrono::DateTime<chrono::Utc>,
+    /// What the run did last, in a line.
+    doing: Option<String>,
 }
 
 /// The daemon's runs.
@@ -169,16 +183,22 @@ impl Runs {
                     document: None,
                     stop: stop.clone(),
                     polled: Instant::now(),
+                    created: chrono::Utc::now(),
+                    updated: chrono::Utc::now(),
+                    doing: None,
                 },
             );
         }
-        let launch = match (self.launcher)(&args) {
+        let mut launch = match (self.launcher)(&args) {
             Ok(launch) => launch,
             Err(why) => {
                 lock(&self.runs).remove(&run_id);
                 return Err(ToolError::InvalidArguments(why));
             }
         };
+        // One id everywhere: the poll key, the task id, the document's run_id and the checkpoint
+        // that `car do --resume` reads.
+        launch.task.run_id = run_id.clone();
         let runs = self.runs.clone();
         let id = run_id.clone();
         let model_name = launch.model.name().to_string();
@@ -193,8 +213,10 @@ impl Runs {
                 &launch.context,
                 &launch.sandbox,
                 stop,
-                move |event| {
+                move |event: Event| {
                     if let Some(run) = lock(&sink).get_mut(&sink_id) {
+                        run.updated = chrono::Utc::now();
+                        run.doing = Some(event.message.clone());
                         run.events.push_back((run.next_seq, event));
                         run.next_seq += 1;
                         if run.events.len() > MAX_EVENTS {
@@ -220,6 +242,7 @@ impl Runs {
                 )
             });
             if let Some(run) = lock(&runs).get_mut(&id) {
+                run.updated = chrono::Utc::now();
                 run.document = Some(document);
             }
         });
@@ -293,7 +316,8 @@ impl Runs {
             .effect(Effect::ExternalWrite)
             .idempotence(Idempotence::NotIdempotent),
             move |args: StartArgs, _call| runs.start(args),
-        );
+        )
+        .with_jobs(Arc::new(self.clone()));
         let runs = self.clone();
         let poll = Tool::typed(
             ToolSpec::new(
@@ -315,5 +339,48 @@ impl Runs {
             move |args: CancelArgs, _call| runs.cancel(&args.run_id),
         );
         vec![start, poll, cancel]
+    }
+}
+
+/// Runs as jobs of `assistant_start` (an MCP client that takes tasks follows them as tasks).
+impl Jobs for Runs {
+    fn started(&self, result: &Value) -> Option<String> {
+        result["run_id"].as_str().map(str::to_string)
+    }
+
+    fn state(&self, id: &str) -> Option<JobState> {
+        self.sweep();
+        let mut runs = lock(&self.runs);
+        let run = runs.get_mut(id)?;
+        // Asking after a run keeps it, as a poll does.
+        run.polled = Instant::now();
+        let (status, message) = match &run.document {
+            None => (JobStatus::Working, run.doing.clone()),
+            Some(document) => {
+                let message = document.summary.clone().or(document.message.clone());
+                if document.error == Some("Interrupted") && run.stop.is_cancelled() {
+                    (JobStatus::Cancelled, message)
+                } else {
+                    (
+                        JobStatus::Done {
+                            result: serde_json::to_value(document).unwrap_or(Value::Null),
+                            failed: document.status == "error",
+                        },
+                        message,
+                    )
+                }
+            }
+        };
+        Some(JobState {
+            status,
+            message,
+            created: run.created,
+            updated: run.updated,
+            ttl: EXPIRY,
+        })
+    }
+
+    fn cancel(&self, id: &str) -> bool {
+        self.cancel(id).is_ok()
     }
 }

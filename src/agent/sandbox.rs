@@ -1,18 +1,35 @@
 //! Where `car do` runs shell commands, failing closed: under bubblewrap on Linux (no network,
-//! the working directory the only writable root, its `.git` read-only unless allowed), or not
-//! sandboxed at all only when the user said `--no-sandbox`. The `sandbox` block of the document
-//! says what was used and which layers applied.
+//! the working directory the only writable root, its `.git` read-only unless allowed), in a
+//! Docker container when asked for (`--sandbox docker`: no network, the image read-only, the
+//! project mounted), or not sandboxed at all only when the user said `--no-sandbox`. The
+//! `sandbox` block of the document says what was used and which layers applied.
 
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
+use std::time::Duration;
 
 use serde::Serialize;
+use tokio_util::sync::CancellationToken;
+
+/// Where `car do` runs shell commands.
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, serde::Deserialize, schemars::JsonSchema,
+)]
+#[serde(rename_all = "lowercase")]
+pub enum SandboxChoice {
+    /// Bubblewrap on this machine.
+    Auto,
+    /// A container on the Docker engine.
+    Docker,
+}
 
 /// What the run asked for.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Request {
-    /// The best sandbox here, or refuse to run.
-    Required,
+    /// The best sandbox here (bubblewrap), or refuse to run.
+    Auto,
+    /// A container of `image` on the Docker engine (`DOCKER_HOST`), or refuse to run.
+    Docker { image: String },
     /// `--no-sandbox`: commands run as the user, with the network.
     Off,
 }
@@ -20,10 +37,15 @@ pub enum Request {
 /// The sandbox a run uses (the document's `sandbox` block).
 #[derive(Debug, Clone, Serialize)]
 pub struct Sandbox {
-    /// `bwrap` or `none`.
+    /// `bwrap`, `docker` or `none`.
     pub mode: &'static str,
+    /// The container image (`docker` only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub image: Option<String>,
     /// `none` or `host`.
     pub network: &'static str,
+    /// `sandbox_edit` (commands write only in the project) or `full_access`.
+    pub tier: &'static str,
     pub root: PathBuf,
     /// What applies, one line each.
     pub layers: Vec<String>,
@@ -31,6 +53,20 @@ pub struct Sandbox {
     pub fallback_notice: Option<String>,
     #[serde(skip)]
     git_writable: bool,
+    /// The user commands run as in a container: the project's owner, so what they write is
+    /// theirs.
+    #[serde(skip)]
+    owner: Option<(u32, u32)>,
+}
+
+/// How a sandboxed command ended.
+#[derive(Debug)]
+pub enum Ended {
+    Exited(std::process::Output),
+    /// Stopped at its time limit.
+    TimedOut,
+    /// Stopped because the run was.
+    Cancelled,
 }
 
 impl Sandbox {
@@ -41,49 +77,150 @@ impl Sandbox {
         allow_git_writes: bool,
     ) -> Result<Sandbox, String> {
         let root = root.canonicalize().unwrap_or_else(|_| root.to_path_buf());
-        if request == Request::Off {
-            return Ok(Sandbox {
+        let has_git = root.join(".git").exists();
+        let protected = |layers: &mut Vec<String>| {
+            layers.push(".car/policies: read-only".into());
+            if has_git && !allow_git_writes {
+                layers.push(".git: read-only (--allow-git-writes to commit)".into());
+            }
+        };
+        match request {
+            Request::Off => Ok(Sandbox {
                 mode: "none",
+                image: None,
                 network: "host",
+                tier: "full_access",
                 layers: vec!["none: commands run as you, with the network (--no-sandbox)".into()],
                 fallback_notice: Some("sandbox turned off with --no-sandbox".into()),
                 root,
                 git_writable: true,
-            });
-        }
-        match bwrap_works() {
-            Ok(()) => {
+                owner: None,
+            }),
+            Request::Auto => match bwrap_works() {
+                Ok(()) => {
+                    let mut layers = vec![
+                        "bubblewrap: a new mount, PID and network namespace".to_string(),
+                        "network: none (loopback only, inside the sandbox)".to_string(),
+                        format!("filesystem: read-only except {}", root.display()),
+                        "/tmp and /run: private and empty (no session sockets)".to_string(),
+                        "home: hidden; toolchains (.cargo, .rustup, …) read-only".to_string(),
+                        "environment: cleared but PATH, HOME, locale and toolchain variables"
+                            .to_string(),
+                    ];
+                    protected(&mut layers);
+                    Ok(Sandbox {
+                        mode: "bwrap",
+                        image: None,
+                        network: "none",
+                        tier: "sandbox_edit",
+                        root,
+                        layers,
+                        fallback_notice: None,
+                        git_writable: allow_git_writes || !has_git,
+                        owner: None,
+                    })
+                }
+                Err(why) => Err(format!(
+                    "no sandbox is available for shell commands: {why}. Install bubblewrap (Debian/Ubuntu: apt install bubblewrap; Fedora: dnf install bubblewrap), run commands in a container with --sandbox docker, or pass --no-sandbox to run them unsandboxed"
+                )),
+            },
+            Request::Docker { image } => {
+                if image.trim().is_empty() || image.starts_with('-') {
+                    return Err(format!("'{image}' is not a container image name"));
+                }
+                let root_text = root.display().to_string();
+                if root_text.contains(',') {
+                    return Err(format!(
+                        "the project path {root_text} holds a comma, which Docker's --mount cannot take"
+                    ));
+                }
+                let engine = docker_engine()?;
                 let mut layers = vec![
-                    "bubblewrap: a new mount, PID and network namespace".to_string(),
-                    "network: none (loopback only, inside the sandbox)".to_string(),
-                    format!("filesystem: read-only except {}", root.display()),
-                    "/tmp and /run: private and empty (no session sockets)".to_string(),
-                    "home: hidden; toolchains (.cargo, .rustup, …) read-only".to_string(),
-                    "environment: cleared but PATH, HOME, locale and toolchain variables".to_string(),
-                    ".car/policies: read-only".to_string(),
+                    format!("docker: a container of {image} (engine {engine}), removed after each command"),
+                    "network: none (--network none)".to_string(),
+                    format!("filesystem: the image read-only; {} mounted read-write", root.display()),
+                    "/tmp: a private tmpfs".to_string(),
+                    "privileges: every capability dropped, no-new-privileges, Docker's default seccomp profile".to_string(),
+                    "environment: the image's own (nothing from yours)".to_string(),
                 ];
-                let has_git = root.join(".git").exists();
-                if has_git && !allow_git_writes {
-                    layers.push(".git: read-only (--allow-git-writes to commit)".into());
+                if !docker_has_image(&image) {
+                    layers.push(format!(
+                        "image: not present locally; Docker pulls {image} on the first command"
+                    ));
+                }
+                protected(&mut layers);
+                let owner = project_owner(&root);
+                if let Some((uid, gid)) = owner {
+                    layers.push(format!("user: {uid}:{gid} (the project's owner)"));
                 }
                 Ok(Sandbox {
-                    mode: "bwrap",
+                    mode: "docker",
+                    image: Some(image),
                     network: "none",
+                    tier: "sandbox_edit",
                     root,
                     layers,
                     fallback_notice: None,
                     git_writable: allow_git_writes || !has_git,
+                    owner,
                 })
             }
-            Err(why) => Err(format!(
-                "no sandbox is available for shell commands: {why}. Install bubblewrap (Debian/Ubuntu: apt install bubblewrap; Fedora: dnf install bubblewrap), or pass --no-sandbox to run commands unsandboxed"
-            )),
         }
     }
 
-    /// The command that runs `script` with `sh -c` in the sandbox, in `cwd`.
+    /// Runs `script` in the sandbox in `cwd` until it exits, `limit` passes or `cancel` fires;
+    /// a container left behind by a stopped command is removed.
+    pub async fn run(
+        &self,
+        script: &str,
+        cwd: &Path,
+        limit: Duration,
+        cancel: &CancellationToken,
+    ) -> std::io::Result<Ended> {
+        let container =
+            (self.mode == "docker").then(|| format!("car-{}", uuid::Uuid::new_v4().simple()));
+        let child = self
+            .command_named(script, cwd, container.as_deref())
+            .spawn()?;
+        let ended = tokio::select! {
+            out = child.wait_with_output() => Ended::Exited(out?),
+            _ = tokio::time::sleep(limit) => Ended::TimedOut,
+            _ = cancel.cancelled() => Ended::Cancelled,
+        };
+        if let (Some(name), false) = (container, matches!(ended, Ended::Exited(_))) {
+            // The client was killed with the command; the container goes on until removed.
+            let removed = tokio::time::timeout(
+                Duration::from_secs(30),
+                tokio::process::Command::new("docker")
+                    .args(["rm", "--force", &name])
+                    .stdin(Stdio::null())
+                    .stdout(Stdio::null())
+                    .stderr(Stdio::null())
+                    .status(),
+            )
+            .await;
+            if !matches!(removed, Ok(Ok(status)) if status.success()) {
+                tracing::warn!("could not remove the container {name} of a stopped command");
+            }
+        }
+        Ok(ended)
+    }
+
+    /// The command that runs `script` with `sh -c` in the sandbox, in `cwd` (for a container,
+    /// prefer [`Sandbox::run`], which removes one left behind).
     pub fn command(&self, script: &str, cwd: &Path) -> tokio::process::Command {
-        let mut command = if self.mode == "bwrap" {
+        self.command_named(script, cwd, None)
+    }
+
+    fn command_named(
+        &self,
+        script: &str,
+        cwd: &Path,
+        container: Option<&str>,
+    ) -> tokio::process::Command {
+        let mut command = if self.mode == "docker" {
+            self.docker_command(script, cwd, container)
+        } else if self.mode == "bwrap" {
             let mut c = tokio::process::Command::new("bwrap");
             c.args([
                 "--die-with-parent",
@@ -140,6 +277,94 @@ impl Sandbox {
             .kill_on_drop(true);
         command
     }
+}
+
+impl Sandbox {
+    fn docker_command(
+        &self,
+        script: &str,
+        cwd: &Path,
+        container: Option<&str>,
+    ) -> tokio::process::Command {
+        let mut c = tokio::process::Command::new("docker");
+        c.args(["run", "--rm", "--network", "none", "--cap-drop", "ALL"])
+            .args(["--security-opt", "no-new-privileges", "--read-only"])
+            .args([
+                "--tmpfs",
+                "/tmp:rw,exec,nosuid,nodev",
+                "--pids-limit",
+                "4096",
+            ])
+            .args(["--label", "dev.car.sandbox=car-do", "--env", "HOME=/tmp"]);
+        if let Some(name) = container {
+            c.args(["--name", name]);
+        }
+        if let Some((uid, gid)) = self.owner {
+            c.arg("--user").arg(format!("{uid}:{gid}"));
+        }
+        let mount = |path: &Path, readonly: bool| {
+            let mut spec = format!("type=bind,source={0},target={0}", path.display());
+            if readonly {
+                spec.push_str(",readonly");
+            }
+            spec
+        };
+        c.arg("--mount").arg(mount(&self.root, false));
+        let git = self.root.join(".git");
+        if !self.git_writable && git.exists() {
+            c.arg("--mount").arg(mount(&git, true));
+        }
+        let policies = self.root.join(".car/policies");
+        if policies.exists() {
+            c.arg("--mount").arg(mount(&policies, true));
+        }
+        c.arg("--workdir").arg(cwd);
+        c.arg(self.image.as_deref().unwrap_or_default())
+            .args(["sh", "-c", script]);
+        c
+    }
+}
+
+/// The Docker engine's version, or why it cannot be reached.
+fn docker_engine() -> Result<String, String> {
+    let out = std::process::Command::new("docker")
+        .args(["version", "--format", "{{.Server.Version}}"])
+        .stdin(Stdio::null())
+        .output();
+    match out {
+        Ok(out) if out.status.success() => {
+            Ok(String::from_utf8_lossy(&out.stdout).trim().to_string())
+        }
+        Ok(out) => Err(format!(
+            "the Docker engine is not reachable ({}); start it, point DOCKER_HOST at it, or leave out --sandbox docker to use bubblewrap",
+            String::from_utf8_lossy(&out.stderr).trim().lines().last().unwrap_or("no answer")
+        )),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Err(
+            "the docker command is not installed; install Docker, or leave out --sandbox docker to use bubblewrap".into(),
+        ),
+        Err(e) => Err(format!("cannot run docker: {e}")),
+    }
+}
+
+fn docker_has_image(image: &str) -> bool {
+    std::process::Command::new("docker")
+        .args(["image", "inspect", "--format", "{{.Id}}", image])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success())
+}
+
+#[cfg(unix)]
+fn project_owner(root: &Path) -> Option<(u32, u32)> {
+    use std::os::unix::fs::MetadataExt;
+    std::fs::metadata(root).ok().map(|m| (m.uid(), m.gid()))
+}
+
+#[cfg(not(unix))]
+fn project_owner(_root: &Path) -> Option<(u32, u32)> {
+    None
 }
 
 /// Directories under the home that hold toolchains, shown read-only inside the sandbox.

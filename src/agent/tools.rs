@@ -13,7 +13,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use super::sandbox::Sandbox;
+use super::sandbox::{Ended, Sandbox};
 use crate::runtime::{Effect, Idempotence, Tool, ToolError, ToolSpec};
 
 /// The most a tool returns to the model from one file or command stream.
@@ -168,25 +168,20 @@ pub fn tools(workspace: Arc<Workspace>) -> Vec<Tool> {
                     )));
                 }
                 let timeout = Duration::from_millis(args.timeout.unwrap_or(120_000).min(600_000));
-                let child = w
+                let ended = w
                     .sandbox
-                    .command(&args.command, &w.root)
-                    .spawn()
+                    .run(&args.command, &w.root, timeout, &call.cancel)
+                    .await
                     .map_err(|e| ToolError::Failed(format!("cannot start the command: {e}")))?;
-                let waited = tokio::select! {
-                    out = child.wait_with_output() => Some(out),
-                    _ = tokio::time::sleep(timeout) => None,
-                    _ = call.cancel.cancelled() => return Err(ToolError::Cancelled),
-                };
-                let ran = match waited {
-                    Some(Ok(out)) => Ran {
+                let ran = match ended {
+                    Ended::Exited(out) => Ran {
                         exit_code: out.status.code(),
                         stdout: clip(&String::from_utf8_lossy(&out.stdout)),
                         stderr: clip(&String::from_utf8_lossy(&out.stderr)),
                         timed_out: false,
                     },
-                    Some(Err(e)) => return Err(ToolError::Failed(e.to_string())),
-                    None => Ran {
+                    Ended::Cancelled => return Err(ToolError::Cancelled),
+                    Ended::TimedOut => Ran {
                         exit_code: None,
                         stdout: String::new(),
                         stderr: format!("stopped after {} ms", timeout.as_millis()),

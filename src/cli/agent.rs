@@ -2,15 +2,18 @@
 //! `--json`, stdout carries exactly one `car.do/1` document (even on failure) and stderr one JSON
 //! event per line; without it, a readable live view on stderr and the summary on stdout.
 
+use std::io::IsTerminal;
 use std::process::ExitCode;
 use std::sync::Arc;
+use std::time::Duration;
 
 use clap::Args;
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 
 use super::{console, inproc, Env};
 use crate::agent::model::{Model, ModelConfig, Provider};
 use crate::agent::runs::{Launch, Runs, StartArgs};
-use crate::agent::sandbox::{Request, Sandbox};
+use crate::agent::sandbox::{Request, Sandbox, SandboxChoice};
 use crate::agent::tools::Workspace;
 use crate::agent::{self, Checkpoint, Document, Event, Failure, Task};
 use crate::app::App;
@@ -56,8 +59,20 @@ pub struct DoArgs {
     /// Output tokens per model turn.
     #[arg(long, default_value_t = 8192)]
     pub max_tokens: u32,
+    /// Where shell commands run: auto (bubblewrap: namespaces on this machine) or docker (a
+    /// container of --image on the Docker engine, DOCKER_HOST).
+    #[arg(long, value_enum, default_value_t = SandboxChoice::Auto)]
+    pub sandbox: SandboxChoice,
+    /// The image of --sandbox docker: one with your project's toolchain (rust:1, node:22, …).
+    #[arg(
+        long,
+        env = "CAR_DO_IMAGE",
+        value_name = "IMAGE",
+        default_value = "debian:stable-slim"
+    )]
+    pub image: String,
     /// Run shell commands without a sandbox (as you, with the network).
-    #[arg(long)]
+    #[arg(long, conflicts_with = "sandbox")]
     pub no_sandbox: bool,
     /// Let shell commands write the project's .git (commits); read-only by default.
     #[arg(long)]
@@ -79,6 +94,8 @@ pub(crate) struct Options {
     pub token_budget: u64,
     pub max_tokens: u32,
     pub no_sandbox: bool,
+    pub sandbox: SandboxChoice,
+    pub image: String,
     pub allow_git_writes: bool,
     pub until: Option<String>,
     pub invoked_by: Option<String>,
@@ -96,6 +113,8 @@ impl Options {
             token_budget: args.token_budget,
             max_tokens: args.max_tokens,
             no_sandbox: args.no_sandbox,
+            sandbox: args.sandbox,
+            image: args.image.clone(),
             allow_git_writes: args.allow_git_writes,
             until: args.until.clone(),
             resume: args.resume.clone(),
@@ -119,6 +138,12 @@ impl Options {
             token_budget: 1_000_000,
             max_tokens: 8192,
             no_sandbox: false,
+            sandbox: args.sandbox.unwrap_or(SandboxChoice::Auto),
+            image: args
+                .image
+                .clone()
+                .or_else(|| std::env::var("CAR_DO_IMAGE").ok())
+                .unwrap_or_else(|| "debian:stable-slim".into()),
             allow_git_writes: false,
             until: args.until.clone(),
             invoked_by: args.invoked_by.clone(),
@@ -169,10 +194,12 @@ pub(crate) fn prepare(env: &Env, options: &Options) -> Result<Launch, Box<Refuse
             exit: 2,
         }));
     }
-    let request = if options.no_sandbox {
-        Request::Off
-    } else {
-        Request::Required
+    let request = match (options.no_sandbox, options.sandbox) {
+        (true, _) => Request::Off,
+        (false, SandboxChoice::Auto) => Request::Auto,
+        (false, SandboxChoice::Docker) => Request::Docker {
+            image: options.image.clone(),
+        },
     };
     let sandbox =
         Sandbox::choose(request, &env.project_root, options.allow_git_writes).map_err(|why| {
@@ -180,10 +207,17 @@ pub(crate) fn prepare(env: &Env, options: &Options) -> Result<Launch, Box<Refuse
                 failure: Failure {
                     kind: "SandboxUnavailable",
                     message: why,
-                    suggestions: vec![
-                        "apt install bubblewrap".into(),
-                        "car do --no-sandbox …".into(),
-                    ],
+                    suggestions: match options.sandbox {
+                        SandboxChoice::Auto => vec![
+                            "apt install bubblewrap".into(),
+                            "car do --sandbox docker --image IMAGE …".into(),
+                            "car do --no-sandbox …".into(),
+                        ],
+                        SandboxChoice::Docker => vec![
+                            "start the Docker engine (or set DOCKER_HOST)".into(),
+                            "car do --sandbox auto … (bubblewrap)".into(),
+                        ],
+                    },
                 },
                 sandbox: None,
                 exit: 1,
@@ -306,7 +340,7 @@ pub async fn run(env: &Env, args: DoArgs) -> ExitCode {
         &launch.context,
         &launch.sandbox,
         stop,
-        |event| show_event(json, &event),
+        View::new(json),
     )
     .await;
     print_document(json, &document);
@@ -317,23 +351,127 @@ pub async fn run(env: &Env, args: DoArgs) -> ExitCode {
     }
 }
 
-fn show_event(json: bool, event: &Event) {
-    if json {
-        if let Ok(line) = serde_json::to_string(event) {
-            console::stderr_line(&line);
+/// How a run shows on stderr: with `--json` one JSON event per line; otherwise a readable live
+/// view — the model's text as it streams in, a line per tool call and its outcome, and on a
+/// terminal a spinner while the model or a tool is at work.
+struct View {
+    json: bool,
+    terminal: bool,
+    spinner: Option<ProgressBar>,
+    /// The model's text of this turn was printed as it came (its `text` event is not repeated).
+    streamed: bool,
+    /// The streamed text does not end with a newline yet.
+    mid_line: bool,
+}
+
+impl View {
+    fn new(json: bool) -> View {
+        View {
+            json,
+            terminal: std::io::stderr().is_terminal(),
+            spinner: None,
+            streamed: false,
+            mid_line: false,
         }
-        return;
     }
-    let line = match event.kind {
-        "started" => format!("car do: {}", event.message),
-        "tool_called" => format!("→ {}", brief_call(event)),
-        "tool_result" => format!("  ✓ {}", event.message),
-        "tool_failed" => format!("  ✗ {}", event.message),
-        "text" => format!("· {}", event.message),
-        "completed" | "failed" => return,
-        other => format!("{other}: {}", event.message),
-    };
-    console::stderr_line(&line);
+
+    /// A spinner saying what is being waited for (on a terminal only).
+    fn spin(&mut self, what: String) {
+        if !self.terminal {
+            return;
+        }
+        let spinner = self.spinner.get_or_insert_with(|| {
+            let bar = ProgressBar::with_draw_target(None, ProgressDrawTarget::stderr());
+            bar.set_style(
+                ProgressStyle::with_template("{spinner} {msg} ({elapsed})")
+                    .unwrap_or_else(|_| ProgressStyle::default_spinner()),
+            );
+            bar.enable_steady_tick(Duration::from_millis(100));
+            bar
+        });
+        spinner.set_message(what);
+    }
+
+    fn quiet(&mut self) {
+        if let Some(spinner) = self.spinner.take() {
+            spinner.finish_and_clear();
+        }
+    }
+
+    fn line(&mut self, text: &str) {
+        self.quiet();
+        if self.mid_line {
+            console::stderr("\n");
+            self.mid_line = false;
+        }
+        console::stderr_line(text);
+    }
+}
+
+impl agent::Observer for View {
+    fn event(&mut self, event: Event) {
+        if self.json {
+            if let Ok(line) = serde_json::to_string(&event) {
+                console::stderr_line(&line);
+            }
+            return;
+        }
+        match event.kind {
+            "started" => {
+                self.line(&format!("car do: {}", event.message));
+                self.spin("thinking".into());
+            }
+            "text" if self.streamed && event.phase == "turn" => {
+                if self.mid_line {
+                    console::stderr("\n");
+                    self.mid_line = false;
+                }
+            }
+            "text" => self.line(&format!("· {}", event.message)),
+            "tool_called" => {
+                self.streamed = false;
+                let call = brief_call(&event);
+                self.line(&format!("→ {call}"));
+                self.spin(call);
+            }
+            "tool_result" | "tool_failed" => {
+                let mark = if event.kind == "tool_result" {
+                    "✓"
+                } else {
+                    "✗"
+                };
+                let took = event.data["duration_ms"].as_u64().unwrap_or(0);
+                self.line(&format!("  {mark} {} ({})", event.message, elapsed(took)));
+                self.spin("thinking".into());
+            }
+            "goal_evaluated" => {
+                self.streamed = false;
+                self.line(&format!("◎ {}", event.message));
+                self.spin("thinking".into());
+            }
+            "completed" | "failed" => self.quiet(),
+            other => self.line(&format!("{other}: {}", event.message)),
+        }
+    }
+
+    fn text(&mut self, piece: &str) {
+        if self.json || piece.is_empty() {
+            return;
+        }
+        self.quiet();
+        self.streamed = true;
+        console::stderr(piece);
+        self.mid_line = !piece.ends_with('\n');
+    }
+}
+
+/// `850 ms`, `3.2 s`.
+fn elapsed(ms: u64) -> String {
+    if ms < 1000 {
+        format!("{ms} ms")
+    } else {
+        format!("{:.1} s", ms as f64 / 1000.0)
+    }
 }
 
 fn brief_call(event: &Event) -> String {

@@ -11,11 +11,13 @@ use std::collections::HashSet;
 use std::sync::{Arc, Mutex};
 
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, CallToolResult, CompleteRequestParams, CompleteResult,
-    GetPromptRequestParams, GetPromptResponse, GetPromptResult, ListPromptsResult,
+    CallToolRequestParams, CallToolResponse, CallToolResult, CancelTaskParams,
+    CompleteRequestParams, CompleteResult, CreateTaskResult, DetailedTask, GetPromptRequestParams,
+    GetPromptResponse, GetPromptResult, GetTaskParams, GetTaskResult, ListPromptsResult,
     ListResourceTemplatesResult, ListResourcesResult, ListToolsResult, PaginatedRequestParams,
     ProtocolVersion, ReadResourceRequestParams, ReadResourceResponse, ReadResourceResult,
-    ServerConfig, SubscribeRequestParams, UnsubscribeRequestParams,
+    ServerConfig, SubscribeRequestParams, Task, TaskPayload, TaskStatus, UnsubscribeRequestParams,
+    UpdateTaskParams, TASKS_EXTENSION_ID,
 };
 use rmcp::service::{RequestContext, RoleServer};
 use rmcp::{ErrorData as McpError, ServerHandler, ServiceExt};
@@ -27,7 +29,9 @@ use crate::app::App;
 use crate::memory::surfaces::{
     Briefing, EntryPage, EntryText, CONTEXT_PROMPT, FACT_RESOURCE, FACT_RESOURCES,
 };
-use crate::runtime::{CallOptions, CallOutcome, Client, Context, DispatchError, Face, ToolError};
+use crate::runtime::{
+    CallOptions, CallOutcome, Client, Context, DispatchError, Face, JobState, JobStatus, ToolError,
+};
 
 /// The protocol revisions CAR serves (newest preferred). 2025-03-26 is left out on purpose: it
 /// requires JSON-RPC batches, which CAR refuses; a client asking for it is offered 2025-11-25.
@@ -362,6 +366,53 @@ fn remote_result(outcome: CallOutcome) -> Value {
     }
 }
 
+/// How often a task's client is asked to poll.
+const TASK_POLL_MS: u64 = 1000;
+
+/// A job as an MCP task (the tasks extension, SEP-2663): its status, what it is doing, and once
+/// done the tool's result — the document the call would have answered had it waited.
+fn task_of(id: &str, job: JobState) -> DetailedTask {
+    let stamp =
+        |t: chrono::DateTime<chrono::Utc>| t.to_rfc3339_opts(chrono::SecondsFormat::Millis, true);
+    let mut task = Task::new(
+        id,
+        TaskStatus::Working,
+        stamp(job.created),
+        stamp(job.updated),
+    )
+    .with_ttl_ms(job.ttl.as_millis() as u64)
+    .with_poll_interval_ms(TASK_POLL_MS);
+    if let Some(message) = job.message {
+        task = task.with_status_message(message);
+    }
+    let payload = match job.status {
+        JobStatus::Working => TaskPayload::Working,
+        JobStatus::Cancelled => TaskPayload::Cancelled,
+        JobStatus::Done { result, failed } => {
+            let mut call_result = Map::new();
+            call_result.insert(
+                "content".into(),
+                json!([{"type": "text", "text": result.to_string()}]),
+            );
+            if result.is_object() {
+                call_result.insert("structuredContent".into(), result);
+            }
+            call_result.insert("isError".into(), json!(failed));
+            TaskPayload::Completed {
+                result: call_result,
+            }
+        }
+    };
+    DetailedTask::new(task, payload)
+}
+
+fn unknown_task(id: &str) -> McpError {
+    McpError::invalid_params(
+        format!("Failed to retrieve task: no task {id} on this server (tasks nobody asks after for an hour are forgotten)"),
+        None,
+    )
+}
+
 /// How often a session checks whether the connector tools changed.
 const TOOLS_WATCH_INTERVAL: std::time::Duration = std::time::Duration::from_millis(500);
 
@@ -405,6 +456,11 @@ impl ServerHandler for McpServer {
             "serverInfo": {"name": self.name, "title": "CAR", "version": env!("CARGO_PKG_VERSION")},
             "instructions": "CAR gives you durable memory and a project's state across sessions. At session start, context_manager {action: \"context\"} briefs you (ready tasks, blockers, decisions, relevant memory). Recall with memory_query before you rely on assumptions; remember decisions, conventions and gotchas with memory_add_fact (a fact with the same subject replaces the old one). Track work with task_manager (list --status ready, claim, complete), record architecture decisions with decision_logger, and look for a saved skill with skill_find before writing a script anew. Check a multi-step plan with verify before running it."
         });
+        let mut value = value;
+        if self.app.runtime().registry().has_jobs() {
+            // Tools that start long work hand clients that take tasks a task to follow.
+            value["capabilities"]["extensions"] = json!({ TASKS_EXTENSION_ID: {} });
+        }
         serde_json::from_value(value).unwrap_or_default()
     }
 
@@ -489,6 +545,18 @@ impl ServerHandler for McpServer {
                 _ => None,
             });
         let client = self.client_of(&request.name, &context, request.meta.as_ref());
+        // A tool that starts long work answers a client that takes tasks with one to follow.
+        let jobs = self
+            .app
+            .runtime()
+            .registry()
+            .jobs(&request.name)
+            .filter(|_| {
+                context
+                    .client_capabilities()
+                    .is_some_and(|c| c.supports_tasks())
+            })
+            .cloned();
         let args = request.arguments.map(Value::Object).unwrap_or(Value::Null);
         let options = CallOptions {
             request_id,
@@ -502,6 +570,20 @@ impl ServerHandler for McpServer {
             .await
         {
             Ok(outcome) => {
+                let job = match (&jobs, &outcome.result) {
+                    (Some(jobs), Ok(value)) => jobs
+                        .started(value)
+                        .and_then(|id| jobs.state(&id).map(|state| (id, state))),
+                    _ => None,
+                };
+                if let Some((id, state)) = job {
+                    let task = task_of(&id, state).task;
+                    let mut meta = Map::new();
+                    meta.insert("car/execution_id".into(), json!(outcome.execution_id));
+                    return Ok(CallToolResponse::Task(
+                        CreateTaskResult::new(task).with_meta(rmcp::model::MetaObject(meta)),
+                    ));
+                }
                 let result: CallToolResult = from_json(if outcome.passthrough {
                     remote_result(outcome)
                 } else {
@@ -521,6 +603,48 @@ impl ServerHandler for McpServer {
                 Err(McpError::internal_error(err.to_string(), None))
             }
         }
+    }
+
+    async fn get_task(
+        &self,
+        request: GetTaskParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<GetTaskResult, McpError> {
+        let (_, state) = self
+            .app
+            .runtime()
+            .registry()
+            .job(&request.task_id)
+            .ok_or_else(|| unknown_task(&request.task_id))?;
+        Ok(GetTaskResult::new(task_of(&request.task_id, state)))
+    }
+
+    /// CAR's tasks never wait for input, so there is nothing to update: responses for a known
+    /// task are acknowledged and ignored, as the extension says of keys not outstanding.
+    async fn update_task(
+        &self,
+        request: UpdateTaskParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<(), McpError> {
+        match self.app.runtime().registry().job(&request.task_id) {
+            Some(_) => Ok(()),
+            None => Err(unknown_task(&request.task_id)),
+        }
+    }
+
+    async fn cancel_task(
+        &self,
+        request: CancelTaskParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<(), McpError> {
+        let (jobs, _) = self
+            .app
+            .runtime()
+            .registry()
+            .job(&request.task_id)
+            .ok_or_else(|| unknown_task(&request.task_id))?;
+        jobs.cancel(&request.task_id);
+        Ok(())
     }
 
     async fn list_prompts(

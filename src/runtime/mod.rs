@@ -5,6 +5,7 @@ mod client;
 mod context;
 mod dispatcher;
 pub(crate) mod executions;
+mod jobs;
 mod registry;
 pub(crate) mod schema;
 mod spec;
@@ -19,6 +20,7 @@ pub use dispatcher::{
     ToolSource, Tools, MAX_STRING_BYTES,
 };
 pub use executions::ExecStatus;
+pub use jobs::{JobState, JobStatus, Jobs};
 pub(crate) use registry::LazyValidator;
 pub use registry::{Registry, RegistryError};
 pub use spec::{Confirmation, Effect, Gating, Idempotence, Parallelism, ToolSpec};

@@ -109,6 +109,26 @@ impl Registry {
             .map(|e| (e.tool.spec.name.as_str(), &e.validator))
     }
 
+    /// The jobs tool `name` starts, if its calls start any.
+    pub fn jobs(&self, name: &str) -> Option<&Arc<dyn super::Jobs>> {
+        self.by_name
+            .get(name)
+            .and_then(|&i| self.entries[i].tool.jobs.as_ref())
+    }
+
+    /// Where job `id` stands, whichever tool started it, with the jobs that hold it.
+    pub fn job(&self, id: &str) -> Option<(&Arc<dyn super::Jobs>, super::JobState)> {
+        self.entries
+            .iter()
+            .filter_map(|e| e.tool.jobs.as_ref())
+            .find_map(|jobs| jobs.state(id).map(|state| (jobs, state)))
+    }
+
+    /// Whether any tool starts jobs.
+    pub fn has_jobs(&self) -> bool {
+        self.entries.iter().any(|e| e.tool.jobs.is_some())
+    }
+
     pub fn get(&self, name: &str) -> Option<&ToolSpec> {
         self.by_name.get(name).map(|&i| &self.entries[i].tool.spec)
     }

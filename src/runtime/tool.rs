@@ -74,6 +74,8 @@ impl ToolError {
 pub struct Tool {
     pub(crate) spec: ToolSpec,
     pub(crate) handler: Handler,
+    /// The work its calls start and leave running (see [`Tool::with_jobs`]).
+    pub(crate) jobs: Option<Arc<dyn super::Jobs>>,
 }
 
 impl std::fmt::Debug for Tool {
@@ -111,6 +113,7 @@ impl Tool {
         Tool {
             spec,
             handler: Arc::new(move |call| Box::pin(handler(call))),
+            jobs: None,
         }
     }
 
@@ -164,6 +167,7 @@ impl Tool {
                         })
                 })
             }),
+            jobs: None,
         }
     }
 
@@ -186,10 +190,18 @@ impl Tool {
                         })
                 })
             }),
+            jobs: None,
         }
     }
 
     pub fn spec(&self) -> &ToolSpec {
         &self.spec
+    }
+
+    /// Declares that a successful call starts work that goes on after it answers, followed in
+    /// `jobs` (a face may then hand its client a handle to that work, such as an MCP task).
+    pub fn with_jobs(mut self, jobs: std::sync::Arc<dyn super::Jobs>) -> Tool {
+        self.jobs = Some(jobs);
+        self
     }
 }

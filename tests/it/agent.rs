@@ -250,6 +250,11 @@ fn car_do_speaks_the_openai_shape_and_stops_at_its_limits() {
         .filter(|m| m["role"] == "tool")
         .count();
     assert_eq!(tool_messages, 3, "each result went back as a tool message");
+    assert_eq!(
+        (&last.body["stream"], &last.body["stream_options"]),
+        (&json!(true), &json!({"include_usage": true})),
+        "answers are streamed, with their usage"
+    );
 
     // The turn limit ends the run with status max_turns and a valid document.
     let model = ScriptedModel::start(calls(), "unused");
@@ -824,4 +829,297 @@ fn resume_goes_on_from_the_last_turn_boundary_of_an_earlier_run() {
             .contains("no checkpoint"),
         "{refused}"
     );
+}
+
+/// A Messages API server whose first answer breaks off mid-stream (the connection closes after
+/// half a text block); later answers are whole. Counts the requests.
+fn flaky_model() -> (u16, std::sync::Arc<std::sync::atomic::AtomicUsize>) {
+    use std::io::{BufRead, BufReader, Read, Write};
+    use std::sync::atomic::Ordering;
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let served = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let count = served.clone();
+    std::thread::spawn(move || {
+        for stream in listener.incoming() {
+            let Ok(stream) = stream else { continue };
+            let mut reader = BufReader::new(stream.try_clone().unwrap());
+            let mut length = 0;
+            loop {
+                let mut line = String::new();
+                if reader.read_line(&mut line).unwrap_or(0) == 0 {
+                    break;
+                }
+                if let Some(v) = line.to_ascii_lowercase().strip_prefix("content-length:") {
+                    length = v.trim().parse().unwrap_or(0);
+                }
+                if line == "\r\n" {
+                    break;
+                }
+            }
+            let mut body = vec![0; length];
+            let _ = reader.read_exact(&mut body);
+            let n = count.fetch_add(1, Ordering::SeqCst);
+            let event = |e: Value| format!("event: {}\ndata: {e}\n\n", e["type"].as_str().unwrap());
+            let mut out = String::from(
+                "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\nconnection: close\r\n\r\n",
+            );
+            out += &event(
+                json!({"type": "message_start", "message": {"usage": {"input_tokens": 40, "output_tokens": 1}}}),
+            );
+            out += &event(
+                json!({"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}}),
+            );
+            out += &event(
+                json!({"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": "Nothing to "}}),
+            );
+            if n > 0 {
+                out += &event(
+                    json!({"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": "do here."}}),
+                );
+                out += &event(json!({"type": "content_block_stop", "index": 0}));
+                out += &event(
+                    json!({"type": "message_delta", "delta": {"stop_reason": "end_turn"}, "usage": {"output_tokens": 6}}),
+                );
+                out += &event(json!({"type": "message_stop"}));
+            }
+            let mut stream = stream;
+            let _ = stream.write_all(out.as_bytes());
+            let _ = stream.flush();
+        }
+    });
+    (port, served)
+}
+
+#[test]
+fn an_answer_stream_that_breaks_off_is_asked_for_again() {
+    let home = TestHome::new();
+    let (port, served) = flaky_model();
+    let out = home
+        .command(CAR)
+        .args(["--json", "do", "--model", "claude-scripted"])
+        .args(["--base-url", &format!("http://127.0.0.1:{port}")])
+        .arg("anything to do?")
+        .env_remove("ANTHROPIC_API_KEY")
+        .env_remove("CAR_INVOKED_BY")
+        .output()
+        .unwrap();
+    let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(doc["status"], "success", "{doc}");
+    assert_eq!(
+        doc["summary"], "Nothing to do here.",
+        "the broken half answer is not taken as the answer"
+    );
+    assert_eq!(served.load(std::sync::atomic::Ordering::SeqCst), 2);
+    assert_eq!(
+        (&doc["tokens"]["input"], &doc["tokens"]["output"]),
+        (&json!(40), &json!(6)),
+        "the usage of the whole answer: {doc}"
+    );
+}
+
+#[test]
+fn without_json_car_do_shows_the_answer_as_it_streams_and_a_line_per_tool() {
+    let home = TestHome::new();
+    let model = ScriptedModel::start(
+        vec![
+            call("v1", "Bash", json!({"command": "echo checked"})),
+            call("v2", "Read", json!({"file_path": "missing.txt"})),
+        ],
+        "Checked the echo; missing.txt does not exist.",
+    );
+    let out = home
+        .command(CAR)
+        .args(["do", "--model", "claude-scripted"])
+        .args(["--base-url", &format!("http://127.0.0.1:{}", model.port)])
+        .arg("check things")
+        .env_remove("ANTHROPIC_API_KEY")
+        .env_remove("CAR_INVOKED_BY")
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let lines: Vec<&str> = stderr.lines().collect();
+    let at = |needle: &str| {
+        lines
+            .iter()
+            .position(|l| l.contains(needle))
+            .unwrap_or_else(|| panic!("no line with {needle:?} in:\n{stderr}"))
+    };
+    assert!(
+        lines[0].starts_with("car do: claude-scripted with "),
+        "{stderr}"
+    );
+    let (called, ran) = (at("→ Bash echo checked"), at("✓ Bash exit 0: checked"));
+    let (read, failed) = (at("→ Read missing.txt"), at("✗ Read"));
+    let answer = at("Checked the echo; missing.txt does not exist.");
+    assert!(
+        called < ran && ran < read && read < failed && failed < answer,
+        "in order: {stderr}"
+    );
+    assert_eq!(
+        stderr.matches("Checked the echo").count(),
+        1,
+        "the streamed answer is not repeated: {stderr}"
+    );
+    assert!(
+        !stderr.contains("{\""),
+        "no JSON events without --json: {stderr}"
+    );
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        stdout.starts_with("Checked the echo; missing.txt does not exist.\n"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("success · 3 turn(s) · 2 tool call(s), 1 failed"),
+        "{stdout}"
+    );
+}
+
+/// A client that takes MCP tasks (the `io.modelcontextprotocol/tasks` extension, 2026-07-28)
+/// gets a task for `assistant_start` and follows the run with `tasks/get` to its car.do/1
+/// document; `tasks/cancel` stops a run; a client that does not take tasks gets the run id.
+#[test]
+fn a_client_that_takes_tasks_follows_a_daemon_run_as_an_mcp_task() {
+    use crate::server::{message_of, post};
+
+    let home = TestHome::new();
+    let model = ScriptedModel::start(
+        vec![
+            call(
+                "k1",
+                "Write",
+                json!({"file_path": "task.txt", "content": "from a task\n"}),
+            ),
+            call("k2", "Bash", json!({"command": "sleep 30"})),
+        ],
+        "unused",
+    );
+    let base = format!("http://127.0.0.1:{}", model.port);
+    let server = crate::server::Server::start_with(&home, &[], &[("ANTHROPIC_BASE_URL", &base)]);
+    let tasks = json!({"extensions": {"io.modelcontextprotocol/tasks": {}}});
+    let request = |id: u64, method: &str, params: Value, capabilities: &Value| {
+        let mut params = params;
+        params["_meta"] = json!({"io.modelcontextprotocol/protocolVersion": "2026-07-28",
+                                 "io.modelcontextprotocol/clientCapabilities": capabilities});
+        let name = params["taskId"]
+            .as_str()
+            .or(params["name"].as_str())
+            .unwrap_or("")
+            .to_string();
+        let (status, body, _) = post(
+            &server.mcp(),
+            &[
+                ("mcp-protocol-version", "2026-07-28"),
+                ("mcp-method", method),
+                ("mcp-name", &name),
+            ],
+            json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}).to_string(),
+        );
+        let message = message_of(&body);
+        assert!(
+            status == 200 || message.get("error").is_some(),
+            "{status} {body}"
+        );
+        message
+    };
+    let discovered = request(1, "server/discover", json!({}), &tasks);
+    assert_eq!(
+        discovered["result"]["capabilities"]["extensions"],
+        json!({"io.modelcontextprotocol/tasks": {}}),
+        "{discovered}"
+    );
+    let start = |id: u64, task: &str, max_turns: u32, capabilities: &Value| {
+        request(
+            id,
+            "tools/call",
+            json!({"name": "assistant_start", "arguments": {
+                "task": task, "model": "claude-scripted", "max_turns": max_turns,
+                "invoked_by": "claude-code"}}),
+            capabilities,
+        )
+    };
+
+    // The task: working at first, then completed with the run's document as the tool's result.
+    let created = start(2, "write task.txt", 1, &tasks);
+    let handle = &created["result"];
+    assert_eq!(handle["resultType"], "task", "{created}");
+    assert_eq!(handle["status"], "working");
+    assert_eq!(
+        (&handle["ttlMs"], &handle["pollIntervalMs"]),
+        (&json!(3_600_000), &json!(1000))
+    );
+    let task_id = handle["taskId"].as_str().unwrap().to_string();
+    assert_eq!(task_id.len(), 32, "an unguessable id: {task_id}");
+    let mut seen = Vec::new();
+    let finished = (0..600)
+        .find_map(|i| {
+            let got = request(10 + i, "tasks/get", json!({"taskId": task_id}), &tasks);
+            let status = got["result"]["status"].as_str().unwrap_or("?").to_string();
+            seen.push(status.clone());
+            if status == "working" {
+                std::thread::sleep(std::time::Duration::from_millis(50));
+                return None;
+            }
+            Some(got)
+        })
+        .unwrap_or_else(|| panic!("the task did not end: {seen:?}"));
+    let result = &finished["result"];
+    assert_eq!(result["resultType"], "complete", "{finished}");
+    assert_eq!(result["status"], "completed", "{finished}");
+    let document = &result["result"]["structuredContent"];
+    assert_eq!(document["schema"], "car.do/1");
+    assert_eq!(document["run_id"], task_id.as_str());
+    assert_eq!(
+        document["status"], "max_turns",
+        "one turn, the write: {document}"
+    );
+    assert_eq!(result["result"]["isError"], false);
+    assert_eq!(
+        std::fs::read_to_string(home.project.join("task.txt")).unwrap(),
+        "from a task\n"
+    );
+    // assistant_poll follows the same run by the same id.
+    let polled = request(
+        700,
+        "tools/call",
+        json!({"name": "assistant_poll", "arguments": {"run_id": task_id}}),
+        &json!({}),
+    );
+    assert_eq!(
+        polled["result"]["structuredContent"]["done"], true,
+        "{polled}"
+    );
+
+    // Cancelled before its second turn's command has slept its 30 s: the task ends cancelled.
+    let created = start(800, "sleep a while", 2, &tasks);
+    let sleeping = created["result"]["taskId"].as_str().unwrap().to_string();
+    let cancelled = request(801, "tasks/cancel", json!({"taskId": sleeping}), &tasks);
+    assert_eq!(cancelled["result"]["resultType"], "complete", "{cancelled}");
+    let ended = (0..600)
+        .find_map(|i| {
+            let got = request(900 + i, "tasks/get", json!({"taskId": sleeping}), &tasks);
+            if got["result"]["status"] == "working" {
+                std::thread::sleep(std::time::Duration::from_millis(50));
+                return None;
+            }
+            Some(got)
+        })
+        .unwrap();
+    assert_eq!(ended["result"]["status"], "cancelled", "{ended}");
+
+    // Without the extension: the run id, as before; and no tasks/* methods.
+    let plain = start(1600, "write task.txt", 1, &json!({}));
+    assert!(
+        plain["result"]["structuredContent"]["run_id"].is_string(),
+        "{plain}"
+    );
+    assert!(plain["result"]
+        .get("resultType")
+        .is_none_or(|t| t != "task"));
+    let refused = request(1601, "tasks/get", json!({"taskId": task_id}), &json!({}));
+    assert_eq!(refused["error"]["code"], -32021, "{refused}");
+    let unknown = request(1602, "tasks/get", json!({"taskId": "0000"}), &tasks);
+    assert_eq!(unknown["error"]["code"], -32602, "{unknown}");
 }

@@ -284,6 +284,9 @@ fn respond(
                 (false, _) => json!({"role": "assistant", "content": script.side_words}),
             };
             let finish = if message["tool_calls"].is_array() { "tool_calls" } else { "stop" };
+            if body["stream"] == true {
+                return ("200 OK", "text/event-stream", openai_chunks(&body["model"], &message, finish));
+            }
             (
                 "200 OK",
                 "application/json",
@@ -334,25 +337,43 @@ fn message(model: &str, turn: &Turn) -> Value {
            "usage": {"input_tokens": 100, "output_tokens": 10}})
 }
 
+/// `text` in two pieces (a stream splits text and JSON anywhere; the reader must join them).
+fn halves(text: &str) -> (String, String) {
+    let middle = text
+        .char_indices()
+        .nth(text.chars().count() / 2)
+        .map_or(text.len(), |(i, _)| i);
+    (text[..middle].to_string(), text[middle..].to_string())
+}
+
 /// The same answer as Server-Sent Events, the way the Messages API streams it.
 fn sse(model: &str, turn: &Turn) -> String {
     let (content, stop) = content_and_stop(turn);
-    let (start, delta) = match turn {
-        Turn::ToolUse(call) => (
-            json!({"type": "tool_use", "id": call.id, "name": call.name, "input": {}}),
-            json!({"type": "input_json_delta", "partial_json": content["input"].to_string()}),
-        ),
-        Turn::Text(text) => (
-            json!({"type": "text", "text": ""}),
-            json!({"type": "text_delta", "text": text}),
-        ),
+    let (start, deltas) = match turn {
+        Turn::ToolUse(call) => {
+            let (a, b) = halves(&content["input"].to_string());
+            (
+                json!({"type": "tool_use", "id": call.id, "name": call.name, "input": {}}),
+                [a, b].map(|part| json!({"type": "input_json_delta", "partial_json": part})),
+            )
+        }
+        Turn::Text(text) => {
+            let (a, b) = halves(text);
+            (
+                json!({"type": "text", "text": ""}),
+                [a, b].map(|part| json!({"type": "text_delta", "text": part})),
+            )
+        }
     };
+    let [first, second] = deltas;
     let events = [
         json!({"type": "message_start", "message": {"id": "msg_scripted", "type": "message",
                "role": "assistant", "model": model, "content": [], "stop_reason": null,
                "stop_sequence": null, "usage": {"input_tokens": 100, "output_tokens": 1}}}),
         json!({"type": "content_block_start", "index": 0, "content_block": start}),
-        json!({"type": "content_block_delta", "index": 0, "delta": delta}),
+        json!({"type": "content_block_delta", "index": 0, "delta": first}),
+        json!({"type": "ping"}),
+        json!({"type": "content_block_delta", "index": 0, "delta": second}),
         json!({"type": "content_block_stop", "index": 0}),
         json!({"type": "message_delta", "delta": {"stop_reason": stop, "stop_sequence": null},
                "usage": {"output_tokens": 10}}),
@@ -362,6 +383,46 @@ fn sse(model: &str, turn: &Turn) -> String {
         .iter()
         .map(|e| format!("event: {}\ndata: {e}\n\n", e["type"].as_str().unwrap()))
         .collect()
+}
+
+/// An OpenAI-compatible streamed answer: the text or the tool call's arguments in two chunks,
+/// the finish reason, the usage chunk (`stream_options.include_usage`), then `[DONE]`.
+fn openai_chunks(model: &Value, message: &Value, finish: &str) -> String {
+    let chunk = |delta: Value, finish: Value| {
+        json!({"id": "chatcmpl-scripted", "object": "chat.completion.chunk", "model": model,
+               "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]})
+    };
+    let mut chunks = vec![chunk(
+        json!({"role": "assistant", "content": ""}),
+        Value::Null,
+    )];
+    match message["tool_calls"].get(0) {
+        Some(call) => {
+            let (a, b) = halves(call["function"]["arguments"].as_str().unwrap_or(""));
+            chunks.push(chunk(
+                json!({"tool_calls": [{"index": 0, "id": call["id"], "type": "function",
+                "function": {"name": call["function"]["name"], "arguments": a}}]}),
+                Value::Null,
+            ));
+            chunks.push(chunk(
+                json!({"tool_calls": [{"index": 0, "function": {"arguments": b}}]}),
+                Value::Null,
+            ));
+        }
+        None => {
+            let (a, b) = halves(message["content"].as_str().unwrap_or(""));
+            chunks.push(chunk(json!({"content": a}), Value::Null));
+            chunks.push(chunk(json!({"content": b}), Value::Null));
+        }
+    }
+    chunks.push(chunk(json!({}), json!(finish)));
+    chunks.push(
+        json!({"id": "chatcmpl-scripted", "object": "chat.completion.chunk", "choices": [],
+                       "usage": {"prompt_tokens": 100, "completion_tokens": 10}}),
+    );
+    let mut out: String = chunks.iter().map(|c| format!("data: {c}\n\n")).collect();
+    out.push_str("data: [DONE]\n\n");
+    out
 }
 
 /// The directory of this build's `car` and `car-mcp`, first on `PATH` so that the plugin's

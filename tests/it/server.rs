@@ -65,7 +65,7 @@ fn initialize() -> Value {
         "clientInfo": {"name": "car-test", "version": "1"}}})
 }
 
-fn post(
+pub fn post(
     url: &str,
     headers: &[(&str, &str)],
     body: String,
@@ -654,7 +654,7 @@ fn websocket_state_verify_and_simulate_use_the_session_and_the_registry() {
 
 /// The JSON-RPC message of a response body: plain JSON, or the last `data:` line of an SSE
 /// stream that carries one.
-fn message_of(body: &Value) -> Value {
+pub fn message_of(body: &Value) -> Value {
     match body {
         Value::String(text) => text
             .lines()
