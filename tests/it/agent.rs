@@ -35,9 +35,21 @@ fn car_do(
     extra: &[&str],
     task: &str,
 ) -> (Output, Value, Vec<Value>) {
+    car_do_env(home, model, extra, task, &[])
+}
+
+/// [`car_do`] with more environment.
+fn car_do_env(
+    home: &TestHome,
+    model: &ScriptedModel,
+    extra: &[&str],
+    task: &str,
+    env: &[(&str, &str)],
+) -> (Output, Value, Vec<Value>) {
     let out = do_command(home, model)
         .args(extra)
         .arg(task)
+        .envs(env.iter().copied())
         .env_remove("CAR_INVOKED_BY")
         .output()
         .unwrap();
@@ -1122,4 +1134,246 @@ fn a_client_that_takes_tasks_follows_a_daemon_run_as_an_mcp_task() {
     assert_eq!(refused["error"]["code"], -32021, "{refused}");
     let unknown = request(1602, "tasks/get", json!({"taskId": "0000"}), &tasks);
     assert_eq!(unknown["error"]["code"], -32602, "{unknown}");
+}
+
+/// A Docker engine of the test's own: `dockerd` (Debian's docker.io, which scripts/test.sh
+/// installs) on a private socket and data root, holding an image made from busybox on the spot,
+/// so no registry is needed. Stopped when dropped.
+struct DockerEngine {
+    dockerd: std::process::Child,
+    host: String,
+    dir: tempfile::TempDir,
+}
+
+const BUSYBOX_IMAGE: &str = "car-test-busybox:1";
+
+impl DockerEngine {
+    fn start() -> DockerEngine {
+        let dir = tempfile::tempdir().unwrap();
+        let host = format!("unix://{}/docker.sock", dir.path().display());
+        let log = std::fs::File::create(dir.path().join("dockerd.log")).unwrap();
+        let dockerd = std::process::Command::new("dockerd")
+            .args(["--host", &host])
+            .arg("--data-root")
+            .arg(dir.path().join("data"))
+            .arg("--exec-root")
+            .arg(dir.path().join("x"))
+            .arg("--pidfile")
+            .arg(dir.path().join("dockerd.pid"))
+            .args(["--iptables=false", "--ip6tables=false", "--bridge=none"])
+            .args(["--storage-driver", "overlay2"])
+            .args(["--exec-opt", "native.cgroupdriver=cgroupfs"])
+            .stdout(log.try_clone().unwrap())
+            .stderr(log)
+            .spawn()
+            .unwrap_or_else(|e| {
+                panic!("cannot start dockerd ({e}): scripts/test.sh installs Debian's docker.io; the test runs it as root")
+            });
+        let engine = DockerEngine { dockerd, host, dir };
+        let ready = (0..200).any(|_| {
+            let up = engine
+                .docker(&["version", "--format", "{{.Server.Version}}"])
+                .status
+                .success();
+            if !up {
+                std::thread::sleep(std::time::Duration::from_millis(100));
+            }
+            up
+        });
+        assert!(
+            ready,
+            "dockerd did not come up: {}",
+            std::fs::read_to_string(engine.dir.path().join("dockerd.log")).unwrap_or_default()
+        );
+        // An image of busybox and its applets: sh, cat, nc, sleep, id.
+        let rootfs = engine.dir.path().join("rootfs");
+        for sub in ["bin", "etc", "tmp"] {
+            std::fs::create_dir_all(rootfs.join(sub)).unwrap();
+        }
+        let busybox = ["/bin/busybox", "/usr/bin/busybox"]
+            .into_iter()
+            .find(|p| std::path::Path::new(p).exists())
+            .expect("busybox (Debian's busybox-static, which scripts/test.sh installs)");
+        std::fs::copy(busybox, rootfs.join("bin/busybox")).unwrap();
+        let applets = std::process::Command::new(busybox)
+            .arg("--list")
+            .output()
+            .unwrap();
+        for applet in String::from_utf8_lossy(&applets.stdout).lines() {
+            let _ = std::os::unix::fs::symlink("busybox", rootfs.join("bin").join(applet));
+        }
+        std::fs::write(rootfs.join("etc/passwd"), "root:x:0:0:root:/tmp:/bin/sh\n").unwrap();
+        std::fs::write(rootfs.join("etc/group"), "root:x:0:\n").unwrap();
+        std::fs::write(rootfs.join("etc/os-release"), "NAME=\"car test busybox\"\n").unwrap();
+        let tar = std::process::Command::new("tar")
+            .arg("-C")
+            .arg(&rootfs)
+            .args(["-c", "."])
+            .output()
+            .unwrap();
+        let mut import = std::process::Command::new("docker")
+            .env("DOCKER_HOST", &engine.host)
+            .args(["import", "--change", "ENV PATH=/bin", "-", BUSYBOX_IMAGE])
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        std::io::Write::write_all(&mut import.stdin.take().unwrap(), &tar.stdout).unwrap();
+        assert!(import.wait().unwrap().success(), "docker import");
+        engine
+    }
+
+    fn docker(&self, args: &[&str]) -> Output {
+        std::process::Command::new("docker")
+            .env("DOCKER_HOST", &self.host)
+            .args(args)
+            .output()
+            .unwrap()
+    }
+}
+
+impl Drop for DockerEngine {
+    fn drop(&mut self) {
+        // SIGTERM: dockerd stops its containerd too.
+        let _ = std::process::Command::new("kill")
+            .args(["-TERM", &self.dockerd.id().to_string()])
+            .status();
+        let _ = self.dockerd.wait();
+    }
+}
+
+#[test]
+fn with_sandbox_docker_commands_run_in_a_container_without_network_that_writes_only_the_project() {
+    let home = TestHome::new();
+    let engine = DockerEngine::start();
+    std::fs::create_dir_all(home.project.join(".git")).unwrap();
+    let holder = ScriptedModel::start(vec![], "unused");
+    let model = ScriptedModel::start(
+        vec![
+            call(
+                "d1",
+                "Bash",
+                json!({"command": "echo hi > made.txt && cat /etc/os-release"}),
+            ),
+            call("d2", "Bash", json!({"command": "exit 7"})),
+            // Through a script, past the policy rule that refuses `nc` on the command line:
+            // the container's missing network is what stops it.
+            call(
+                "d3",
+                "Write",
+                json!({"file_path": "probe.sh", "content": format!("printf 'GET / HTTP/1.0\\r\\n\\r\\n' | nc -w 3 127.0.0.1 {}\n", holder.port)}),
+            ),
+            call("d3b", "Bash", json!({"command": "sh probe.sh"})),
+            call(
+                "d4",
+                "Bash",
+                json!({"command": "echo x > /etc/car-was-here"}),
+            ),
+            call("d5", "Bash", json!({"command": "touch .git/car-hook"})),
+            call(
+                "d6",
+                "Bash",
+                json!({"command": "sleep 60", "timeout": 1500}),
+            ),
+        ],
+        "Done in the container.",
+    );
+    let (out, doc, _) = car_do_env(
+        &home,
+        &model,
+        &["--sandbox", "docker", "--image", BUSYBOX_IMAGE],
+        "work in a container",
+        &[("DOCKER_HOST", &engine.host)],
+    );
+    assert!(out.status.success(), "{doc}");
+    let sandbox = &doc["sandbox"];
+    assert_eq!(
+        (
+            &sandbox["mode"],
+            &sandbox["image"],
+            &sandbox["network"],
+            &sandbox["tier"]
+        ),
+        (
+            &json!("docker"),
+            &json!(BUSYBOX_IMAGE),
+            &json!("none"),
+            &json!("sandbox_edit")
+        ),
+        "{doc}"
+    );
+    assert!(
+        sandbox["layers"][0].as_str().unwrap().contains("engine"),
+        "{sandbox}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(home.project.join("made.txt")).unwrap(),
+        "hi\n",
+        "the project is mounted read-write"
+    );
+    assert!(!home.project.join(".git/car-hook").exists());
+    let receipts: Vec<&Value> = doc["receipts"]["sample"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .collect();
+    let receipt = |needle: &str| {
+        *receipts
+            .iter()
+            .find(|r| r["subject"].as_str().unwrap().contains(needle))
+            .unwrap_or_else(|| panic!("no receipt for {needle}: {doc}"))
+    };
+    assert!(receipt("os-release")["brief"]
+        .as_str()
+        .unwrap()
+        .contains("car test busybox"));
+    assert_eq!(
+        receipt("exit 7")["exit_code"],
+        7,
+        "the exit code comes through"
+    );
+    let probe = receipt("sh probe.sh");
+    assert_eq!(probe["ok"], false, "no network in the container: {probe}");
+    assert!(
+        probe["brief"].as_str().unwrap().contains("refused"),
+        "{probe}"
+    );
+    assert!(receipt("/etc/car-was-here")["brief"]
+        .as_str()
+        .unwrap()
+        .contains("Read-only"));
+    assert!(receipt(".git/car-hook")["brief"]
+        .as_str()
+        .unwrap()
+        .contains("Read-only"));
+    assert!(receipt("sleep 60")["brief"]
+        .as_str()
+        .unwrap()
+        .starts_with("timed out"));
+    let left = engine.docker(&["ps", "-aq", "--filter", "label=dev.car.sandbox=car-do"]);
+    assert_eq!(
+        String::from_utf8_lossy(&left.stdout).trim(),
+        "",
+        "no container is left behind, not even the stopped one"
+    );
+
+    // An engine that cannot be reached: the run refuses with a document that says so.
+    let model = ScriptedModel::start(vec![], "unused");
+    let (out, doc, _) = car_do_env(
+        &home,
+        &model,
+        &["--sandbox", "docker", "--image", BUSYBOX_IMAGE],
+        "anything",
+        &[("DOCKER_HOST", "unix:///nonexistent/docker.sock")],
+    );
+    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(doc["error"], "SandboxUnavailable", "{doc}");
+    assert!(
+        doc["message"]
+            .as_str()
+            .unwrap()
+            .contains("Docker engine is not reachable"),
+        "{doc}"
+    );
+    assert!(model.requests().is_empty(), "no model was asked");
 }
