@@ -57,6 +57,9 @@ pub struct Sandbox {
     /// theirs.
     #[serde(skip)]
     owner: Option<(u32, u32)>,
+    /// The seccomp program bubblewrap installs (see [`socket_filter`]), in a private file.
+    #[serde(skip)]
+    filter: Option<std::sync::Arc<tempfile::NamedTempFile>>,
 }
 
 /// How a sandboxed command ended.
@@ -95,9 +98,19 @@ impl Sandbox {
                 root,
                 git_writable: true,
                 owner: None,
+                filter: None,
             }),
-            Request::Auto => match bwrap_works() {
+            Request::Auto => match bwrap_works(None) {
                 Ok(()) => {
+                    // The socket filter where this architecture has one and the kernel takes it.
+                    let filter = socket_filter()
+                        .and_then(|program| {
+                            let mut file = tempfile::NamedTempFile::new().ok()?;
+                            std::io::Write::write_all(&mut file, &program).ok()?;
+                            Some(file)
+                        })
+                        .filter(|file| bwrap_works(Some(file.path())).is_ok())
+                        .map(std::sync::Arc::new);
                     let mut layers = vec![
                         "bubblewrap: a new mount, PID and network namespace".to_string(),
                         "network: none (loopback only, inside the sandbox)".to_string(),
@@ -107,6 +120,9 @@ impl Sandbox {
                         "environment: cleared but PATH, HOME, locale and toolchain variables"
                             .to_string(),
                     ];
+                    if filter.is_some() {
+                        layers.push("seccomp: sockets of the unix, IPv4 and IPv6 families only (no netlink, packet, vsock, …), no io_uring, no other syscall ABI".into());
+                    }
                     protected(&mut layers);
                     Ok(Sandbox {
                         mode: "bwrap",
@@ -118,6 +134,7 @@ impl Sandbox {
                         fallback_notice: None,
                         git_writable: allow_git_writes || !has_git,
                         owner: None,
+                        filter,
                     })
                 }
                 Err(why) => Err(format!(
@@ -163,6 +180,7 @@ impl Sandbox {
                     fallback_notice: None,
                     git_writable: allow_git_writes || !has_git,
                     owner,
+                    filter: None,
                 })
             }
         }
@@ -221,7 +239,21 @@ impl Sandbox {
         let mut command = if self.mode == "docker" {
             self.docker_command(script, cwd, container)
         } else if self.mode == "bwrap" {
-            let mut c = tokio::process::Command::new("bwrap");
+            let mut c = match &self.filter {
+                // bwrap reads the program from a file descriptor: the shell opens it as fd 3
+                // for bwrap alone.
+                Some(filter) => {
+                    let mut c = tokio::process::Command::new("sh");
+                    c.args([
+                        "-c",
+                        "f=$1; shift; exec bwrap --seccomp 3 \"$@\" 3<\"$f\"",
+                        "sh",
+                    ])
+                    .arg(filter.path());
+                    c
+                }
+                None => tokio::process::Command::new("bwrap"),
+            };
             c.args([
                 "--die-with-parent",
                 "--unshare-net",
@@ -326,7 +358,7 @@ impl Sandbox {
 }
 
 /// The Docker engine's version, or why it cannot be reached.
-fn docker_engine() -> Result<String, String> {
+pub fn docker_engine() -> Result<String, String> {
     let out = std::process::Command::new("docker")
         .args(["version", "--format", "{{.Server.Version}}"])
         .stdin(Stdio::null())
@@ -410,19 +442,38 @@ const KEPT_ENV: &[&str] = &[
     "CI",
 ];
 
-/// Whether bubblewrap is installed and can make its namespaces here.
-fn bwrap_works() -> Result<(), String> {
-    let out = std::process::Command::new("bwrap")
-        .args([
-            "--die-with-parent",
-            "--unshare-net",
-            "--ro-bind",
-            "/",
-            "/",
-            "--dev",
-            "/dev",
-            "true",
-        ])
+/// Whether bubblewrap is installed and can make its namespaces here (and install the seccomp
+/// program in `filter`, when given).
+fn bwrap_works(filter: Option<&Path>) -> Result<(), String> {
+    let args = [
+        "--die-with-parent",
+        "--unshare-net",
+        "--ro-bind",
+        "/",
+        "/",
+        "--dev",
+        "/dev",
+        "true",
+    ];
+    let mut command = match filter {
+        Some(filter) => {
+            let mut c = std::process::Command::new("sh");
+            c.args([
+                "-c",
+                "f=$1; shift; exec bwrap --seccomp 3 \"$@\" 3<\"$f\"",
+                "sh",
+            ])
+            .arg(filter)
+            .args(args);
+            c
+        }
+        None => {
+            let mut c = std::process::Command::new("bwrap");
+            c.args(args);
+            c
+        }
+    };
+    let out = command
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
@@ -438,4 +489,69 @@ fn bwrap_works() -> Result<(), String> {
         }
         Err(e) => Err(format!("cannot run bwrap: {e}")),
     }
+}
+
+/// A classic BPF program for seccomp (`struct sock_filter` records, native byte order) that
+/// lets a sandboxed command open sockets of the unix, IPv4 and IPv6 families only — the network
+/// namespace already leaves IP nothing but loopback, and a project's tests may serve on it —
+/// and refuses the families a namespace does not confine or that widen the kernel's surface
+/// (netlink, packet, vsock, bluetooth, alg, …) with `EAFNOSUPPORT`, `io_uring_setup` (whose
+/// rings open sockets past this filter) and any other syscall ABI (32-bit, x32) with `ENOSYS`.
+/// `None` on an architecture without the numbers here.
+fn socket_filter() -> Option<Vec<u8>> {
+    // (audit architecture, socket, io_uring_setup)
+    let (arch, socket, io_uring_setup): (u32, u32, u32) = if cfg!(target_arch = "x86_64") {
+        (0xc000_003e, 41, 425)
+    } else if cfg!(target_arch = "aarch64") {
+        (0xc000_00b7, 198, 425)
+    } else {
+        return None;
+    };
+    const LD_ABS: u16 = 0x20; // BPF_LD | BPF_W | BPF_ABS
+    const JEQ: u16 = 0x15; // BPF_JMP | BPF_JEQ | BPF_K
+    const JGE: u16 = 0x35; // BPF_JMP | BPF_JGE | BPF_K
+    const RET: u16 = 0x06; // BPF_RET | BPF_K
+    const ALLOW: u32 = 0x7fff_0000;
+    const ERRNO: u32 = 0x0005_0000;
+    // Offsets in struct seccomp_data.
+    const NR: u32 = 0;
+    const ARCH: u32 = 4;
+    const ARG0: u32 = 16;
+    const ENOSYS: u32 = 38;
+    const EAFNOSUPPORT: u32 = 97;
+    const AF_UNIX: u32 = 1;
+    const AF_INET: u32 = 2;
+    const AF_INET6: u32 = 10;
+    const X32_BIT: u32 = 0x4000_0000;
+    let program: [(u16, u8, u8, u32); 16] = [
+        (LD_ABS, 0, 0, ARCH),
+        (JEQ, 1, 0, arch),
+        (RET, 0, 0, ERRNO | ENOSYS),
+        (LD_ABS, 0, 0, NR),
+        (JGE, 0, 1, X32_BIT),
+        (RET, 0, 0, ERRNO | ENOSYS),
+        (JEQ, 0, 6, socket),
+        (LD_ABS, 0, 0, ARG0),
+        (JEQ, 3, 0, AF_UNIX),
+        (JEQ, 2, 0, AF_INET),
+        (JEQ, 1, 0, AF_INET6),
+        (RET, 0, 0, ERRNO | EAFNOSUPPORT),
+        (RET, 0, 0, ALLOW),
+        (JEQ, 0, 1, io_uring_setup),
+        (RET, 0, 0, ERRNO | ENOSYS),
+        (RET, 0, 0, ALLOW),
+    ];
+    Some(
+        program
+            .iter()
+            .flat_map(|&(code, jt, jf, k)| {
+                let mut record = Vec::with_capacity(8);
+                record.extend_from_slice(&code.to_ne_bytes());
+                record.push(jt);
+                record.push(jf);
+                record.extend_from_slice(&k.to_ne_bytes());
+                record
+            })
+            .collect(),
+    )
 }

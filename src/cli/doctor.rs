@@ -102,6 +102,7 @@ pub(crate) fn execute(env: &Env, mode: Mode) -> Printed {
     checks.push(super::policy::doctor_check(env));
     checks.push(connectors_check(env));
     checks.push(daemon_check(env));
+    checks.push(sandbox_check(env));
     checks.push(Check::new(
         "project",
         true,
@@ -159,6 +160,33 @@ fn daemon_check(env: &Env) -> Check {
             true,
             "not running (`car daemon start` shares one engine over HTTP)",
         ),
+    }
+}
+
+/// Where `car do` would run shell commands: the sandbox and its layers, and whether the Docker
+/// engine answers for `--sandbox docker` (optional: only that flag needs it).
+fn sandbox_check(env: &Env) -> Check {
+    use crate::agent::sandbox::{docker_engine, Request, Sandbox};
+    let docker = match docker_engine() {
+        Ok(version) => format!("docker: engine {version} reachable"),
+        Err(_) => "docker: not reachable (only --sandbox docker needs it)".into(),
+    };
+    match Sandbox::choose(Request::Auto, &env.project_root, false) {
+        Ok(sandbox) => Check::new(
+            "sandbox",
+            true,
+            format!(
+                "car do runs commands under {}, network {}{}; {docker}",
+                sandbox.mode,
+                sandbox.network,
+                if sandbox.layers.iter().any(|l| l.starts_with("seccomp:")) {
+                    ", seccomp socket filter"
+                } else {
+                    ""
+                }
+            ),
+        ),
+        Err(why) => Check::new("sandbox", false, format!("{why}; {docker}")),
     }
 }
 

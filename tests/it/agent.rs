@@ -1377,3 +1377,50 @@ fn with_sandbox_docker_commands_run_in_a_container_without_network_that_writes_o
     );
     assert!(model.requests().is_empty(), "no model was asked");
 }
+
+#[test]
+fn the_sandbox_refuses_sockets_its_namespaces_do_not_confine_and_keeps_loopback() {
+    let home = TestHome::new();
+    let netlink = "python3 -c \"import socket; socket.socket(socket.AF_NETLINK, socket.SOCK_RAW, 0); print('netlink open')\"";
+    let loopback = "python3 -c \"import socket; s = socket.socket(); s.bind(('127.0.0.1', 0)); s.listen(); c = socket.create_connection(s.getsockname()); print('loopback served')\"";
+    let calls = || {
+        vec![
+            call("n1", "Bash", json!({"command": netlink})),
+            call("n2", "Bash", json!({"command": loopback})),
+        ]
+    };
+    let model = ScriptedModel::start(calls(), "Probed.");
+    let (_, doc, _) = car_do(&home, &model, &[], "probe the sockets");
+    assert!(
+        doc["sandbox"]["layers"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|l| l.as_str().unwrap().starts_with("seccomp:")),
+        "{doc}"
+    );
+    let sample = doc["receipts"]["sample"].as_array().unwrap();
+    let brief = |i: usize| sample[i]["brief"].as_str().unwrap().to_string();
+    assert_eq!(sample[0]["subject"], netlink, "failures first: {doc}");
+    assert_eq!(sample[0]["ok"], false);
+    assert!(
+        brief(0).contains("Address family not supported"),
+        "the filter refuses netlink: {doc}"
+    );
+    assert_eq!(
+        brief(1),
+        "exit 0: loopback served",
+        "a project's tests may still serve on loopback: {doc}"
+    );
+
+    // Outside the sandbox the same socket opens: the filter is what refused it.
+    let model = ScriptedModel::start(calls(), "Probed.");
+    let (_, doc, _) = car_do(&home, &model, &["--no-sandbox"], "probe the sockets");
+    assert_eq!(doc["receipts"]["failed"], 0, "{doc}");
+    assert!(
+        doc["receipts"]["sample"]
+            .to_string()
+            .contains("netlink open"),
+        "{doc}"
+    );
+}

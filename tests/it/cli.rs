@@ -316,10 +316,40 @@ fn doctor_reports_a_healthy_home() {
             "policies",
             "connectors",
             "daemon",
+            "sandbox",
             "project",
             "task dependencies",
             "claims"
         ]
+    );
+    let sandbox = report["checks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["check"] == "sandbox")
+        .unwrap();
+    assert!(
+        sandbox["detail"]
+            .as_str()
+            .unwrap()
+            .starts_with("car do runs commands under bwrap, network none, seccomp socket filter"),
+        "{sandbox}"
+    );
+    // Without bubblewrap on PATH the check fails and says what to install.
+    let out = home
+        .command(crate::support::CAR)
+        .args(["--json", "doctor"])
+        .env("PATH", "/nonexistent")
+        .output()
+        .unwrap();
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(report["success"], false, "{report}");
+    assert!(
+        report["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("apt install bubblewrap"),
+        "{report}"
     );
 }
 
