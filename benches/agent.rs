@@ -1,9 +1,11 @@
 //! `car do`'s own costs, beside the model's time:
 //!
-//! 1. sandbox start-up per shell command: `true` under bubblewrap against `true` with no
-//!    sandbox, interleaved, medians and their ratio;
+//! 1. sandbox start-up per shell command: `true` under bubblewrap (with its seccomp filter)
+//!    against `true` with no sandbox, interleaved, medians and their ratio; and in a Docker
+//!    container when `BENCH_DOCKER_IMAGE` names an image on a reachable engine;
 //! 2. the loop's overhead per turn: `agent::run` against a model server on loopback that
-//!    answers at once (one `Read` call per turn, then a final answer), so the time per turn is
+//!    answers at once, streamed as the Messages API streams (one `Read` call per turn, then a
+//!    final answer), so the time per turn is
 //!    CAR's work — the request, the dispatch through the registry and the gate, the receipt —
 //!    plus a loopback round trip; and the dispatch of one `Read` call alone.
 //!
@@ -71,12 +73,40 @@ async fn main() {
         none_ms.push(started.elapsed().as_secs_f64() * 1000.0);
     }
     let none = median(&mut none_ms);
-    let sandbox = if bwrap_ms.is_empty() {
+    let mut sandbox = if bwrap_ms.is_empty() {
         json!({"bwrap": null, "why": sandboxed.err()})
     } else {
         let bwrap = median(&mut bwrap_ms);
-        json!({"bwrap_ms_p50": bwrap, "none_ms_p50": none, "bwrap_over_none": bwrap / none})
+        json!({"bwrap_ms_p50": bwrap, "none_ms_p50": none, "bwrap_over_none": bwrap / none,
+               "layers": sandboxed.as_ref().map(|s| s.layers.clone()).unwrap_or_default()})
     };
+    if let Ok(image) = std::env::var("BENCH_DOCKER_IMAGE") {
+        match Sandbox::choose(Request::Docker { image }, &root, false) {
+            Ok(docker) => {
+                let mut docker_ms = Vec::new();
+                for _ in 0..runs.min(20) {
+                    let started = Instant::now();
+                    let ended = docker
+                        .run(
+                            "true",
+                            &root,
+                            std::time::Duration::from_secs(60),
+                            &Default::default(),
+                        )
+                        .await
+                        .unwrap();
+                    assert!(
+                        matches!(ended, car::agent::sandbox::Ended::Exited(ref o) if o.status.success())
+                    );
+                    docker_ms.push(started.elapsed().as_secs_f64() * 1000.0);
+                }
+                let docker = median(&mut docker_ms);
+                sandbox["docker_ms_p50"] = json!(docker);
+                sandbox["docker_over_none"] = json!(docker / none);
+            }
+            Err(why) => sandbox["docker"] = json!(why),
+        }
+    }
 
     // 2. The loop against a model that answers at once.
     let served = Arc::new(AtomicUsize::new(0));
@@ -98,8 +128,31 @@ async fn main() {
                 } else {
                     json!([{"type": "text", "text": "Read the notes."}])
                 };
-                Json(json!({"id": "m", "type": "message", "role": "assistant", "content": content,
-                            "stop_reason": "end_turn", "usage": {"input_tokens": 1, "output_tokens": 1}}))
+                // As the Messages API streams it: the block's start, its content, the end.
+                let (start, delta) = match content[0]["type"].as_str() {
+                    Some("tool_use") => (
+                        json!({"type": "tool_use", "id": content[0]["id"], "name": "Read", "input": {}}),
+                        json!({"type": "input_json_delta", "partial_json": content[0]["input"].to_string()}),
+                    ),
+                    _ => (
+                        json!({"type": "text", "text": ""}),
+                        json!({"type": "text_delta", "text": content[0]["text"]}),
+                    ),
+                };
+                let events = [
+                    json!({"type": "message_start", "message": {"usage": {"input_tokens": 1, "output_tokens": 1}}}),
+                    json!({"type": "content_block_start", "index": 0, "content_block": start}),
+                    json!({"type": "content_block_delta", "index": 0, "delta": delta}),
+                    json!({"type": "content_block_stop", "index": 0}),
+                    json!({"type": "message_delta", "delta": {"stop_reason": "end_turn"}, "usage": {"output_tokens": 1}}),
+                    json!({"type": "message_stop"}),
+                ];
+                assert_eq!(body["stream"], true, "car do asks for a stream");
+                let sse: String = events
+                    .iter()
+                    .map(|e| format!("event: {}\ndata: {e}\n\n", e["type"].as_str().unwrap()))
+                    .collect();
+                ([("content-type", "text/event-stream")], sse)
             }
         }),
     );

@@ -242,7 +242,22 @@ impl Model {
         let request_bytes = body.to_string().len() as u64;
         let mut backoff = Backoff::default();
         loop {
-            let response = self.post(&url, &body, &mut backoff).await?;
+            let response = match self.post(&url, &body, &mut backoff).await {
+                // A server that streams but knows no stream_options (older vLLM, Azure's older
+                // API versions) is asked again without; the tokens are then estimated.
+                Err(ModelError::Refused {
+                    status: 400,
+                    body: refusal,
+                }) if refusal.contains("stream_options")
+                    && body
+                        .as_object_mut()
+                        .and_then(|b| b.remove("stream_options"))
+                        .is_some() =>
+                {
+                    continue
+                }
+                other => other?,
+            };
             match self.read(response, on_text).await {
                 Ok(mut reply) => {
                     // A server that sends no usage still spends tokens: about four bytes each.
@@ -253,7 +268,9 @@ impl Model {
                     return Ok(reply);
                 }
                 Err(Read::Broken(message)) if backoff.again(None).await => {
-                    tracing::warn!("the model's answer broke off ({message}); asking again");
+                    tracing::debug!("the model's answer broke off ({message}); asking again");
+                    // What was shown of the broken answer comes again from its start.
+                    on_text("\n[the answer broke off; asking again]\n");
                 }
                 Err(Read::Broken(message)) => return Err(ModelError::Unreachable { url, message }),
                 Err(Read::Failed(e)) => return Err(e),
@@ -547,17 +564,38 @@ impl Assembly {
             }
         }
         for call in delta["tool_calls"].as_array().into_iter().flatten() {
-            let key = call["index"].as_u64().unwrap_or(0) + 1;
+            let given_id = call["id"].as_str().filter(|i| !i.is_empty());
+            let last_tool = self
+                .parts
+                .iter()
+                .rev()
+                .find(|(_, p)| matches!(p, Part::Tool { .. }))
+                .map(|(k, _)| *k);
+            // Servers differ: OpenAI numbers each call with `index`; some send index 0 for every
+            // call (a new id tells them apart), some no index at all (a piece without an id goes
+            // on with the last call).
+            let mut key = match (call["index"].as_u64(), last_tool) {
+                (Some(index), _) => index + 1,
+                (None, Some(last)) if given_id.is_none() => last,
+                (None, last) => last.map_or(1, |k| k + 1),
+            };
+            if let (Some(given), Some(Part::Tool { id, .. })) = (given_id, self.parts.get(&key)) {
+                if !id.is_empty() && id != given {
+                    key = self.parts.keys().max().map_or(1, |k| k + 1);
+                }
+            }
             let part = self.parts.entry(key).or_insert_with(|| Part::Tool {
                 id: String::new(),
                 name: String::new(),
                 json: String::new(),
             });
             if let Part::Tool { id, name, json } = part {
-                if let Some(given) = call["id"].as_str().filter(|i| !i.is_empty()) {
+                if let Some(given) = given_id {
                     *id = given.to_string();
                 }
-                name.push_str(call["function"]["name"].as_str().unwrap_or(""));
+                if name.is_empty() {
+                    *name = call["function"]["name"].as_str().unwrap_or("").to_string();
+                }
                 json.push_str(call["function"]["arguments"].as_str().unwrap_or(""));
             }
         }
@@ -975,5 +1013,46 @@ mod tests {
             matches!(broken, Err(Read::Broken(_))),
             "no finish_reason, no [DONE]"
         );
+
+        // Index 0 for every call (told apart by their ids), and no index at all.
+        let two_calls = |with_index: bool| {
+            let piece = |id: Option<&str>, name: &str, args: &str| {
+                let mut call = json!({"function": {"name": name, "arguments": args}});
+                if let Some(id) = id {
+                    call["id"] = json!(id);
+                }
+                if with_index {
+                    call["index"] = json!(0);
+                }
+                chunk(json!({"tool_calls": [call]}), Value::Null)
+            };
+            vec![
+                piece(Some("a"), "Bash", "{\"command\":"),
+                piece(None, "", "\"ls\"}"),
+                piece(Some("b"), "Read", "{\"file_path\":\"x\"}"),
+                chunk(json!({}), json!("tool_calls")),
+            ]
+        };
+        for with_index in [true, false] {
+            let (reply, _) = feed(Provider::Openai, &two_calls(with_index));
+            let calls: Vec<(String, Value)> = reply
+                .map_err(|_| "broken")
+                .unwrap()
+                .blocks
+                .into_iter()
+                .filter_map(|b| match b {
+                    Block::ToolUse { name, input, .. } => Some((name, input)),
+                    _ => None,
+                })
+                .collect();
+            assert_eq!(
+                calls,
+                vec![
+                    ("Bash".to_string(), json!({"command": "ls"})),
+                    ("Read".to_string(), json!({"file_path": "x"}))
+                ],
+                "with index: {with_index}"
+            );
+        }
     }
 }

@@ -62,6 +62,27 @@ pub struct Sandbox {
     filter: Option<std::sync::Arc<tempfile::NamedTempFile>>,
 }
 
+/// The container of a command that has not exited: removed when this is dropped, however the
+/// command's wait ended (a time limit, a cancel, the wait itself dropped), since killing the
+/// `docker` client leaves the container running.
+struct Container(Option<String>);
+
+impl Drop for Container {
+    fn drop(&mut self) {
+        if let Some(name) = self.0.take() {
+            let removing = std::process::Command::new("docker")
+                .args(["rm", "--force", &name])
+                .stdin(Stdio::null())
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .spawn();
+            if let Err(e) = removing {
+                tracing::warn!("could not remove the container {name} of a stopped command: {e}");
+            }
+        }
+    }
+}
+
 /// How a sandboxed command ended.
 #[derive(Debug)]
 pub enum Ended {
@@ -121,7 +142,7 @@ impl Sandbox {
                             .to_string(),
                     ];
                     if filter.is_some() {
-                        layers.push("seccomp: sockets of the unix, IPv4 and IPv6 families only (no netlink, packet, vsock, …), no io_uring, no other syscall ABI".into());
+                        layers.push("seccomp: sockets of the unix, IPv4 and IPv6 families only (no netlink, packet, vsock, …), socket pairs of unix only, no io_uring, no other syscall ABI".into());
                     }
                     protected(&mut layers);
                     Ok(Sandbox {
@@ -137,6 +158,9 @@ impl Sandbox {
                         filter,
                     })
                 }
+                Err(_) if cfg!(target_os = "macos") => Err(
+                    "car do has no sandbox of its own on macOS yet (Seatbelt is not supported): run commands in a container with --sandbox docker, or pass --no-sandbox to run them unsandboxed".into(),
+                ),
                 Err(why) => Err(format!(
                     "no sandbox is available for shell commands: {why}. Install bubblewrap (Debian/Ubuntu: apt install bubblewrap; Fedora: dnf install bubblewrap), run commands in a container with --sandbox docker, or pass --no-sandbox to run them unsandboxed"
                 )),
@@ -195,18 +219,20 @@ impl Sandbox {
         limit: Duration,
         cancel: &CancellationToken,
     ) -> std::io::Result<Ended> {
-        let container =
-            (self.mode == "docker").then(|| format!("car-{}", uuid::Uuid::new_v4().simple()));
+        let mut container = Container(
+            (self.mode == "docker").then(|| format!("car-{}", uuid::Uuid::new_v4().simple())),
+        );
         let child = self
-            .command_named(script, cwd, container.as_deref())
+            .command_named(script, cwd, container.0.as_deref())
             .spawn()?;
         let ended = tokio::select! {
             out = child.wait_with_output() => Ended::Exited(out?),
             _ = tokio::time::sleep(limit) => Ended::TimedOut,
             _ = cancel.cancelled() => Ended::Cancelled,
         };
-        if let (Some(name), false) = (container, matches!(ended, Ended::Exited(_))) {
-            // The client was killed with the command; the container goes on until removed.
+        // An exited container was removed by `docker run --rm`; a stopped one is removed here,
+        // waited for (the guard covers a wait that is itself dropped).
+        if let (Some(name), false) = (container.0.take(), matches!(ended, Ended::Exited(_))) {
             let removed = tokio::time::timeout(
                 Duration::from_secs(30),
                 tokio::process::Command::new("docker")
@@ -239,21 +265,8 @@ impl Sandbox {
         let mut command = if self.mode == "docker" {
             self.docker_command(script, cwd, container)
         } else if self.mode == "bwrap" {
-            let mut c = match &self.filter {
-                // bwrap reads the program from a file descriptor: the shell opens it as fd 3
-                // for bwrap alone.
-                Some(filter) => {
-                    let mut c = tokio::process::Command::new("sh");
-                    c.args([
-                        "-c",
-                        "f=$1; shift; exec bwrap --seccomp 3 \"$@\" 3<\"$f\"",
-                        "sh",
-                    ])
-                    .arg(filter.path());
-                    c
-                }
-                None => tokio::process::Command::new("bwrap"),
-            };
+            let mut c =
+                tokio::process::Command::from(bwrap(self.filter.as_ref().map(|f| f.path())));
             c.args([
                 "--die-with-parent",
                 "--unshare-net",
@@ -280,12 +293,10 @@ impl Sandbox {
                 }
             }
             c.arg("--bind").arg(&self.root).arg(&self.root);
-            let git = self.root.join(".git");
-            if !self.git_writable && git.exists() {
+            if let Some(git) = own_dir(&self.root, ".git").filter(|_| !self.git_writable) {
                 c.arg("--ro-bind").arg(&git).arg(&git);
             }
-            let policies = self.root.join(".car/policies");
-            if policies.exists() {
+            if let Some(policies) = own_dir(&self.root, ".car/policies") {
                 c.arg("--ro-bind").arg(&policies).arg(&policies);
             }
             // Only the environment a build needs: no API keys or tokens reach the command.
@@ -342,12 +353,10 @@ impl Sandbox {
             spec
         };
         c.arg("--mount").arg(mount(&self.root, false));
-        let git = self.root.join(".git");
-        if !self.git_writable && git.exists() {
+        if let Some(git) = own_dir(&self.root, ".git").filter(|_| !self.git_writable) {
             c.arg("--mount").arg(mount(&git, true));
         }
-        let policies = self.root.join(".car/policies");
-        if policies.exists() {
+        if let Some(policies) = own_dir(&self.root, ".car/policies") {
             c.arg("--mount").arg(mount(&policies, true));
         }
         c.arg("--workdir").arg(cwd);
@@ -355,6 +364,21 @@ impl Sandbox {
             .args(["sh", "-c", script]);
         c
     }
+}
+
+/// `root/relative` when it is a directory of the project itself: a link on the way (which an
+/// earlier command could have planted, `.car/policies -> /`) would have the sandbox mount what
+/// it leads to, so it counts as absent.
+fn own_dir(root: &Path, relative: &str) -> Option<PathBuf> {
+    let mut path = root.to_path_buf();
+    for part in relative.split('/') {
+        path.push(part);
+        let meta = std::fs::symlink_metadata(&path).ok()?;
+        if !meta.is_dir() {
+            return None;
+        }
+    }
+    Some(path)
 }
 
 /// The Docker engine's version, or why it cannot be reached.
@@ -442,6 +466,24 @@ const KEPT_ENV: &[&str] = &[
     "CI",
 ];
 
+/// `bwrap`, installing the seccomp program in `filter` when given: bwrap reads it from a file
+/// descriptor, which the shell opens as fd 3 for bwrap alone (nothing else inherits it).
+fn bwrap(filter: Option<&Path>) -> std::process::Command {
+    match filter {
+        Some(filter) => {
+            let mut c = std::process::Command::new("sh");
+            c.args([
+                "-c",
+                "f=$1; shift; exec bwrap --seccomp 3 \"$@\" 3<\"$f\"",
+                "sh",
+            ])
+            .arg(filter);
+            c
+        }
+        None => std::process::Command::new("bwrap"),
+    }
+}
+
 /// Whether bubblewrap is installed and can make its namespaces here (and install the seccomp
 /// program in `filter`, when given).
 fn bwrap_works(filter: Option<&Path>) -> Result<(), String> {
@@ -455,25 +497,8 @@ fn bwrap_works(filter: Option<&Path>) -> Result<(), String> {
         "/dev",
         "true",
     ];
-    let mut command = match filter {
-        Some(filter) => {
-            let mut c = std::process::Command::new("sh");
-            c.args([
-                "-c",
-                "f=$1; shift; exec bwrap --seccomp 3 \"$@\" 3<\"$f\"",
-                "sh",
-            ])
-            .arg(filter)
-            .args(args);
-            c
-        }
-        None => {
-            let mut c = std::process::Command::new("bwrap");
-            c.args(args);
-            c
-        }
-    };
-    let out = command
+    let out = bwrap(filter)
+        .args(args)
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
@@ -499,14 +524,15 @@ fn bwrap_works(filter: Option<&Path>) -> Result<(), String> {
 /// rings open sockets past this filter) and any other syscall ABI (32-bit, x32) with `ENOSYS`.
 /// `None` on an architecture without the numbers here.
 fn socket_filter() -> Option<Vec<u8>> {
-    // (audit architecture, socket, io_uring_setup)
-    let (arch, socket, io_uring_setup): (u32, u32, u32) = if cfg!(target_arch = "x86_64") {
-        (0xc000_003e, 41, 425)
-    } else if cfg!(target_arch = "aarch64") {
-        (0xc000_00b7, 198, 425)
-    } else {
-        return None;
-    };
+    // (audit architecture, socket, socketpair, io_uring_setup)
+    let (arch, socket, socketpair, io_uring_setup): (u32, u32, u32, u32) =
+        if cfg!(target_arch = "x86_64") {
+            (0xc000_003e, 41, 53, 425)
+        } else if cfg!(target_arch = "aarch64") {
+            (0xc000_00b7, 198, 199, 425)
+        } else {
+            return None;
+        };
     const LD_ABS: u16 = 0x20; // BPF_LD | BPF_W | BPF_ABS
     const JEQ: u16 = 0x15; // BPF_JMP | BPF_JEQ | BPF_K
     const JGE: u16 = 0x35; // BPF_JMP | BPF_JGE | BPF_K
@@ -523,23 +549,29 @@ fn socket_filter() -> Option<Vec<u8>> {
     const AF_INET: u32 = 2;
     const AF_INET6: u32 = 10;
     const X32_BIT: u32 = 0x4000_0000;
-    let program: [(u16, u8, u8, u32); 16] = [
-        (LD_ABS, 0, 0, ARCH),
-        (JEQ, 1, 0, arch),
+    // Jumps count the instructions skipped (true branch, false branch).
+    let program: [(u16, u8, u8, u32); 21] = [
+        (LD_ABS, 0, 0, ARCH), //  0
+        (JEQ, 1, 0, arch),    //  1: native → 3
         (RET, 0, 0, ERRNO | ENOSYS),
-        (LD_ABS, 0, 0, NR),
-        (JGE, 0, 1, X32_BIT),
+        (LD_ABS, 0, 0, NR),   //  3
+        (JGE, 0, 1, X32_BIT), //  4: x32 → 5, else 6
         (RET, 0, 0, ERRNO | ENOSYS),
-        (JEQ, 0, 6, socket),
+        (JEQ, 0, 6, socket), //  6: socket → 7, else 13
         (LD_ABS, 0, 0, ARG0),
-        (JEQ, 3, 0, AF_UNIX),
-        (JEQ, 2, 0, AF_INET),
-        (JEQ, 1, 0, AF_INET6),
+        (JEQ, 3, 0, AF_UNIX),  //  8: → 12
+        (JEQ, 2, 0, AF_INET),  //  9: → 12
+        (JEQ, 1, 0, AF_INET6), // 10: → 12
         (RET, 0, 0, ERRNO | EAFNOSUPPORT),
-        (RET, 0, 0, ALLOW),
-        (JEQ, 0, 1, io_uring_setup),
+        (RET, 0, 0, ALLOW),      // 12
+        (JEQ, 0, 4, socketpair), // 13: socketpair → 14, else 18
+        (LD_ABS, 0, 0, ARG0),
+        (JEQ, 1, 0, AF_UNIX), // 15: → 17
+        (RET, 0, 0, ERRNO | EAFNOSUPPORT),
+        (RET, 0, 0, ALLOW),          // 17
+        (JEQ, 0, 1, io_uring_setup), // 18: → 19, else 20
         (RET, 0, 0, ERRNO | ENOSYS),
-        (RET, 0, 0, ALLOW),
+        (RET, 0, 0, ALLOW), // 20
     ];
     Some(
         program
@@ -554,4 +586,33 @@ fn socket_filter() -> Option<Vec<u8>> {
             })
             .collect(),
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_jump_of_the_socket_filter_lands_inside_it_and_every_path_returns() {
+        let Some(program) = socket_filter() else {
+            return; // no filter on this architecture
+        };
+        assert_eq!(program.len() % 8, 0);
+        let records: Vec<(u16, u8, u8)> = program
+            .chunks(8)
+            .map(|r| (u16::from_ne_bytes([r[0], r[1]]), r[2], r[3]))
+            .collect();
+        let last = records.len() - 1;
+        assert_eq!(records[last].0, 0x06, "the program ends in a return");
+        for (i, &(code, jt, jf)) in records.iter().enumerate() {
+            if code & 0x07 == 0x05 {
+                // A conditional jump: both targets are later instructions inside the program.
+                for target in [i + 1 + usize::from(jt), i + 1 + usize::from(jf)] {
+                    assert!(target <= last, "instruction {i} jumps to {target}");
+                }
+            } else if code != 0x06 {
+                assert!(i < last, "instruction {i} falls off the end");
+            }
+        }
+    }
 }

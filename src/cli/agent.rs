@@ -449,7 +449,13 @@ impl agent::Observer for View {
                 self.line(&format!("◎ {}", event.message));
                 self.spin("thinking".into());
             }
-            "completed" | "failed" => self.quiet(),
+            "completed" | "failed" => {
+                self.quiet();
+                if self.mid_line {
+                    console::stderr("\n");
+                    self.mid_line = false;
+                }
+            }
             other => self.line(&format!("{other}: {}", event.message)),
         }
     }
