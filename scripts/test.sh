@@ -19,6 +19,8 @@ CONFORMANCE_VERSION="0.1.16"
 OIDC_PROVIDER_VERSION="9.13.3"
 NODE22_VERSION="22.23.3"
 INSPECTOR_VERSION="2.12.0"
+MCP_CLIENT_VERSION="2.4.0"
+EXT_TASKS_VERSION="0.2.2"
 
 if [ "${CAR_TEST_SKIP_INSTALL:-}" != "1" ]; then
   if ! python3 -c "import mcp" 2>/dev/null; then
@@ -55,6 +57,16 @@ if [ "${CAR_TEST_SKIP_INSTALL:-}" != "1" ]; then
     echo "==> installing the MCP Inspector ${INSPECTOR_VERSION} into tools/ for the schema portability test"
     npm install --prefix tools --save-exact --no-audit --no-fund --loglevel=error \
       "@modelcontextprotocol/inspector@${INSPECTOR_VERSION}"
+  fi
+  # The official TypeScript MCP client (v2) with the Tasks extension's client, for the test that
+  # follows a daemon run as an MCP task.
+  ext_tasks_pkg=tools/node_modules/@modelcontextprotocol/ext-tasks/package.json
+  client_pkg=tools/node_modules/@modelcontextprotocol/client/package.json
+  if [ "$(node -p "require('./$ext_tasks_pkg').version" 2>/dev/null || true)" != "$EXT_TASKS_VERSION" ] ||
+     [ "$(node -p "require('./$client_pkg').version" 2>/dev/null || true)" != "$MCP_CLIENT_VERSION" ]; then
+    echo "==> installing the TypeScript MCP client ${MCP_CLIENT_VERSION} and ext-tasks ${EXT_TASKS_VERSION} into tools/ for the MCP tasks test"
+    npm install --prefix tools --save-exact --no-audit --no-fund --loglevel=error \
+      "@modelcontextprotocol/client@${MCP_CLIENT_VERSION}" "@modelcontextprotocol/ext-tasks@${EXT_TASKS_VERSION}"
   fi
   # The MCP conformance suite (client suites core and auth) and oidc-provider (a real OAuth
   # authorization server) for tests/it/oauth.rs; the suite needs Node 22, installed as a package

@@ -310,7 +310,7 @@ impl Runs {
         let start = Tool::typed(
             ToolSpec::new(
                 "assistant_start",
-                "Start a car do run on the daemon: a governed agent works on the task in this project (tools through the policy gate, shell commands sandboxed). Returns a run_id; follow it with assistant_poll. The run survives this client disconnecting.",
+                "Start a car do run on the daemon: a governed agent works on the task in this project (tools through the policy gate, shell commands sandboxed). Returns a run_id; follow it with assistant_poll (a client that takes MCP tasks gets a task instead, whose result is the run's car.do/1 document). The run survives this client disconnecting.",
                 Value::Null,
             )
             .effect(Effect::ExternalWrite)

@@ -1,5 +1,6 @@
 //! Where `car do` runs shell commands, failing closed: under bubblewrap on Linux (no network,
-//! the working directory the only writable root, its `.git` read-only unless allowed), in a
+//! the working directory the only writable root, its `.git` read-only unless allowed, a seccomp
+//! filter on sockets), under Seatbelt on macOS (a deny-by-default profile), in a
 //! Docker container when asked for (`--sandbox docker`: no network, the image read-only, the
 //! project mounted), or not sandboxed at all only when the user said `--no-sandbox`. The
 //! `sandbox` block of the document says what was used and which layers applied.
@@ -17,7 +18,7 @@ use tokio_util::sync::CancellationToken;
 )]
 #[serde(rename_all = "lowercase")]
 pub enum SandboxChoice {
-    /// Bubblewrap on this machine.
+    /// This machine's own: bubblewrap on Linux, Seatbelt on macOS.
     Auto,
     /// A container on the Docker engine.
     Docker,
@@ -26,7 +27,7 @@ pub enum SandboxChoice {
 /// What the run asked for.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Request {
-    /// The best sandbox here (bubblewrap), or refuse to run.
+    /// The best sandbox here (bubblewrap on Linux, Seatbelt on macOS), or refuse to run.
     Auto,
     /// A container of `image` on the Docker engine (`DOCKER_HOST`), or refuse to run.
     Docker { image: String },
@@ -37,7 +38,7 @@ pub enum Request {
 /// The sandbox a run uses (the document's `sandbox` block).
 #[derive(Debug, Clone, Serialize)]
 pub struct Sandbox {
-    /// `bwrap`, `docker` or `none`.
+    /// `bwrap`, `seatbelt`, `docker` or `none`.
     pub mode: &'static str,
     /// The container image (`docker` only).
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -60,6 +61,9 @@ pub struct Sandbox {
     /// The seccomp program bubblewrap installs (see [`socket_filter`]), in a private file.
     #[serde(skip)]
     filter: Option<std::sync::Arc<tempfile::NamedTempFile>>,
+    /// Seatbelt's profile, and the private temporary directory it lets commands write.
+    #[serde(skip)]
+    seatbelt: Option<(String, std::sync::Arc<tempfile::TempDir>)>,
 }
 
 /// The container of a command that has not exited: removed when this is dropped, however the
@@ -120,7 +124,44 @@ impl Sandbox {
                 git_writable: true,
                 owner: None,
                 filter: None,
+                seatbelt: None,
             }),
+            Request::Auto if cfg!(target_os = "macos") => {
+                let scratch = tempfile::tempdir()
+                    .map_err(|e| format!("cannot make the sandbox's temporary directory: {e}"))?;
+                let scratch_path = scratch
+                    .path()
+                    .canonicalize()
+                    .unwrap_or_else(|_| scratch.path().to_path_buf());
+                let git_writable = allow_git_writes || !has_git;
+                let home = std::env::var_os("HOME").map(PathBuf::from);
+                let profile =
+                    seatbelt_profile(&root, git_writable, home.as_deref(), &scratch_path);
+                seatbelt_works(&profile).map_err(|why| {
+                    format!("no sandbox is available for shell commands: {why}. Run commands in a container with --sandbox docker, or pass --no-sandbox to run them unsandboxed")
+                })?;
+                let mut layers = vec![
+                    "seatbelt: sandbox-exec with a deny-by-default profile".to_string(),
+                    "network: none (no connection of any kind, unix sockets included)".to_string(),
+                    format!("filesystem: writable only {} and a private temporary directory (TMPDIR)", root.display()),
+                    "home: unreadable; toolchains (.cargo, .rustup, …) readable".to_string(),
+                    "environment: cleared but PATH, HOME, locale and toolchain variables".to_string(),
+                ];
+                protected(&mut layers);
+                Ok(Sandbox {
+                    mode: "seatbelt",
+                    image: None,
+                    network: "none",
+                    tier: "sandbox_edit",
+                    root,
+                    layers,
+                    fallback_notice: None,
+                    git_writable,
+                    owner: None,
+                    filter: None,
+                    seatbelt: Some((profile, std::sync::Arc::new(scratch))),
+                })
+            }
             Request::Auto => match bwrap_works(None) {
                 Ok(()) => {
                     // The socket filter where this architecture has one and the kernel takes it.
@@ -156,11 +197,9 @@ impl Sandbox {
                         git_writable: allow_git_writes || !has_git,
                         owner: None,
                         filter,
+                        seatbelt: None,
                     })
                 }
-                Err(_) if cfg!(target_os = "macos") => Err(
-                    "car do has no sandbox of its own on macOS yet (Seatbelt is not supported): run commands in a container with --sandbox docker, or pass --no-sandbox to run them unsandboxed".into(),
-                ),
                 Err(why) => Err(format!(
                     "no sandbox is available for shell commands: {why}. Install bubblewrap (Debian/Ubuntu: apt install bubblewrap; Fedora: dnf install bubblewrap), run commands in a container with --sandbox docker, or pass --no-sandbox to run them unsandboxed"
                 )),
@@ -205,6 +244,7 @@ impl Sandbox {
                     git_writable: allow_git_writes || !has_git,
                     owner,
                     filter: None,
+                    seatbelt: None,
                 })
             }
         }
@@ -264,6 +304,20 @@ impl Sandbox {
     ) -> tokio::process::Command {
         let mut command = if self.mode == "docker" {
             self.docker_command(script, cwd, container)
+        } else if let Some((profile, scratch)) = &self.seatbelt {
+            let mut c = tokio::process::Command::new(SANDBOX_EXEC);
+            c.arg("-p")
+                .arg(profile)
+                .args(["--", "sh", "-c", script])
+                .current_dir(cwd)
+                .env_clear();
+            for name in KEPT_ENV {
+                if let Some(value) = std::env::var_os(name) {
+                    c.env(name, value);
+                }
+            }
+            c.env("TMPDIR", scratch.path());
+            c
         } else if self.mode == "bwrap" {
             let mut c =
                 tokio::process::Command::from(bwrap(self.filter.as_ref().map(|f| f.path())));
@@ -363,6 +417,101 @@ impl Sandbox {
         c.arg(self.image.as_deref().unwrap_or_default())
             .args(["sh", "-c", script]);
         c
+    }
+}
+
+/// macOS's Seatbelt front end.
+const SANDBOX_EXEC: &str = "/usr/bin/sandbox-exec";
+
+/// A Seatbelt profile (SBPL) that denies by default: commands may run and fork, read the
+/// filesystem but the home (its toolchains excepted, the project included), write only `root`
+/// (never its `.car/policies`, nor its `.git` unless `git_writable`) and the private `scratch`
+/// directory, and open no connection of any kind.
+fn seatbelt_profile(
+    root: &Path,
+    git_writable: bool,
+    home: Option<&Path>,
+    scratch: &Path,
+) -> String {
+    // A string literal of SBPL.
+    let quote = |path: &Path| {
+        format!(
+            "\"{}\"",
+            path.display()
+                .to_string()
+                .replace('\\', "\\\\")
+                .replace('"', "\\\"")
+        )
+    };
+    let mut profile = String::from(
+        "(version 1)
+(deny default)
+(allow process-exec)
+(allow process-fork)
+(allow signal (target same-sandbox))
+(allow process-info* (target same-sandbox))
+(allow user-preference-read)
+(allow sysctl-read)
+(allow mach-host*)
+(allow ipc-posix-sem)
+(allow pseudo-tty)
+(allow mach-lookup (global-name \"com.apple.system.opendirectoryd.libinfo\"))
+(allow file-read-metadata)
+(allow file-write-data file-ioctl (literal \"/dev/null\") (literal \"/dev/zero\") (literal \"/dev/tty\"))
+",
+    );
+    match home {
+        Some(home) => {
+            profile.push_str(&format!(
+                "(allow file-read* (require-all (subpath \"/\") (require-not (subpath {}))))\n",
+                quote(home)
+            ));
+            for dir in TOOLCHAIN_DIRS {
+                profile.push_str(&format!(
+                    "(allow file-read* (subpath {}))\n",
+                    quote(&home.join(dir))
+                ));
+            }
+        }
+        None => profile.push_str("(allow file-read*)\n"),
+    }
+    profile.push_str(&format!("(allow file-read* (subpath {}))\n", quote(root)));
+    let mut exceptions = format!(
+        "(require-not (subpath {}))",
+        quote(&root.join(".car/policies"))
+    );
+    if !git_writable {
+        exceptions.push_str(&format!(
+            " (require-not (subpath {}))",
+            quote(&root.join(".git"))
+        ));
+    }
+    profile.push_str(&format!(
+        "(allow file-write* (require-all (subpath {}) {exceptions}))\n",
+        quote(root)
+    ));
+    profile.push_str(&format!(
+        "(allow file-read* file-write* (subpath {}))\n",
+        quote(scratch)
+    ));
+    profile
+}
+
+/// Whether `sandbox-exec` is there and takes `profile`.
+fn seatbelt_works(profile: &str) -> Result<(), String> {
+    let out = std::process::Command::new(SANDBOX_EXEC)
+        .args(["-p", profile, "--", "/usr/bin/true"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .output();
+    match out {
+        Ok(out) if out.status.success() => Ok(()),
+        Ok(out) => Err(format!(
+            "Seatbelt refused the sandbox's profile ({})",
+            String::from_utf8_lossy(&out.stderr).trim()
+        )),
+        Err(e) => Err(format!("cannot run {SANDBOX_EXEC}: {e}")),
     }
 }
 
@@ -591,6 +740,43 @@ fn socket_filter() -> Option<Vec<u8>> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_seatbelt_profile_writes_only_the_project_and_its_scratch_and_keeps_the_home_out() {
+        let root = Path::new("/Users/me/proj \"q\"");
+        let home = Path::new("/Users/me");
+        let scratch = Path::new("/private/var/folders/x/T/car");
+        let profile = seatbelt_profile(root, false, Some(home), scratch);
+        let lines: Vec<&str> = profile.lines().collect();
+        assert_eq!(lines[..2], ["(version 1)", "(deny default)"]);
+        assert!(lines.contains(&"(allow file-read* (require-all (subpath \"/\") (require-not (subpath \"/Users/me\"))))"));
+        assert!(lines.contains(&"(allow file-read* (subpath \"/Users/me/.cargo\"))"));
+        assert!(lines.contains(
+            &"(allow file-write* (require-all (subpath \"/Users/me/proj \\\"q\\\"\") (require-not (subpath \"/Users/me/proj \\\"q\\\"/.car/policies\")) (require-not (subpath \"/Users/me/proj \\\"q\\\"/.git\"))))"
+        ), "{profile}");
+        assert!(lines.contains(
+            &"(allow file-read* file-write* (subpath \"/private/var/folders/x/T/car\"))"
+        ));
+        assert!(
+            !profile.contains("network"),
+            "no network rule: every connection is denied"
+        );
+        let depth = profile.chars().try_fold(0i32, |depth, c| {
+            let depth = depth
+                + match c {
+                    '(' => 1,
+                    ')' => -1,
+                    _ => 0,
+                };
+            (depth >= 0).then_some(depth)
+        });
+        assert_eq!(depth, Some(0), "balanced: {profile}");
+        let writable = seatbelt_profile(root, true, Some(home), scratch);
+        assert!(
+            !writable.contains("/.git"),
+            "--allow-git-writes lets .git be written"
+        );
+    }
 
     #[test]
     fn every_jump_of_the_socket_filter_lands_inside_it_and_every_path_returns() {

@@ -23,13 +23,17 @@ pub const HELP: &str = "Examples:
   car do \"make the failing test in tests/parse.rs pass\" --model claude-sonnet-4-5
   CAR_DO_MODEL=qwen2.5-coder car do --base-url http://localhost:11434/v1 \"add a --verbose flag\"
   car do --json \"update the changelog\" > run.json     # one car.do/1 document; events on stderr
+  car do --sandbox docker --image rust:1 \"fix the build\"   # commands in a container
+  car do --resume 3f2a…                               # go on from an earlier run's last turn
 
 The model calls tools through CAR's registry: Bash, Read, Write, Edit, Glob, Grep in the project
 directory, plus memory, tasks and decisions. Every call passes the policy rules
 ($CAR_HOME/policies and .car/policies; the same rules that guard Claude Code's tools), and shell
-commands run under bubblewrap with no network and only the project directory writable. With no
-sandbox available the run refuses unless --no-sandbox. Keys: ANTHROPIC_API_KEY / OPENAI_API_KEY;
-a local OpenAI-compatible server (Ollama, llama.cpp, vLLM, LM Studio) needs none.";
+commands run sandboxed with no network and only the project directory writable: bubblewrap and a
+seccomp filter on Linux, Seatbelt on macOS, or a container with --sandbox docker. With no sandbox
+available the run refuses unless --no-sandbox. The answer streams in as the model writes it.
+Keys: ANTHROPIC_API_KEY / OPENAI_API_KEY (or `car keys set`); a local OpenAI-compatible server
+(Ollama, llama.cpp, vLLM, LM Studio) needs none.";
 
 /// `car do` arguments.
 #[derive(Debug, Args)]
@@ -59,7 +63,7 @@ pub struct DoArgs {
     /// Output tokens per model turn.
     #[arg(long, default_value_t = 8192)]
     pub max_tokens: u32,
-    /// Where shell commands run: auto (bubblewrap: namespaces on this machine) or docker (a
+    /// Where shell commands run: auto (bubblewrap on Linux, Seatbelt on macOS) or docker (a
     /// container of --image on the Docker engine, DOCKER_HOST).
     #[arg(long, value_enum, default_value_t = SandboxChoice::Auto)]
     pub sandbox: SandboxChoice,

@@ -301,7 +301,15 @@ fn percent_decode(text: &str) -> String {
     String::from_utf8_lossy(&out).into_owned()
 }
 
-fn from_json<T: serde::de::DeserializeOwned>(value: Value) -> Result<T, McpError> {
+/// A result of MCP's shape from its JSON. Every result says `resultType: "complete"`, as the
+/// 2026-07-28 revision asks of them all; rmcp takes the field off again for a client of an
+/// earlier revision.
+fn from_json<T: serde::de::DeserializeOwned>(mut value: Value) -> Result<T, McpError> {
+    if let Some(result) = value.as_object_mut() {
+        result
+            .entry("resultType")
+            .or_insert_with(|| json!("complete"));
+    }
     serde_json::from_value(value)
         .map_err(|e| McpError::internal_error(format!("cannot build the result: {e}"), None))
 }
@@ -390,6 +398,7 @@ fn task_of(id: &str, job: JobState) -> DetailedTask {
         JobStatus::Cancelled => TaskPayload::Cancelled,
         JobStatus::Done { result, failed } => {
             let mut call_result = Map::new();
+            call_result.insert("resultType".into(), json!("complete"));
             call_result.insert(
                 "content".into(),
                 json!([{"type": "text", "text": result.to_string()}]),

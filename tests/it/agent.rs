@@ -1424,3 +1424,61 @@ fn the_sandbox_refuses_sockets_its_namespaces_do_not_confine_and_keeps_loopback(
         "{doc}"
     );
 }
+
+/// The official TypeScript MCP client (v2) with the Tasks extension's client follows a daemon
+/// run as a 2026-07-28 task to its car.do/1 document: a real peer, not our own requests.
+#[test]
+fn the_official_typescript_tasks_client_follows_a_daemon_run_to_its_document() {
+    let tools = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tools");
+    let modules = tools.join("node_modules");
+    assert!(
+        modules.join("@modelcontextprotocol/ext-tasks").exists(),
+        "run scripts/test.sh: it installs @modelcontextprotocol/client and ext-tasks into tools/"
+    );
+    let home = TestHome::new();
+    let model = ScriptedModel::start(
+        vec![call(
+            "j1",
+            "Write",
+            json!({"file_path": "from-ts.txt", "content": "written for a TypeScript client\n"}),
+        )],
+        "I wrote from-ts.txt.",
+    );
+    let base = format!("http://127.0.0.1:{}", model.port);
+    let server = crate::server::Server::start_with(&home, &[], &[("ANTHROPIC_BASE_URL", &base)]);
+    let script =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/it/js/tasks_client.mjs");
+    let out = std::process::Command::new(tools.join("node22/node_modules/.bin/node"))
+        .arg(&script)
+        .arg(server.mcp())
+        .arg("assistant_start")
+        .arg(
+            json!({"task": "write from-ts.txt", "model": "claude-scripted", "max_turns": 3,
+                   "invoked_by": "claude-code"})
+            .to_string(),
+        )
+        .env("CAR_TEST_NODE_MODULES", &modules)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "the client failed:\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let line: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(line["task"], true, "the call became a task: {line}");
+    assert_eq!(
+        line["statuses"].as_array().unwrap().last().unwrap(),
+        "completed",
+        "{line}"
+    );
+    let document = &line["result"]["structuredContent"];
+    assert_eq!(document["schema"], "car.do/1", "{line}");
+    assert_eq!(document["status"], "success", "{line}");
+    assert_eq!(document["run_id"], line["taskId"], "{line}");
+    assert_eq!(document["summary"], "I wrote from-ts.txt.");
+    assert_eq!(
+        std::fs::read_to_string(home.project.join("from-ts.txt")).unwrap(),
+        "written for a TypeScript client\n"
+    );
+}
