@@ -322,7 +322,7 @@ pub async fn run(env: &Env, args: DoArgs) -> ExitCode {
             let provider = options.provider.unwrap_or_else(|| Provider::infer(&model));
             let document =
                 Document::refused(refused.failure, &model, provider.as_str(), refused.sandbox);
-            print_document(json, &document);
+            print_document(json, &document, false);
             return ExitCode::from(refused.exit);
         }
     };
@@ -337,6 +337,7 @@ pub async fn run(env: &Env, args: DoArgs) -> ExitCode {
             }
         }
     });
+    let summary_shown = Arc::new(std::sync::atomic::AtomicBool::new(false));
     let document = agent::run(
         &launch.task,
         &launch.model,
@@ -344,10 +345,14 @@ pub async fn run(env: &Env, args: DoArgs) -> ExitCode {
         &launch.context,
         &launch.sandbox,
         stop,
-        View::new(json),
+        View::new(json, summary_shown.clone()),
     )
     .await;
-    print_document(json, &document);
+    print_document(
+        json,
+        &document,
+        summary_shown.load(std::sync::atomic::Ordering::Relaxed),
+    );
     if document.status == "error" {
         ExitCode::FAILURE
     } else {
@@ -366,12 +371,15 @@ struct View {
     streamed: bool,
     /// The streamed text does not end with a newline yet.
     mid_line: bool,
+    /// The final answer was streamed to stderr's terminal as it came.
+    summary_shown: Arc<std::sync::atomic::AtomicBool>,
 }
 
 impl View {
-    fn new(json: bool) -> View {
+    fn new(json: bool, summary_shown: Arc<std::sync::atomic::AtomicBool>) -> View {
         View {
             json,
+            summary_shown,
             terminal: std::io::stderr().is_terminal(),
             spinner: None,
             streamed: false,
@@ -455,6 +463,10 @@ impl agent::Observer for View {
             }
             "completed" | "failed" => {
                 self.quiet();
+                if event.kind == "completed" && self.streamed && self.terminal {
+                    self.summary_shown
+                        .store(true, std::sync::atomic::Ordering::Relaxed);
+                }
                 if self.mid_line {
                     console::stderr("\n");
                     self.mid_line = false;
@@ -493,7 +505,9 @@ fn brief_call(event: &Event) -> String {
     agent::truncate(&format!("{} {detail}", event.message), 160)
 }
 
-fn print_document(json: bool, document: &Document) {
+/// The document: JSON with `--json`; otherwise the summary (unless the live view already
+/// streamed it to the same terminal), the totals and every unbacked claim.
+fn print_document(json: bool, document: &Document, summary_shown: bool) {
     if json {
         console::stdout(&format!(
             "{}\n",
@@ -503,6 +517,7 @@ fn print_document(json: bool, document: &Document) {
     }
     let mut out = String::new();
     match (&document.summary, &document.message) {
+        (Some(_), _) if summary_shown && std::io::stdout().is_terminal() => {}
         (Some(summary), _) => out.push_str(&format!("{summary}\n")),
         (None, Some(message)) => out.push_str(&format!("error: {message}\n")),
         (None, None) => {}
@@ -522,7 +537,7 @@ fn print_document(json: bool, document: &Document) {
     ));
     for claim in document.ungrounded_claims.iter().flatten() {
         out.push_str(&format!(
-            "unbacked claim ({}): \"{}\" — no {}\n",
+            "unbacked claim ({}): \"{}\" — no receipt of {}\n",
             claim.kind, claim.text, claim.needs
         ));
     }
