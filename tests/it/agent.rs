@@ -1120,6 +1120,19 @@ fn a_client_that_takes_tasks_follows_a_daemon_run_as_an_mcp_task() {
         })
         .unwrap();
     assert_eq!(ended["result"]["status"], "cancelled", "{ended}");
+    // The run's own document says it was interrupted at a turn boundary.
+    let polled = request(
+        1500,
+        "tools/call",
+        json!({"name": "assistant_poll", "arguments": {"run_id": sleeping}}),
+        &json!({}),
+    );
+    let document = &polled["result"]["structuredContent"]["document"];
+    assert_eq!(
+        (document["status"].as_str(), document["error"].as_str()),
+        (Some("error"), Some("Interrupted")),
+        "{polled}"
+    );
 
     // Without the extension: the run id, as before; and no tasks/* methods.
     let plain = start(1600, "write task.txt", 1, &json!({}));
@@ -1480,5 +1493,82 @@ fn the_official_typescript_tasks_client_follows_a_daemon_run_to_its_document() {
     assert_eq!(
         std::fs::read_to_string(home.project.join("from-ts.txt")).unwrap(),
         "written for a TypeScript client\n"
+    );
+}
+
+/// Ctrl-C (SIGINT) stops a run at the next turn boundary — here while a command runs — and the
+/// run still ends with one valid `car.do/1` document and one `failed` event; the checkpoint it
+/// leaves can be resumed.
+#[test]
+fn ctrl_c_stops_a_run_at_a_turn_boundary_with_a_valid_document() {
+    use std::io::BufRead;
+    let home = TestHome::new();
+    let model = ScriptedModel::start(
+        vec![call("c1", "Bash", json!({"command": "sleep 30"}))],
+        "unused",
+    );
+    let mut child = do_command(&home, &model)
+        .arg("wait for a long command")
+        .env_remove("CAR_INVOKED_BY")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stderr = std::io::BufReader::new(child.stderr.take().unwrap());
+    let mut events = Vec::new();
+    let mut line = String::new();
+    while stderr.read_line(&mut line).unwrap() > 0 {
+        if let Ok(event) = serde_json::from_str::<Value>(&line) {
+            let called = event["type"] == "tool_called";
+            events.push(event);
+            if called {
+                break;
+            }
+        }
+        line.clear();
+    }
+    let started = std::time::Instant::now();
+    assert!(std::process::Command::new("kill")
+        .args(["-INT", &child.id().to_string()])
+        .status()
+        .unwrap()
+        .success());
+    let mut rest = String::new();
+    std::io::Read::read_to_string(&mut stderr, &mut rest).unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert!(
+        started.elapsed() < std::time::Duration::from_secs(20),
+        "the sleeping command was stopped, not waited for"
+    );
+    assert_eq!(out.status.code(), Some(1));
+    let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(
+        (
+            doc["schema"].as_str(),
+            doc["status"].as_str(),
+            doc["error"].as_str()
+        ),
+        (Some("car.do/1"), Some("error"), Some("Interrupted")),
+        "{doc}"
+    );
+    assert_eq!(doc["turns"], 1);
+    assert!(doc.get("summary").is_none());
+    events.extend(
+        rest.lines()
+            .filter_map(|l| serde_json::from_str::<Value>(l).ok()),
+    );
+    let ends: Vec<&Value> = events
+        .iter()
+        .filter(|e| e["type"] == "completed" || e["type"] == "failed")
+        .collect();
+    assert_eq!(ends.len(), 1, "{events:?}");
+    assert_eq!(events.last().unwrap()["type"], "failed");
+    let run_id = doc["run_id"].as_str().unwrap();
+    assert!(
+        home.home
+            .join("runs")
+            .join(format!("{run_id}.json"))
+            .exists(),
+        "a checkpoint to resume from"
     );
 }
