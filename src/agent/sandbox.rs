@@ -107,7 +107,7 @@ impl Sandbox {
         let root = root.canonicalize().unwrap_or_else(|_| root.to_path_buf());
         let has_git = root.join(".git").exists();
         let protected = |layers: &mut Vec<String>| {
-            layers.push(".car/policies: read-only".into());
+            layers.push(".car (policies, connectors): read-only".into());
             if has_git && !allow_git_writes {
                 layers.push(".git: read-only (--allow-git-writes to commit)".into());
             }
@@ -134,9 +134,24 @@ impl Sandbox {
                     .canonicalize()
                     .unwrap_or_else(|_| scratch.path().to_path_buf());
                 let git_writable = allow_git_writes || !has_git;
-                let home = std::env::var_os("HOME").map(PathBuf::from);
-                let profile =
-                    seatbelt_profile(&root, git_writable, home.as_deref(), &scratch_path);
+                // Every name the home goes by: $HOME and the account's, as the real paths
+                // Seatbelt compares.
+                let mut homes: Vec<PathBuf> = std::env::var_os("HOME")
+                    .map(PathBuf::from)
+                    .into_iter()
+                    .chain(directories::BaseDirs::new().map(|b| b.home_dir().to_path_buf()))
+                    .flat_map(|h| [h.canonicalize().ok(), Some(h)])
+                    .flatten()
+                    .filter(|h| h.is_absolute() && h != Path::new("/"))
+                    .collect();
+                homes.sort();
+                homes.dedup();
+                // Commands get a home of their own in the scratch directory (a config file
+                // they may not read is an error to git; caches need somewhere to go); the
+                // toolchains stay where they are.
+                std::fs::create_dir_all(scratch_path.join("home"))
+                    .map_err(|e| format!("cannot make the sandbox's home: {e}"))?;
+                let profile = seatbelt_profile(&root, git_writable, &homes, &scratch_path);
                 seatbelt_works(&profile).map_err(|why| {
                     format!("no sandbox is available for shell commands: {why}. Run commands in a container with --sandbox docker, or pass --no-sandbox to run them unsandboxed")
                 })?;
@@ -316,7 +331,22 @@ impl Sandbox {
                     c.env(name, value);
                 }
             }
-            c.env("TMPDIR", scratch.path());
+            let scratch = scratch
+                .path()
+                .canonicalize()
+                .unwrap_or_else(|_| scratch.path().to_path_buf());
+            if let Some(home) = std::env::var_os("HOME").map(PathBuf::from) {
+                for (name, dir) in [("CARGO_HOME", ".cargo"), ("RUSTUP_HOME", ".rustup")] {
+                    if std::env::var_os(name).is_none() && home.join(dir).is_dir() {
+                        c.env(name, home.join(dir));
+                    }
+                }
+            }
+            c.env("HOME", scratch.join("home"))
+                .env("TMPDIR", &scratch)
+                .env("XDG_CACHE_HOME", scratch.join("cache"))
+                .env("XDG_CONFIG_HOME", scratch.join("config"))
+                .env("GOCACHE", scratch.join("cache/go-build"));
             c
         } else if self.mode == "bwrap" {
             let mut c =
@@ -345,13 +375,20 @@ impl Sandbox {
                         c.arg("--ro-bind").arg(&path).arg(&path);
                     }
                 }
+                // The credentials kept beside the toolchains read as empty.
+                for file in TOOLCHAIN_SECRETS {
+                    let path = home.join(file);
+                    if path.is_file() {
+                        c.arg("--ro-bind").arg("/dev/null").arg(&path);
+                    }
+                }
             }
             c.arg("--bind").arg(&self.root).arg(&self.root);
             if let Some(git) = own_dir(&self.root, ".git").filter(|_| !self.git_writable) {
                 c.arg("--ro-bind").arg(&git).arg(&git);
             }
-            if let Some(policies) = own_dir(&self.root, ".car/policies") {
-                c.arg("--ro-bind").arg(&policies).arg(&policies);
+            if let Some(car) = own_dir(&self.root, ".car") {
+                c.arg("--ro-bind").arg(&car).arg(&car);
             }
             // Only the environment a build needs: no API keys or tokens reach the command.
             c.arg("--clearenv");
@@ -410,8 +447,8 @@ impl Sandbox {
         if let Some(git) = own_dir(&self.root, ".git").filter(|_| !self.git_writable) {
             c.arg("--mount").arg(mount(&git, true));
         }
-        if let Some(policies) = own_dir(&self.root, ".car/policies") {
-            c.arg("--mount").arg(mount(&policies, true));
+        if let Some(car) = own_dir(&self.root, ".car") {
+            c.arg("--mount").arg(mount(&car, true));
         }
         c.arg("--workdir").arg(cwd);
         c.arg(self.image.as_deref().unwrap_or_default())
@@ -427,12 +464,7 @@ const SANDBOX_EXEC: &str = "/usr/bin/sandbox-exec";
 /// filesystem but the home (its toolchains excepted, the project included), write only `root`
 /// (never its `.car/policies`, nor its `.git` unless `git_writable`) and the private `scratch`
 /// directory, and open no connection of any kind.
-fn seatbelt_profile(
-    root: &Path,
-    git_writable: bool,
-    home: Option<&Path>,
-    scratch: &Path,
-) -> String {
+fn seatbelt_profile(root: &Path, git_writable: bool, homes: &[PathBuf], scratch: &Path) -> String {
     // A string literal of SBPL.
     let quote = |path: &Path| {
         format!(
@@ -457,37 +489,55 @@ fn seatbelt_profile(
 (allow pseudo-tty)
 (allow mach-lookup (global-name \"com.apple.system.opendirectoryd.libinfo\"))
 (allow file-read-metadata)
-(allow file-write-data file-ioctl (literal \"/dev/null\") (literal \"/dev/zero\") (literal \"/dev/tty\"))
+(allow file-write-data file-ioctl (literal \"/dev/null\") (literal \"/dev/zero\") (literal \"/dev/tty\") (literal \"/dev/stdout\") (literal \"/dev/stderr\") (regex #\"^/dev/fd/[0-9]+$\"))
+(allow file-read* file-write* file-ioctl (literal \"/dev/ptmx\") (regex #\"^/dev/ttys[0-9]+$\"))
 ",
     );
-    match home {
-        Some(home) => {
-            profile.push_str(&format!(
-                "(allow file-read* (require-all (subpath \"/\") (require-not (subpath {}))))\n",
-                quote(home)
-            ));
+    if homes.is_empty() {
+        // No home is known: there is none to hide.
+        profile.push_str("(allow file-read*)\n");
+    } else {
+        let hidden: Vec<String> = homes
+            .iter()
+            .map(|h| format!(" (require-not (subpath {}))", quote(h)))
+            .collect();
+        profile.push_str(&format!(
+            "(allow file-read* (require-all (subpath \"/\"){}))\n",
+            hidden.concat()
+        ));
+        for home in homes {
             for dir in TOOLCHAIN_DIRS {
+                // The toolchain, but not the credentials kept in it.
+                let secrets: String = TOOLCHAIN_SECRETS
+                    .iter()
+                    .filter(|f| Path::new(f).starts_with(dir))
+                    .map(|f| format!(" (require-not (literal {}))", quote(&home.join(f))))
+                    .collect();
                 profile.push_str(&format!(
-                    "(allow file-read* (subpath {}))\n",
+                    "(allow file-read* (require-all (subpath {}){secrets}))\n",
                     quote(&home.join(dir))
                 ));
             }
         }
-        None => profile.push_str("(allow file-read*)\n"),
     }
     profile.push_str(&format!("(allow file-read* (subpath {}))\n", quote(root)));
-    let mut exceptions = format!(
-        "(require-not (subpath {}))",
-        quote(&root.join(".car/policies"))
-    );
+    // `.car` and `.git` themselves too: a command that renamed one could put its own in its
+    // place.
+    let mut protected = vec![root.join(".car")];
     if !git_writable {
-        exceptions.push_str(&format!(
-            " (require-not (subpath {}))",
-            quote(&root.join(".git"))
-        ));
+        protected.push(root.join(".git"));
     }
+    let exceptions: String = protected
+        .iter()
+        .map(|p| {
+            format!(
+                " (require-not (subpath {0})) (require-not (literal {0}))",
+                quote(p)
+            )
+        })
+        .collect();
     profile.push_str(&format!(
-        "(allow file-write* (require-all (subpath {}) {exceptions}))\n",
+        "(allow file-write* (require-all (subpath {}){exceptions}))\n",
         quote(root)
     ));
     profile.push_str(&format!(
@@ -571,6 +621,16 @@ fn project_owner(root: &Path) -> Option<(u32, u32)> {
 fn project_owner(_root: &Path) -> Option<(u32, u32)> {
     None
 }
+
+/// Files under those directories that hold credentials (registry tokens, repository
+/// passwords): they read as empty inside the sandbox.
+const TOOLCHAIN_SECRETS: &[&str] = &[
+    ".cargo/credentials.toml",
+    ".cargo/credentials",
+    ".m2/settings.xml",
+    ".m2/settings-security.xml",
+    ".gradle/gradle.properties",
+];
 
 /// Directories under the home that hold toolchains, shown read-only inside the sandbox.
 const TOOLCHAIN_DIRS: &[&str] = &[
@@ -746,13 +806,17 @@ mod tests {
         let root = Path::new("/Users/me/proj \"q\"");
         let home = Path::new("/Users/me");
         let scratch = Path::new("/private/var/folders/x/T/car");
-        let profile = seatbelt_profile(root, false, Some(home), scratch);
+        let profile = seatbelt_profile(root, false, &[home.to_path_buf()], scratch);
         let lines: Vec<&str> = profile.lines().collect();
         assert_eq!(lines[..2], ["(version 1)", "(deny default)"]);
         assert!(lines.contains(&"(allow file-read* (require-all (subpath \"/\") (require-not (subpath \"/Users/me\"))))"));
-        assert!(lines.contains(&"(allow file-read* (subpath \"/Users/me/.cargo\"))"));
+        assert!(lines.contains(&"(allow file-read* (require-all (subpath \"/Users/me/.cargo\") (require-not (literal \"/Users/me/.cargo/credentials.toml\")) (require-not (literal \"/Users/me/.cargo/credentials\"))))"), "{profile}");
+        assert!(
+            lines.contains(&"(allow file-read* (require-all (subpath \"/Users/me/.rustup\")))"),
+            "{profile}"
+        );
         assert!(lines.contains(
-            &"(allow file-write* (require-all (subpath \"/Users/me/proj \\\"q\\\"\") (require-not (subpath \"/Users/me/proj \\\"q\\\"/.car/policies\")) (require-not (subpath \"/Users/me/proj \\\"q\\\"/.git\"))))"
+            &"(allow file-write* (require-all (subpath \"/Users/me/proj \\\"q\\\"\") (require-not (subpath \"/Users/me/proj \\\"q\\\"/.car\")) (require-not (literal \"/Users/me/proj \\\"q\\\"/.car\")) (require-not (subpath \"/Users/me/proj \\\"q\\\"/.git\")) (require-not (literal \"/Users/me/proj \\\"q\\\"/.git\"))))"
         ), "{profile}");
         assert!(lines.contains(
             &"(allow file-read* file-write* (subpath \"/private/var/folders/x/T/car\"))"
@@ -771,7 +835,7 @@ mod tests {
             (depth >= 0).then_some(depth)
         });
         assert_eq!(depth, Some(0), "balanced: {profile}");
-        let writable = seatbelt_profile(root, true, Some(home), scratch);
+        let writable = seatbelt_profile(root, true, &[home.to_path_buf()], scratch);
         assert!(
             !writable.contains("/.git"),
             "--allow-git-writes lets .git be written"

@@ -33,15 +33,15 @@ pub struct Workspace {
 }
 
 impl Workspace {
-    /// `path` inside the project and writable by Write and Edit: never `.car/policies/` (the
-    /// rules that govern this run and later sessions), and `.git/` only with
+    /// `path` inside the project and writable by Write and Edit: never `.car/` (the policies
+    /// that govern this run and later sessions, the team's connectors), and `.git/` only with
     /// `--allow-git-writes` (a hook or a config entry would run outside the sandbox).
     fn writable(&self, path: &str) -> Result<PathBuf, ToolError> {
         let resolved = inside(&self.root, path)?;
         let relative = resolved.strip_prefix(&self.root).unwrap_or(&resolved);
-        if relative.starts_with(".car/policies") {
+        if relative.starts_with(".car") {
             return Err(ToolError::Denied(format!(
-                "{path} is a policy file; car do does not change the rules it runs under"
+                "{path} is CAR's configuration of the project (its policy files, its connectors); car do does not change the rules it runs under"
             )));
         }
         if relative.starts_with(".git") && !self.allow_git_writes {

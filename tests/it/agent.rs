@@ -664,6 +664,13 @@ fn car_do_keeps_the_home_the_environment_the_policies_and_git_out_of_reach() {
     let user = home.user_home();
     std::fs::create_dir_all(user.join(".ssh")).unwrap();
     std::fs::write(user.join(".ssh/id_test"), "PRIVATE KEY").unwrap();
+    std::fs::create_dir_all(user.join(".cargo/bin")).unwrap();
+    std::fs::write(user.join(".cargo/bin/tool"), "a toolchain").unwrap();
+    std::fs::write(
+        user.join(".cargo/credentials.toml"),
+        "token = \"REGISTRY-TOKEN\"",
+    )
+    .unwrap();
     std::fs::create_dir_all(home.project.join(".git/hooks")).unwrap();
     std::fs::create_dir_all(home.project.join(".car/policies")).unwrap();
     let model = ScriptedModel::start(
@@ -690,6 +697,22 @@ fn car_do_keeps_the_home_the_environment_the_policies_and_git_out_of_reach() {
                 json!({"command": "echo x > .car/policies/open.toml"}),
             ),
             call("s6", "Bash", json!({"command": "ls /run"})),
+            call(
+                "s7",
+                "Bash",
+                json!({"command": "cat ~/.cargo/bin/tool; echo; cat ~/.cargo/credentials.toml; echo end"}),
+            ),
+            // Renaming .car to put a .car of its own in its place.
+            call(
+                "s8",
+                "Bash",
+                json!({"command": "mv .car .car-old; mkdir -p .car/policies && echo x > .car/policies/mine.toml"}),
+            ),
+            call(
+                "s9",
+                "Bash",
+                json!({"command": "echo x > .car/connectors.toml"}),
+            ),
         ],
         "Done.",
     );
@@ -731,6 +754,16 @@ fn car_do_keeps_the_home_the_environment_the_policies_and_git_out_of_reach() {
         "no session sockets: {}",
         result("s6")
     );
+    assert!(
+        result("s7").contains("a toolchain") && !result("s7").contains("REGISTRY-TOKEN"),
+        "toolchains readable, their credentials empty: {}",
+        result("s7")
+    );
+    assert!(home.project.join(".car/policies").is_dir());
+    assert!(!home.project.join(".car-old").exists(), "{}", result("s8"));
+    assert!(!home.project.join(".car/policies/mine.toml").exists());
+    assert!(result("s9").contains("Read-only"), "{}", result("s9"));
+    assert!(!home.project.join(".car/connectors.toml").exists());
 }
 
 #[test]
