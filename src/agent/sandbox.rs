@@ -549,8 +549,19 @@ fn seatbelt_profile(root: &Path, git_writable: bool, homes: &[PathBuf], scratch:
 
 /// Whether `sandbox-exec` is there and takes `profile`.
 fn seatbelt_works(profile: &str) -> Result<(), String> {
-    let out = std::process::Command::new(SANDBOX_EXEC)
-        .args(["-p", profile, "--", "/usr/bin/true"])
+    let mut command = std::process::Command::new(SANDBOX_EXEC);
+    command.args(["-p", profile, "--", "/usr/bin/true"]);
+    probe(
+        command,
+        "Seatbelt refused the sandbox's profile",
+        &format!("{SANDBOX_EXEC} is missing"),
+    )
+}
+
+/// Runs a sandbox's trial command: `Ok` when it succeeds, else what `refused` or `missing` (the
+/// program is not installed) says, with what it printed.
+fn probe(mut command: std::process::Command, refused: &str, missing: &str) -> Result<(), String> {
+    let out = command
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
@@ -558,10 +569,11 @@ fn seatbelt_works(profile: &str) -> Result<(), String> {
     match out {
         Ok(out) if out.status.success() => Ok(()),
         Ok(out) => Err(format!(
-            "Seatbelt refused the sandbox's profile ({})",
+            "{refused} ({})",
             String::from_utf8_lossy(&out.stderr).trim()
         )),
-        Err(e) => Err(format!("cannot run {SANDBOX_EXEC}: {e}")),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Err(missing.to_string()),
+        Err(e) => Err(format!("{refused}: {e}")),
     }
 }
 
@@ -706,23 +718,13 @@ fn bwrap_works(filter: Option<&Path>) -> Result<(), String> {
         "/dev",
         "true",
     ];
-    let out = bwrap(filter)
-        .args(args)
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .output();
-    match out {
-        Ok(out) if out.status.success() => Ok(()),
-        Ok(out) => Err(format!(
-            "bubblewrap cannot create its namespaces here ({})",
-            String::from_utf8_lossy(&out.stderr).trim()
-        )),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-            Err("bubblewrap (bwrap) is not installed".into())
-        }
-        Err(e) => Err(format!("cannot run bwrap: {e}")),
-    }
+    let mut command = bwrap(filter);
+    command.args(args);
+    probe(
+        command,
+        "bubblewrap cannot create its namespaces here",
+        "bubblewrap (bwrap) is not installed",
+    )
 }
 
 /// A classic BPF program for seccomp (`struct sock_filter` records, native byte order) that
