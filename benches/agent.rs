@@ -56,7 +56,29 @@ async fn main() {
     let plain = Sandbox::choose(Request::Off, &root, false).unwrap();
     let mut bwrap_ms = Vec::new();
     let mut none_ms = Vec::new();
+    // The same namespaces without the seccomp filter (and without the home and environment
+    // handling): what the filter adds.
+    let mut plain_bwrap_ms = Vec::new();
     for _ in 0..runs {
+        if sandboxed.is_ok() {
+            let started = Instant::now();
+            let status = tokio::process::Command::new("bwrap")
+                .args([
+                    "--die-with-parent",
+                    "--unshare-net",
+                    "--unshare-pid",
+                    "--new-session",
+                ])
+                .args(["--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"])
+                .args([
+                    "--tmpfs", "/tmp", "--tmpfs", "/run", "--", "sh", "-c", "true",
+                ])
+                .status()
+                .await
+                .unwrap();
+            assert!(status.success());
+            plain_bwrap_ms.push(started.elapsed().as_secs_f64() * 1000.0);
+        }
         if let Ok(sandbox) = &sandboxed {
             let started = Instant::now();
             let status = sandbox.command("true", &root).status().await.unwrap();
@@ -77,7 +99,9 @@ async fn main() {
         json!({"bwrap": null, "why": sandboxed.err()})
     } else {
         let bwrap = median(&mut bwrap_ms);
+        let plain = median(&mut plain_bwrap_ms);
         json!({"bwrap_ms_p50": bwrap, "none_ms_p50": none, "bwrap_over_none": bwrap / none,
+               "plain_bwrap_ms_p50": plain, "bwrap_over_plain_bwrap": bwrap / plain,
                "layers": sandboxed.as_ref().map(|s| s.layers.clone()).unwrap_or_default()})
     };
     if let Ok(image) = std::env::var("BENCH_DOCKER_IMAGE") {
