@@ -7,6 +7,7 @@
 
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
+use std::sync::Arc;
 use std::time::Duration;
 
 use serde::Serialize;
@@ -54,33 +55,52 @@ pub struct Sandbox {
     pub fallback_notice: Option<String>,
     #[serde(skip)]
     git_writable: bool,
-    /// The user commands run as in a container: the project's owner, so what they write is
-    /// theirs.
     #[serde(skip)]
-    owner: Option<(u32, u32)>,
-    /// The seccomp program bubblewrap installs (see [`socket_filter`]), in a private file.
-    #[serde(skip)]
-    filter: Option<std::sync::Arc<tempfile::NamedTempFile>>,
-    /// Seatbelt's profile, and the private temporary directory it lets commands write.
-    #[serde(skip)]
-    seatbelt: Option<(String, std::sync::Arc<tempfile::TempDir>)>,
+    backend: Backend,
+}
+
+/// What runs the commands, with what each needs to build them.
+#[derive(Debug, Clone)]
+enum Backend {
+    /// `--no-sandbox`.
+    None,
+    Bwrap {
+        /// The seccomp program (see [`socket_filter`]), in a private file.
+        filter: Option<Arc<tempfile::NamedTempFile>>,
+    },
+    Seatbelt {
+        profile: String,
+        /// The private directory commands may write (their home, caches and TMPDIR), kept
+        /// while the sandbox lives; `scratch_path` is its real path.
+        _scratch: Arc<tempfile::TempDir>,
+        scratch_path: PathBuf,
+    },
+    Docker {
+        image: String,
+        /// The user commands run as: the project's owner, so what they write is theirs.
+        owner: Option<(u32, u32)>,
+    },
+}
+
+/// `docker rm --force name`: the container of a command that was stopped (killing the
+/// `docker` client leaves the container running).
+fn remove_container(name: &str) -> std::process::Command {
+    let mut c = std::process::Command::new("docker");
+    c.args(["rm", "--force", name])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null());
+    c
 }
 
 /// The container of a command that has not exited: removed when this is dropped, however the
-/// command's wait ended (a time limit, a cancel, the wait itself dropped), since killing the
-/// `docker` client leaves the container running.
+/// command's wait ended (a time limit, a cancel, the wait itself dropped).
 struct Container(Option<String>);
 
 impl Drop for Container {
     fn drop(&mut self) {
         if let Some(name) = self.0.take() {
-            let removing = std::process::Command::new("docker")
-                .args(["rm", "--force", &name])
-                .stdin(Stdio::null())
-                .stdout(Stdio::null())
-                .stderr(Stdio::null())
-                .spawn();
-            if let Err(e) = removing {
+            if let Err(e) = remove_container(&name).spawn() {
                 tracing::warn!("could not remove the container {name} of a stopped command: {e}");
             }
         }
@@ -98,6 +118,28 @@ pub enum Ended {
 }
 
 impl Sandbox {
+    /// The sandbox block for `backend`: its mode, image, network and tier follow from it.
+    fn new(backend: Backend, root: PathBuf, layers: Vec<String>, git_writable: bool) -> Sandbox {
+        let (mode, image) = match &backend {
+            Backend::None => ("none", None),
+            Backend::Bwrap { .. } => ("bwrap", None),
+            Backend::Seatbelt { .. } => ("seatbelt", None),
+            Backend::Docker { image, .. } => ("docker", Some(image.clone())),
+        };
+        let off = matches!(backend, Backend::None);
+        Sandbox {
+            mode,
+            image,
+            network: if off { "host" } else { "none" },
+            tier: if off { "full_access" } else { "sandbox_edit" },
+            root,
+            layers,
+            fallback_notice: off.then(|| "sandbox turned off with --no-sandbox".to_string()),
+            git_writable,
+            backend,
+        }
+    }
+
     /// Picks the sandbox for `root`; `Err` says why none can be had and what to do.
     pub fn choose(
         request: Request,
@@ -105,27 +147,20 @@ impl Sandbox {
         allow_git_writes: bool,
     ) -> Result<Sandbox, String> {
         let root = root.canonicalize().unwrap_or_else(|_| root.to_path_buf());
-        let has_git = root.join(".git").exists();
+        let git_writable = allow_git_writes || !root.join(".git").exists();
         let protected = |layers: &mut Vec<String>| {
             layers.push(".car (policies, connectors): read-only".into());
-            if has_git && !allow_git_writes {
+            if !git_writable {
                 layers.push(".git: read-only (--allow-git-writes to commit)".into());
             }
         };
         match request {
-            Request::Off => Ok(Sandbox {
-                mode: "none",
-                image: None,
-                network: "host",
-                tier: "full_access",
-                layers: vec!["none: commands run as you, with the network (--no-sandbox)".into()],
-                fallback_notice: Some("sandbox turned off with --no-sandbox".into()),
+            Request::Off => Ok(Sandbox::new(
+                Backend::None,
                 root,
-                git_writable: true,
-                owner: None,
-                filter: None,
-                seatbelt: None,
-            }),
+                vec!["none: commands run as you, with the network (--no-sandbox)".into()],
+                true,
+            )),
             Request::Auto if cfg!(target_os = "macos") => {
                 let scratch = tempfile::tempdir()
                     .map_err(|e| format!("cannot make the sandbox's temporary directory: {e}"))?;
@@ -133,7 +168,6 @@ impl Sandbox {
                     .path()
                     .canonicalize()
                     .unwrap_or_else(|_| scratch.path().to_path_buf());
-                let git_writable = allow_git_writes || !has_git;
                 // Every name the home goes by: $HOME and the account's, as the real paths
                 // Seatbelt compares.
                 let mut homes: Vec<PathBuf> = std::env::var_os("HOME")
@@ -158,67 +192,55 @@ impl Sandbox {
                 let mut layers = vec![
                     "seatbelt: sandbox-exec with a deny-by-default profile".to_string(),
                     "network: none (no connection of any kind, unix sockets included)".to_string(),
-                    format!("filesystem: writable only {} and a private temporary directory (TMPDIR)", root.display()),
+                    format!(
+                        "filesystem: writable only {} and a private temporary directory (TMPDIR)",
+                        root.display()
+                    ),
                     "home: unreadable; toolchains (.cargo, .rustup, …) readable".to_string(),
-                    "environment: cleared but PATH, HOME, locale and toolchain variables".to_string(),
+                    "environment: cleared but PATH, HOME, locale and toolchain variables"
+                        .to_string(),
                 ];
                 protected(&mut layers);
-                Ok(Sandbox {
-                    mode: "seatbelt",
-                    image: None,
-                    network: "none",
-                    tier: "sandbox_edit",
+                let backend = Backend::Seatbelt {
+                    profile,
+                    _scratch: Arc::new(scratch),
+                    scratch_path,
+                };
+                Ok(Sandbox::new(backend, root, layers, git_writable))
+            }
+            Request::Auto => {
+                bwrap_works(None).map_err(|why| format!(
+                    "no sandbox is available for shell commands: {why}. Install bubblewrap (Debian/Ubuntu: apt install bubblewrap; Fedora: dnf install bubblewrap), run commands in a container with --sandbox docker, or pass --no-sandbox to run them unsandboxed"
+                ))?;
+                // The socket filter where this architecture has one and the kernel takes it.
+                let filter = socket_filter()
+                    .and_then(|program| {
+                        let mut file = tempfile::NamedTempFile::new().ok()?;
+                        std::io::Write::write_all(&mut file, &program).ok()?;
+                        Some(file)
+                    })
+                    .filter(|file| bwrap_works(Some(file.path())).is_ok())
+                    .map(Arc::new);
+                let mut layers = vec![
+                    "bubblewrap: a new mount, PID and network namespace".to_string(),
+                    "network: none (loopback only, inside the sandbox)".to_string(),
+                    format!("filesystem: read-only except {}", root.display()),
+                    "/tmp and /run: private and empty (no session sockets)".to_string(),
+                    "home: hidden; toolchains (.cargo, .rustup, …) read-only".to_string(),
+                    "environment: cleared but PATH, HOME, locale and toolchain variables"
+                        .to_string(),
+                ];
+                if filter.is_some() {
+                    layers.push("seccomp: sockets of the unix, IPv4 and IPv6 families only (no netlink, packet, vsock, …), socket pairs of unix only, no io_uring, no other syscall ABI".into());
+                }
+                protected(&mut layers);
+                Ok(Sandbox::new(
+                    Backend::Bwrap { filter },
                     root,
                     layers,
-                    fallback_notice: None,
                     git_writable,
-                    owner: None,
-                    filter: None,
-                    seatbelt: Some((profile, std::sync::Arc::new(scratch))),
-                })
+                ))
             }
-            Request::Auto => match bwrap_works(None) {
-                Ok(()) => {
-                    // The socket filter where this architecture has one and the kernel takes it.
-                    let filter = socket_filter()
-                        .and_then(|program| {
-                            let mut file = tempfile::NamedTempFile::new().ok()?;
-                            std::io::Write::write_all(&mut file, &program).ok()?;
-                            Some(file)
-                        })
-                        .filter(|file| bwrap_works(Some(file.path())).is_ok())
-                        .map(std::sync::Arc::new);
-                    let mut layers = vec![
-                        "bubblewrap: a new mount, PID and network namespace".to_string(),
-                        "network: none (loopback only, inside the sandbox)".to_string(),
-                        format!("filesystem: read-only except {}", root.display()),
-                        "/tmp and /run: private and empty (no session sockets)".to_string(),
-                        "home: hidden; toolchains (.cargo, .rustup, …) read-only".to_string(),
-                        "environment: cleared but PATH, HOME, locale and toolchain variables"
-                            .to_string(),
-                    ];
-                    if filter.is_some() {
-                        layers.push("seccomp: sockets of the unix, IPv4 and IPv6 families only (no netlink, packet, vsock, …), socket pairs of unix only, no io_uring, no other syscall ABI".into());
-                    }
-                    protected(&mut layers);
-                    Ok(Sandbox {
-                        mode: "bwrap",
-                        image: None,
-                        network: "none",
-                        tier: "sandbox_edit",
-                        root,
-                        layers,
-                        fallback_notice: None,
-                        git_writable: allow_git_writes || !has_git,
-                        owner: None,
-                        filter,
-                        seatbelt: None,
-                    })
-                }
-                Err(why) => Err(format!(
-                    "no sandbox is available for shell commands: {why}. Install bubblewrap (Debian/Ubuntu: apt install bubblewrap; Fedora: dnf install bubblewrap), run commands in a container with --sandbox docker, or pass --no-sandbox to run them unsandboxed"
-                )),
-            },
             Request::Docker { image } => {
                 if image.trim().is_empty() || image.starts_with('-') {
                     return Err(format!("'{image}' is not a container image name"));
@@ -248,19 +270,12 @@ impl Sandbox {
                 if let Some((uid, gid)) = owner {
                     layers.push(format!("user: {uid}:{gid} (the project's owner)"));
                 }
-                Ok(Sandbox {
-                    mode: "docker",
-                    image: Some(image),
-                    network: "none",
-                    tier: "sandbox_edit",
+                Ok(Sandbox::new(
+                    Backend::Docker { image, owner },
                     root,
                     layers,
-                    fallback_notice: None,
-                    git_writable: allow_git_writes || !has_git,
-                    owner,
-                    filter: None,
-                    seatbelt: None,
-                })
+                    git_writable,
+                ))
             }
         }
     }
@@ -275,7 +290,8 @@ impl Sandbox {
         cancel: &CancellationToken,
     ) -> std::io::Result<Ended> {
         let mut container = Container(
-            (self.mode == "docker").then(|| format!("car-{}", uuid::Uuid::new_v4().simple())),
+            matches!(self.backend, Backend::Docker { .. })
+                .then(|| format!("car-{}", uuid::Uuid::new_v4().simple())),
         );
         let child = self
             .command_named(script, cwd, container.0.as_deref())
@@ -290,12 +306,7 @@ impl Sandbox {
         if let (Some(name), false) = (container.0.take(), matches!(ended, Ended::Exited(_))) {
             let removed = tokio::time::timeout(
                 Duration::from_secs(30),
-                tokio::process::Command::new("docker")
-                    .args(["rm", "--force", &name])
-                    .stdin(Stdio::null())
-                    .stdout(Stdio::null())
-                    .stderr(Stdio::null())
-                    .status(),
+                tokio::process::Command::from(remove_container(&name)).status(),
             )
             .await;
             if !matches!(removed, Ok(Ok(status)) if status.success()) {
@@ -317,92 +328,23 @@ impl Sandbox {
         cwd: &Path,
         container: Option<&str>,
     ) -> tokio::process::Command {
-        let mut command = if self.mode == "docker" {
-            self.docker_command(script, cwd, container)
-        } else if let Some((profile, scratch)) = &self.seatbelt {
-            let mut c = tokio::process::Command::new(SANDBOX_EXEC);
-            c.arg("-p")
-                .arg(profile)
-                .args(["--", "sh", "-c", script])
-                .current_dir(cwd)
-                .env_clear();
-            for name in KEPT_ENV {
-                if let Some(value) = std::env::var_os(name) {
-                    c.env(name, value);
-                }
+        let mut command = match &self.backend {
+            Backend::Docker { image, owner } => {
+                self.docker_command(image, *owner, script, cwd, container)
             }
-            let scratch = scratch
-                .path()
-                .canonicalize()
-                .unwrap_or_else(|_| scratch.path().to_path_buf());
-            if let Some(home) = std::env::var_os("HOME").map(PathBuf::from) {
-                for (name, dir) in [("CARGO_HOME", ".cargo"), ("RUSTUP_HOME", ".rustup")] {
-                    if std::env::var_os(name).is_none() && home.join(dir).is_dir() {
-                        c.env(name, home.join(dir));
-                    }
-                }
+            Backend::Seatbelt {
+                profile,
+                scratch_path,
+                ..
+            } => seatbelt_command(profile, scratch_path, script, cwd),
+            Backend::Bwrap { filter } => {
+                self.bwrap_command(filter.as_ref().map(|f| f.path()), script, cwd)
             }
-            c.env("HOME", scratch.join("home"))
-                .env("TMPDIR", &scratch)
-                .env("XDG_CACHE_HOME", scratch.join("cache"))
-                .env("XDG_CONFIG_HOME", scratch.join("config"))
-                .env("GOCACHE", scratch.join("cache/go-build"));
-            c
-        } else if self.mode == "bwrap" {
-            let mut c =
-                tokio::process::Command::from(bwrap(self.filter.as_ref().map(|f| f.path())));
-            c.args([
-                "--die-with-parent",
-                "--unshare-net",
-                "--unshare-pid",
-                "--new-session",
-            ])
-            .args(["--ro-bind", "/", "/"])
-            .args(["--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp"])
-            // Sockets of the session (D-Bus, the Docker daemon, an SSH agent) would let a
-            // command act outside the sandbox: /run is empty inside.
-            .args(["--tmpfs", "/run"]);
-            // The user's home is hidden (keys, tokens, CAR_HOME); the toolchains under it come
-            // back read-only.
-            if let Some(home) = std::env::var_os("HOME")
-                .map(PathBuf::from)
-                .filter(|h| h.is_dir() && h != Path::new("/"))
-            {
-                c.arg("--tmpfs").arg(&home);
-                for dir in TOOLCHAIN_DIRS {
-                    let path = home.join(dir);
-                    if path.exists() {
-                        c.arg("--ro-bind").arg(&path).arg(&path);
-                    }
-                }
-                // The credentials kept beside the toolchains read as empty.
-                for file in TOOLCHAIN_SECRETS {
-                    let path = home.join(file);
-                    if path.is_file() {
-                        c.arg("--ro-bind").arg("/dev/null").arg(&path);
-                    }
-                }
+            Backend::None => {
+                let mut c = tokio::process::Command::new("sh");
+                c.args(["-c", script]).current_dir(cwd);
+                c
             }
-            c.arg("--bind").arg(&self.root).arg(&self.root);
-            if let Some(git) = own_dir(&self.root, ".git").filter(|_| !self.git_writable) {
-                c.arg("--ro-bind").arg(&git).arg(&git);
-            }
-            if let Some(car) = own_dir(&self.root, ".car") {
-                c.arg("--ro-bind").arg(&car).arg(&car);
-            }
-            // Only the environment a build needs: no API keys or tokens reach the command.
-            c.arg("--clearenv");
-            for name in KEPT_ENV {
-                if let Some(value) = std::env::var_os(name) {
-                    c.arg("--setenv").arg(name).arg(value);
-                }
-            }
-            c.arg("--chdir").arg(cwd).args(["--", "sh", "-c", script]);
-            c
-        } else {
-            let mut c = tokio::process::Command::new("sh");
-            c.args(["-c", script]).current_dir(cwd);
-            c
         };
         command
             .stdin(Stdio::null())
@@ -411,11 +353,65 @@ impl Sandbox {
             .kill_on_drop(true);
         command
     }
-}
 
-impl Sandbox {
+    fn bwrap_command(
+        &self,
+        filter: Option<&Path>,
+        script: &str,
+        cwd: &Path,
+    ) -> tokio::process::Command {
+        let mut c = tokio::process::Command::from(bwrap(filter));
+        c.args([
+            "--die-with-parent",
+            "--unshare-net",
+            "--unshare-pid",
+            "--new-session",
+        ])
+        .args(["--ro-bind", "/", "/"])
+        .args(["--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp"])
+        // Sockets of the session (D-Bus, the Docker daemon, an SSH agent) would let a
+        // command act outside the sandbox: /run is empty inside.
+        .args(["--tmpfs", "/run"]);
+        // The user's home is hidden (keys, tokens, CAR_HOME); the toolchains under it come
+        // back read-only.
+        if let Some(home) = std::env::var_os("HOME")
+            .map(PathBuf::from)
+            .filter(|h| h.is_dir() && h != Path::new("/"))
+        {
+            c.arg("--tmpfs").arg(&home);
+            for dir in TOOLCHAIN_DIRS {
+                let path = home.join(dir);
+                if path.exists() {
+                    c.arg("--ro-bind").arg(&path).arg(&path);
+                }
+            }
+            // The credentials kept beside the toolchains read as empty.
+            for file in TOOLCHAIN_SECRETS {
+                let path = home.join(file);
+                if path.is_file() {
+                    c.arg("--ro-bind").arg("/dev/null").arg(&path);
+                }
+            }
+        }
+        c.arg("--bind").arg(&self.root).arg(&self.root);
+        for protected in self.protected_dirs() {
+            c.arg("--ro-bind").arg(&protected).arg(&protected);
+        }
+        // Only the environment a build needs: no API keys or tokens reach the command.
+        c.arg("--clearenv");
+        for name in KEPT_ENV {
+            if let Some(value) = std::env::var_os(name) {
+                c.arg("--setenv").arg(name).arg(value);
+            }
+        }
+        c.arg("--chdir").arg(cwd).args(["--", "sh", "-c", script]);
+        c
+    }
+
     fn docker_command(
         &self,
+        image: &str,
+        owner: Option<(u32, u32)>,
         script: &str,
         cwd: &Path,
         container: Option<&str>,
@@ -433,7 +429,7 @@ impl Sandbox {
         if let Some(name) = container {
             c.args(["--name", name]);
         }
-        if let Some((uid, gid)) = self.owner {
+        if let Some((uid, gid)) = owner {
             c.arg("--user").arg(format!("{uid}:{gid}"));
         }
         let mount = |path: &Path, readonly: bool| {
@@ -444,17 +440,56 @@ impl Sandbox {
             spec
         };
         c.arg("--mount").arg(mount(&self.root, false));
-        if let Some(git) = own_dir(&self.root, ".git").filter(|_| !self.git_writable) {
-            c.arg("--mount").arg(mount(&git, true));
-        }
-        if let Some(car) = own_dir(&self.root, ".car") {
-            c.arg("--mount").arg(mount(&car, true));
+        for protected in self.protected_dirs() {
+            c.arg("--mount").arg(mount(&protected, true));
         }
         c.arg("--workdir").arg(cwd);
-        c.arg(self.image.as_deref().unwrap_or_default())
-            .args(["sh", "-c", script]);
+        c.arg(image).args(["sh", "-c", script]);
         c
     }
+
+    /// The project's directories commands may not write: its `.car`, and its `.git` unless
+    /// `--allow-git-writes` (see [`own_dir`]).
+    fn protected_dirs(&self) -> impl Iterator<Item = PathBuf> {
+        let git = (!self.git_writable)
+            .then(|| own_dir(&self.root, ".git"))
+            .flatten();
+        own_dir(&self.root, ".car").into_iter().chain(git)
+    }
+}
+
+/// `sandbox-exec` with `profile`, the environment cleared but the build variables, and the
+/// home, caches and TMPDIR in `scratch`.
+fn seatbelt_command(
+    profile: &str,
+    scratch: &Path,
+    script: &str,
+    cwd: &Path,
+) -> tokio::process::Command {
+    let mut c = tokio::process::Command::new(SANDBOX_EXEC);
+    c.arg("-p")
+        .arg(profile)
+        .args(["--", "sh", "-c", script])
+        .current_dir(cwd)
+        .env_clear();
+    for name in KEPT_ENV {
+        if let Some(value) = std::env::var_os(name) {
+            c.env(name, value);
+        }
+    }
+    if let Some(home) = std::env::var_os("HOME").map(PathBuf::from) {
+        for (name, dir) in [("CARGO_HOME", ".cargo"), ("RUSTUP_HOME", ".rustup")] {
+            if std::env::var_os(name).is_none() && home.join(dir).is_dir() {
+                c.env(name, home.join(dir));
+            }
+        }
+    }
+    c.env("HOME", scratch.join("home"))
+        .env("TMPDIR", scratch)
+        .env("XDG_CACHE_HOME", scratch.join("cache"))
+        .env("XDG_CONFIG_HOME", scratch.join("config"))
+        .env("GOCACHE", scratch.join("cache/go-build"));
+    c
 }
 
 /// macOS's Seatbelt front end.
