@@ -239,7 +239,6 @@ impl Model {
             }
         };
         body["stream"] = json!(true);
-        let request_bytes = body.to_string().len() as u64;
         let mut backoff = Backoff::default();
         loop {
             let response = match self.post(&url, &body, &mut backoff).await {
@@ -262,7 +261,7 @@ impl Model {
                 Ok(mut reply) => {
                     // A server that sends no usage still spends tokens: about four bytes each.
                     if reply.input_tokens == 0 && reply.output_tokens == 0 {
-                        reply.input_tokens = request_bytes / 4;
+                        reply.input_tokens = body.to_string().len() as u64 / 4;
                         reply.output_tokens = reply.blocks.iter().map(block_bytes).sum::<u64>() / 4;
                     }
                     return Ok(reply);

@@ -84,8 +84,6 @@ struct Run {
     created: chrono::DateTime<chrono::Utc>,
     /// When the last event came (or the document).
     updated: chrono::DateTime<chrono::Utc>,
-    /// What the run did last, in a line.
-    doing: Option<String>,
 }
 
 /// The daemon's runs.
@@ -185,7 +183,6 @@ impl Runs {
                     polled: Instant::now(),
                     created: chrono::Utc::now(),
                     updated: chrono::Utc::now(),
-                    doing: None,
                 },
             );
         }
@@ -216,7 +213,6 @@ impl Runs {
                 move |event: Event| {
                     if let Some(run) = lock(&sink).get_mut(&sink_id) {
                         run.updated = chrono::Utc::now();
-                        run.doing = Some(event.message.clone());
                         run.events.push_back((run.next_seq, event));
                         run.next_seq += 1;
                         if run.events.len() > MAX_EVENTS {
@@ -355,7 +351,11 @@ impl Jobs for Runs {
         // Asking after a run keeps it, as a poll does.
         run.polled = Instant::now();
         let (status, message) = match &run.document {
-            None => (JobStatus::Working, run.doing.clone()),
+            // What it did last.
+            None => (
+                JobStatus::Working,
+                run.events.back().map(|(_, event)| event.message.clone()),
+            ),
             Some(document) => {
                 let message = document.summary.clone().or(document.message.clone());
                 if document.error == Some("Interrupted") && run.stop.is_cancelled() {

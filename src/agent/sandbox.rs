@@ -25,6 +25,9 @@ pub enum SandboxChoice {
     Docker,
 }
 
+/// The image of `--sandbox docker` when none is named.
+pub const DEFAULT_IMAGE: &str = "debian:stable-slim";
+
 /// What the run asked for.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Request {

@@ -72,7 +72,7 @@ pub struct DoArgs {
         long,
         env = "CAR_DO_IMAGE",
         value_name = "IMAGE",
-        default_value = "debian:stable-slim"
+        default_value = crate::agent::sandbox::DEFAULT_IMAGE
     )]
     pub image: String,
     /// Run shell commands without a sandbox (as you, with the network).
@@ -147,7 +147,7 @@ impl Options {
                 .image
                 .clone()
                 .or_else(|| std::env::var("CAR_DO_IMAGE").ok())
-                .unwrap_or_else(|| "debian:stable-slim".into()),
+                .unwrap_or_else(|| crate::agent::sandbox::DEFAULT_IMAGE.into()),
             allow_git_writes: false,
             until: args.until.clone(),
             invoked_by: args.invoked_by.clone(),
@@ -410,12 +410,17 @@ impl View {
         }
     }
 
-    fn line(&mut self, text: &str) {
-        self.quiet();
+    /// Ends the line the streamed text left open.
+    fn end_line(&mut self) {
         if self.mid_line {
             console::stderr("\n");
             self.mid_line = false;
         }
+    }
+
+    fn line(&mut self, text: &str) {
+        self.quiet();
+        self.end_line();
         console::stderr_line(text);
     }
 }
@@ -433,12 +438,7 @@ impl agent::Observer for View {
                 self.line(&format!("car do: {}", event.message));
                 self.spin("thinking".into());
             }
-            "text" if self.streamed && event.phase == "turn" => {
-                if self.mid_line {
-                    console::stderr("\n");
-                    self.mid_line = false;
-                }
-            }
+            "text" if self.streamed && event.phase == "turn" => self.end_line(),
             "text" => self.line(&format!("· {}", event.message)),
             "tool_called" => {
                 self.streamed = false;
@@ -467,10 +467,7 @@ impl agent::Observer for View {
                     self.summary_shown
                         .store(true, std::sync::atomic::Ordering::Relaxed);
                 }
-                if self.mid_line {
-                    console::stderr("\n");
-                    self.mid_line = false;
-                }
+                self.end_line();
             }
             other => self.line(&format!("{other}: {}", event.message)),
         }

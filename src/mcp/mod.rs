@@ -105,6 +105,8 @@ pub struct McpServer {
     app: App,
     context: Context,
     tools: Arc<Vec<Value>>,
+    /// Some tool starts jobs, so the tasks extension is advertised.
+    takes_tasks: bool,
     extension: Option<Arc<dyn McpExtension>>,
     session: Session,
 }
@@ -118,8 +120,10 @@ impl McpServer {
             .filter(|s| s.listed)
             .map(|s| s.to_json())
             .collect();
+        let takes_tasks = app.runtime().registry().has_jobs();
         McpServer {
             name: "car-mcp",
+            takes_tasks,
             app,
             context: Context::new(Face::Mcp),
             tools: Arc::new(tools),
@@ -141,6 +145,21 @@ impl McpServer {
             session: Session::default(),
             ..self.clone()
         }
+    }
+
+    /// Task `id` (a job of one of the tools) and where it stands; unknown is invalid params.
+    fn job(&self, id: &str) -> Result<(Arc<dyn crate::runtime::Jobs>, JobState), McpError> {
+        self.app
+            .runtime()
+            .registry()
+            .job(id)
+            .map(|(jobs, state)| (jobs.clone(), state))
+            .ok_or_else(|| {
+                McpError::invalid_params(
+                    format!("Failed to retrieve task: no task {id} on this server (tasks nobody asks after for an hour are forgotten)"),
+                    None,
+                )
+            })
     }
 
     /// The way back to the client for one call.
@@ -415,13 +434,6 @@ fn task_of(id: &str, job: JobState) -> DetailedTask {
     DetailedTask::new(task, payload)
 }
 
-fn unknown_task(id: &str) -> McpError {
-    McpError::invalid_params(
-        format!("Failed to retrieve task: no task {id} on this server (tasks nobody asks after for an hour are forgotten)"),
-        None,
-    )
-}
-
 /// How often a session checks whether the connector tools changed.
 const TOOLS_WATCH_INTERVAL: std::time::Duration = std::time::Duration::from_millis(500);
 
@@ -466,7 +478,7 @@ impl ServerHandler for McpServer {
             "instructions": "CAR gives you durable memory and a project's state across sessions. At session start, context_manager {action: \"context\"} briefs you (ready tasks, blockers, decisions, relevant memory). Recall with memory_query before you rely on assumptions; remember decisions, conventions and gotchas with memory_add_fact (a fact with the same subject replaces the old one). Track work with task_manager (list --status ready, claim, complete), record architecture decisions with decision_logger, and look for a saved skill with skill_find before writing a script anew. Check a multi-step plan with verify before running it."
         });
         let mut value = value;
-        if self.app.runtime().registry().has_jobs() {
+        if self.takes_tasks {
             // Tools that start long work hand clients that take tasks a task to follow.
             value["capabilities"]["extensions"] = json!({ TASKS_EXTENSION_ID: {} });
         }
@@ -619,12 +631,7 @@ impl ServerHandler for McpServer {
         request: GetTaskParams,
         _context: RequestContext<RoleServer>,
     ) -> Result<GetTaskResult, McpError> {
-        let (_, state) = self
-            .app
-            .runtime()
-            .registry()
-            .job(&request.task_id)
-            .ok_or_else(|| unknown_task(&request.task_id))?;
+        let (_, state) = self.job(&request.task_id)?;
         Ok(GetTaskResult::new(task_of(&request.task_id, state)))
     }
 
@@ -635,10 +642,7 @@ impl ServerHandler for McpServer {
         request: UpdateTaskParams,
         _context: RequestContext<RoleServer>,
     ) -> Result<(), McpError> {
-        match self.app.runtime().registry().job(&request.task_id) {
-            Some(_) => Ok(()),
-            None => Err(unknown_task(&request.task_id)),
-        }
+        self.job(&request.task_id).map(|_| ())
     }
 
     async fn cancel_task(
@@ -646,12 +650,7 @@ impl ServerHandler for McpServer {
         request: CancelTaskParams,
         _context: RequestContext<RoleServer>,
     ) -> Result<(), McpError> {
-        let (jobs, _) = self
-            .app
-            .runtime()
-            .registry()
-            .job(&request.task_id)
-            .ok_or_else(|| unknown_task(&request.task_id))?;
+        let (jobs, _) = self.job(&request.task_id)?;
         jobs.cancel(&request.task_id);
         Ok(())
     }
