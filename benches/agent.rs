@@ -5,9 +5,11 @@
 //!    container when `BENCH_DOCKER_IMAGE` names an image on a reachable engine;
 //! 2. the loop's overhead per turn: `agent::run` against a model server on loopback that
 //!    answers at once, streamed as the Messages API streams (one `Read` call per turn, then a
-//!    final answer), so the time per turn is
+//!    final answer; the file read is a real 31 KB source file, so the conversation grows as a
+//!    real one does), so the time per turn is
 //!    CAR's work — the request, the dispatch through the registry and the gate, the receipt —
-//!    plus a loopback round trip; and the dispatch of one `Read` call alone.
+//!    plus a loopback round trip and the scripted server reading the request; and the dispatch
+//!    of one `Read` call alone.
 //!
 //! `cargo bench --bench agent` (`BENCH_RUNS`, default 100; `BENCH_TURNS`, default 50). Prints JSON.
 
@@ -49,7 +51,13 @@ async fn main() {
     let turns = env_usize("BENCH_TURNS", 50);
     let dir = tempfile::tempdir().unwrap();
     let root = dir.path().canonicalize().unwrap();
-    std::fs::write(root.join("notes.txt"), "release on fridays\n").unwrap();
+    // A real source file to read each turn (this repository's agent loop, ~31 KB), so the
+    // receipt's digest, the clip and the request carry what a real Read carries.
+    std::fs::copy(
+        concat!(env!("CARGO_MANIFEST_DIR"), "/src/agent/mod.rs"),
+        root.join("loop.rs"),
+    )
+    .unwrap();
 
     // 1. Sandbox start-up.
     let sandboxed = Sandbox::choose(Request::Auto, &root, false);
@@ -148,9 +156,9 @@ async fn main() {
                     - 1;
                 let content = if answered < limit {
                     json!([{"type": "tool_use", "id": format!("t{n}"), "name": "Read",
-                            "input": {"file_path": "notes.txt"}}])
+                            "input": {"file_path": "loop.rs"}}])
                 } else {
-                    json!([{"type": "text", "text": "Read the notes."}])
+                    json!([{"type": "text", "text": "Read the loop."}])
                 };
                 // As the Messages API streams it: the block's start, its content, the end.
                 let (start, delta) = match content[0]["type"].as_str() {
@@ -203,7 +211,7 @@ async fn main() {
     })
     .unwrap();
     let task = Task {
-        task: "read the notes".into(),
+        task: "read the agent loop".into(),
         max_turns: (turns + 5) as u32,
         token_budget: u64::MAX,
         until: None,
@@ -232,7 +240,7 @@ async fn main() {
             .runtime()
             .call(
                 "Read",
-                json!({"file_path": "notes.txt"}),
+                json!({"file_path": "loop.rs"}),
                 &Context::new(Face::Agent),
                 car::CallOptions::default(),
             )
