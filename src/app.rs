@@ -55,7 +55,7 @@ impl App {
             Some(project_root),
             Some(&home.assistant_json()),
         )?;
-        let policy = PolicyEngine::load(&home.policies_dir(), project_root);
+        let policy = PolicyEngine::load(&home.policies_dir(), project_root, project_root);
         if let Some(failure) = &policy.rules().failure {
             tracing::warn!("policy rules did not load, every call will be denied: {failure}");
         }
@@ -236,7 +236,7 @@ mod tests {
     #[test]
     fn every_built_in_tool_schema_compiles() {
         let dir = tempfile::tempdir().unwrap();
-        let engine = PolicyEngine::load(&dir.path().join("home"), dir.path());
+        let engine = PolicyEngine::load(&dir.path().join("home"), dir.path(), dir.path());
         let app = App::builder()
             .memory(Arc::new(Memory::in_memory().unwrap()))
             .policy_engine(Arc::new(engine))

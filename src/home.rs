@@ -25,6 +25,9 @@ pub mod env {
     pub const CAR_OAUTH_CLIENT_SECRET: &str = "CAR_OAUTH_CLIENT_SECRET";
     /// Log filter for stderr logs (tracing `EnvFilter` syntax), e.g. `debug`.
     pub const RUST_LOG: &str = "RUST_LOG";
+    /// Set by Claude Code for a plugin's hooks: the installed plugin's directory, which the
+    /// gate protects (its `hooks/hooks.json` is what runs the gate).
+    pub const CLAUDE_PLUGIN_ROOT: &str = "CLAUDE_PLUGIN_ROOT";
 }
 
 /// Why CAR's home could not be resolved.
@@ -117,6 +120,27 @@ pub fn project_root(cwd: &Path) -> PathBuf {
         .unwrap_or_else(|| cwd.to_path_buf())
 }
 
+/// The directories whose `.car/policies` govern a working directory, outermost first: every
+/// ancestor of `cwd` (itself included) holding a `.car/policies` directory, all the way up to
+/// `/` — past the git root too, so a nested repository (a submodule, a vendored checkout) or a
+/// nested `.car/` (a sub-project's memory) never escapes an outer project's rules. The user
+/// home's `.car` is CAR's default home (its `policies` are the user-wide rules), not a project.
+///
+/// This is the one discovery every face uses (the hook, car-mcp, car-server, `car do`, the CLI):
+/// the rules in force are `<CAR_HOME>/policies` plus these, merged, and each rule judges
+/// "inside the project" against the directory that holds its `.car/`.
+pub fn policy_anchors(cwd: &Path) -> Vec<PathBuf> {
+    let home_marker = user_home();
+    let mut anchors: Vec<PathBuf> = cwd
+        .ancestors()
+        .filter(|dir| Some(dir.to_path_buf()) != home_marker)
+        .filter(|dir| dir.join(".car").join("policies").is_dir())
+        .map(Path::to_path_buf)
+        .collect();
+    anchors.reverse();
+    anchors
+}
+
 /// The agent id to act as: `explicit`, else `CAR_AGENT_ID`, else `USER`, else `agent`.
 pub fn agent_id(explicit: Option<&str>) -> String {
     explicit
@@ -205,5 +229,23 @@ mod tests {
         assert_eq!(project_root(&sub), repo);
         std::fs::create_dir_all(repo.join("a/.car")).unwrap();
         assert_eq!(project_root(&sub), repo.join("a"));
+    }
+
+    #[test]
+    fn policy_anchors_are_every_enclosing_rule_directory_past_nested_projects_and_repositories() {
+        let tmp = tempfile::tempdir().unwrap();
+        let repo = tmp.path().join("repo");
+        let api = repo.join("packages/api");
+        let vendored = api.join("vendor/lib");
+        std::fs::create_dir_all(repo.join(".git")).unwrap();
+        std::fs::create_dir_all(repo.join(".car/policies")).unwrap();
+        // A nested project with memory only, and a nested repository with rules of its own.
+        std::fs::create_dir_all(api.join(".car/skills")).unwrap();
+        std::fs::create_dir_all(vendored.join(".git")).unwrap();
+        std::fs::create_dir_all(vendored.join(".car/policies")).unwrap();
+        assert_eq!(policy_anchors(&api.join("src")), vec![repo.clone()]);
+        assert_eq!(project_root(&api.join("src")), api);
+        assert_eq!(policy_anchors(&vendored), [repo.clone(), vendored.clone()]);
+        assert_eq!(policy_anchors(tmp.path()), Vec::<PathBuf>::new());
     }
 }

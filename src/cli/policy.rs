@@ -118,25 +118,15 @@ fn human_init(done: &Initialized) -> String {
     )
 }
 
-/// The note for each parent directory whose rules do not apply.
-fn parent_notes(env: &Env) -> Vec<String> {
-    rules::ignored_parent_dirs(&env.project_root, &env.home.policies_dir())
-        .iter()
-        .map(|dir| {
-            format!(
-                "{} has rules that do NOT apply here: project rules are read from {} only (never a parent directory)",
-                dir.display(),
-                env.project_root.join(".car").join("policies").display()
-            )
-        })
-        .collect()
-}
-
 /// The `policies` check of `car doctor`.
 pub(crate) fn doctor_check(env: &Env) -> Check {
-    let engine = PolicyEngine::load(&env.home.policies_dir(), &env.project_root);
+    let engine = PolicyEngine::load(
+        &env.home.policies_dir(),
+        &env.project_root,
+        &env.project_root,
+    );
     let set = engine.rules();
-    let mut detail = match &set.failure {
+    let detail = match &set.failure {
         Some(failure) => format!("{failure}; every tool call is denied until it is fixed"),
         None => format!(
             "{} rule(s) from {}",
@@ -148,10 +138,6 @@ pub(crate) fn doctor_check(env: &Env) -> Check {
                 .join(" then ")
         ),
     };
-    for note in parent_notes(env) {
-        detail.push_str("; ");
-        detail.push_str(&note);
-    }
     Check::new("policies", set.failure.is_none(), detail)
 }
 
@@ -163,8 +149,6 @@ pub struct Listing {
     pub egress: Egress,
     /// Why the rules did not load (every call is denied until it is fixed); null when they did.
     pub load_error: Option<String>,
-    /// Rule directories found in parent directories, which do not apply.
-    pub notes: Vec<String>,
 }
 
 /// One loaded rule.
@@ -186,7 +170,11 @@ pub struct Egress {
 }
 
 fn list(env: &Env) -> Listing {
-    let engine = PolicyEngine::load(&env.home.policies_dir(), &env.project_root);
+    let engine = PolicyEngine::load(
+        &env.home.policies_dir(),
+        &env.project_root,
+        &env.project_root,
+    );
     let set = engine.rules();
     Listing {
         policy_sources: set.sources.clone(),
@@ -203,7 +191,6 @@ fn list(env: &Env) -> Listing {
             strict: set.egress.strict,
         },
         load_error: set.failure.as_ref().map(ToString::to_string),
-        notes: parent_notes(env),
     }
 }
 
@@ -222,9 +209,6 @@ fn render_list(listing: &Listing) -> String {
     }
     if let Some(error) = &listing.load_error {
         out.push_str(&format!("LOAD ERROR (every call is denied): {error}\n"));
-    }
-    for note in &listing.notes {
-        out.push_str(&format!("note: {note}\n"));
     }
     out
 }
@@ -286,8 +270,14 @@ fn lint_file(file: &Path) -> Linted {
 fn lint(env: &Env, files: &[PathBuf]) -> Result<LintReport, Failure> {
     let files = if files.is_empty() {
         let mut found = Vec::new();
-        for dir in rules::rule_dirs(&env.home.policies_dir(), &env.project_root) {
-            found.extend(rules::toml_files(&dir).map_err(|e| Failure::new("io", e.to_string()))?);
+        for dir in rules::rule_dirs(
+            &env.home.policies_dir(),
+            &env.project_root,
+            &env.project_root,
+        ) {
+            found.extend(
+                rules::toml_files(&dir.dir).map_err(|e| Failure::new("io", e.to_string()))?,
+            );
         }
         found
     } else {
@@ -422,7 +412,18 @@ pub fn hook(home: Result<Home, HomeError>) -> ExitCode {
         return ExitCode::SUCCESS;
     }
     let cwd = std::env::current_dir().unwrap_or_else(|_| Path::new("/").to_path_buf());
-    match hook::answer(&payload, &home.policies_dir(), &cwd) {
+    // What runs this hook is guarded like the rules: the plugin Claude Code ran it from, and
+    // this executable.
+    let plugin_root = std::env::var_os(crate::home::env::CLAUDE_PLUGIN_ROOT)
+        .map(std::path::PathBuf::from)
+        .filter(|p| p.is_absolute());
+    let exe = std::env::current_exe().ok();
+    let hooks: Vec<&Path> = plugin_root
+        .iter()
+        .chain(exe.iter())
+        .map(|p| p.as_path())
+        .collect();
+    match hook::answer(&payload, &home.policies_dir(), &cwd, &hooks) {
         HookAnswer::Allow { warnings } => {
             for warning in warnings {
                 note(&format!("warning: {warning}"));

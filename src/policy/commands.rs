@@ -15,11 +15,12 @@
 //! Paths: `~`, `$HOME` and `${HOME}` are the user's home; a variable assigned earlier in the
 //! same string (`D=/; rm -rf $D`) is its value; `$PWD` and `$(pwd)` are the working
 //! directory. Relative paths resolve against the working directory, which starts at the
-//! project and follows `cd`/`pushd` (also inside subshells: a later command may be judged
+//! hook payload's `cwd` and follows `cd`/`pushd` (also inside subshells: a later command may be judged
 //! against a directory it never ran in, which can only make a rule stricter). Resolution is
 //! lexical (`..` is applied, symlinks are not followed). What CAR cannot know — another
 //! variable, a command substitution, xargs input, `cd -`, `~user` — is [`Place::Unknown`].
 
+use super::scripts;
 use super::shell::{self, RedirectKind, Script, Uninspectable, Word, UNKNOWN};
 
 /// Programs that fetch from the network; their output piped into a shell is downloaded code.
@@ -32,8 +33,8 @@ const INTERPRETERS: &[&str] = &[
 /// Where the command runs and what it may read.
 #[derive(Debug, Clone, Copy)]
 pub struct Env<'a> {
-    /// The project directory (absolute).
-    pub project: &'a str,
+    /// The directory the command string starts in (absolute): the hook payload's `cwd`.
+    pub cwd: &'a str,
     /// The user's home directory, when known.
     pub home: Option<&'a str>,
 }
@@ -62,14 +63,22 @@ pub struct Command {
     /// It executes code fetched from the network or decoded from base64 (`curl … | sh`,
     /// `bash <(curl …)`, `sh -c "$(wget -O- …)"`, `eval "$(curl …)"`, `… | base64 -d | sh`).
     pub runs_download: bool,
+    /// Files sourced into the shell earlier in the string (`source .env`, `set -a; . ./.env`),
+    /// resolved.
+    pub sourced: Vec<String>,
+    /// It prints the environment or a variable the string did not set: `env` or `printenv`
+    /// with nothing to run, `set`, `export [-p]`, `declare -x|-p`, `compgen -v|-e`, `echo` or
+    /// `printf` of `$VAR`, or a read of `/proc/*/environ`.
+    pub prints_env: bool,
 }
 
 /// The commands of a command string, in order.
 pub fn commands(text: &str, env: &Env) -> Result<Vec<Command>, Uninspectable> {
     let script = shell::parse(text)?;
     let mut state = State {
-        cwd: Some(env.project.to_string()),
+        cwd: Some(env.cwd.to_string()),
         vars: Vec::new(),
+        sourced: Vec::new(),
         out: Vec::new(),
         home: env.home,
     };
@@ -80,6 +89,8 @@ pub fn commands(text: &str, env: &Env) -> Result<Vec<Command>, Uninspectable> {
 struct State<'a> {
     cwd: Option<String>,
     vars: Vec<(String, Option<String>)>,
+    /// Files sourced earlier in the string (`source F`, `. F`), resolved.
+    sourced: Vec<String>,
     out: Vec<Command>,
     home: Option<&'a str>,
 }
@@ -232,6 +243,11 @@ impl State<'_> {
                             break;
                         }
                     }
+                    if text(i).is_none() {
+                        // Nothing to run: `env` prints the environment.
+                        self.record("env", &[], around, cwd, &xargs, false);
+                        return Ok(());
+                    }
                 }
                 "xargs" => {
                     i += 1;
@@ -365,6 +381,19 @@ impl State<'_> {
                             *a == "-" || (a.starts_with('-') && !matches!(*a, "-c" | "-e" | "-m"))
                         });
                     let runs_download = sourced || interpreted;
+                    if let Some(lang) = scripts::Lang::of_program(&program) {
+                        if let Some(code) = inline_code(lang, &words[i + 1..], around) {
+                            self.script(lang, &code, depth, cwd.clone())?;
+                        }
+                    }
+                    if matches!(program.as_str(), "source" | ".") {
+                        if let Some(Place::Known(path)) = args
+                            .first()
+                            .map(|file| resolve(file, cwd.as_deref(), self.home, &self.vars))
+                        {
+                            self.sourced.push(path);
+                        }
+                    }
                     if matches!(program.as_str(), "cd" | "pushd" | "popd") {
                         self.cwd = match (program.as_str(), args.first()) {
                             ("popd", _) | (_, Some(&"-")) => None,
@@ -435,6 +464,68 @@ impl State<'_> {
         Ok(())
     }
 
+    /// Records what an inline script does (see [`scripts`]) as the commands the rules judge:
+    /// a removal as `rm [-r] PATH`, a write as a `>` target, a read as a `<` source, `mv`,
+    /// `cp`, and the shell strings and argument lists it runs, unwrapped like any command.
+    fn script(
+        &mut self,
+        lang: scripts::Lang,
+        code: &str,
+        depth: usize,
+        cwd: Option<String>,
+    ) -> Result<(), Uninspectable> {
+        let program = match lang {
+            scripts::Lang::Python => "python",
+            scripts::Lang::JavaScript => "node",
+            scripts::Lang::Ruby => "ruby",
+            scripts::Lang::Perl => "perl",
+        };
+        for effect in scripts::effects(lang, code) {
+            let mut around = Surroundings {
+                reads: Vec::new(),
+                writes: Vec::new(),
+                here: None,
+                stdin_downloaded: false,
+            };
+            match effect {
+                scripts::Effect::Remove { path, recursive } => {
+                    let args: Vec<&str> = if recursive {
+                        vec!["-r", &path]
+                    } else {
+                        vec![&path]
+                    };
+                    self.record("rm", &args, &around, cwd.clone(), &None, false);
+                }
+                scripts::Effect::Write(path) => {
+                    around.writes.push(path);
+                    self.record(program, &[], &around, cwd.clone(), &None, false);
+                }
+                scripts::Effect::Read(path) => {
+                    around.reads.push(path);
+                    self.record(program, &[], &around, cwd.clone(), &None, false);
+                }
+                scripts::Effect::Move(from, to) => {
+                    self.record("mv", &[&from, &to], &around, cwd.clone(), &None, false)
+                }
+                scripts::Effect::Copy(from, to) => {
+                    self.record("cp", &[&from, &to], &around, cwd.clone(), &None, false)
+                }
+                scripts::Effect::Shell(text) => self.nested(&text, depth, cwd.clone())?,
+                scripts::Effect::Argv(words) => {
+                    let words: Vec<Word> = words
+                        .into_iter()
+                        .map(|text| Word {
+                            text,
+                            substitutions: Vec::new(),
+                        })
+                        .collect();
+                    self.unwrap(&words, &around, depth + 1, cwd.clone(), None)?;
+                }
+            }
+        }
+        Ok(())
+    }
+
     /// Parses and walks a string a command runs as shell code.
     fn nested(
         &mut self,
@@ -470,6 +561,7 @@ impl State<'_> {
             Some(_) => args.push(unknown),
             None => {}
         }
+        let prints_env = prints_env(program, &args, &self.vars);
         self.out.push(Command {
             program: program.to_string(),
             args,
@@ -478,6 +570,8 @@ impl State<'_> {
             reads: around.reads.clone(),
             writes: around.writes.clone(),
             runs_download,
+            sourced: self.sourced.clone(),
+            prints_env,
         });
     }
 
@@ -492,6 +586,134 @@ impl State<'_> {
             Place::Unknown => None,
         }
     }
+}
+
+/// Whether a command prints the environment or a variable the string did not set (see
+/// [`Command::prints_env`]).
+fn prints_env(program: &str, args: &[String], vars: &[(String, Option<String>)]) -> bool {
+    let flags_only = args.iter().all(|a| a.starts_with('-'));
+    let names_a_variable = |arg: &String| {
+        let mut rest = arg.as_str();
+        while let Some(at) = rest.find('$') {
+            rest = &rest[at + 1..];
+            let name: String = rest
+                .trim_start_matches('{')
+                .chars()
+                .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
+                .collect();
+            if name
+                .chars()
+                .next()
+                .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+                && !vars.iter().any(|(set, _)| *set == name)
+            {
+                return true;
+            }
+        }
+        false
+    };
+    match program {
+        "env" | "printenv" => true,
+        "set" => args.is_empty(),
+        "export" => args.is_empty() || args.iter().all(|a| a == "-p"),
+        "declare" | "typeset" => {
+            flags_only && (args.is_empty() || args.iter().any(|a| a.contains(['x', 'p'])))
+        }
+        "compgen" => args.iter().any(|a| matches!(a.as_str(), "-v" | "-e")),
+        "echo" | "printf" | "print" => args.iter().any(names_a_variable),
+        _ => args
+            .iter()
+            .any(|a| a.starts_with("/proc/") && a.ends_with("/environ")),
+    }
+}
+
+/// The code an interpreter runs inline: `python -c CODE`, `node -e|-p|--eval CODE`, `perl
+/// -e|-E CODE` and `ruby -e CODE` (each `-e` a line, also in a cluster such as `-ne`), or the
+/// heredoc or here-string it reads as its script (`python3 - <<'EOF'`, `node <<<'…'`). A script
+/// file (`python3 x.py`) or a module (`python -m x`) is not read.
+fn inline_code(lang: scripts::Lang, args: &[Word], around: &Surroundings) -> Option<String> {
+    use scripts::Lang;
+    let mut lines: Vec<&str> = Vec::new();
+    let mut k = 0;
+    let mut reads_stdin = true;
+    while let Some(arg) = args.get(k).map(|w| w.text.as_str()) {
+        let next = || args.get(k + 1).map(|w| w.text.as_str());
+        match lang {
+            Lang::Python => {
+                if arg == "-m" {
+                    return None;
+                }
+                if arg.starts_with('-') && !arg.starts_with("--") && arg.len() > 1 {
+                    if arg.ends_with('c') {
+                        return next().map(str::to_string);
+                    }
+                    if matches!(arg, "-W" | "-X" | "-Q") {
+                        k += 1;
+                    }
+                } else if arg == "-" {
+                    break;
+                } else if !arg.starts_with('-') {
+                    reads_stdin = false;
+                    break;
+                }
+            }
+            Lang::JavaScript => {
+                if let Some(code) = arg
+                    .strip_prefix("--eval=")
+                    .or_else(|| arg.strip_prefix("--print="))
+                {
+                    return Some(code.to_string());
+                }
+                if matches!(arg, "-e" | "-p" | "--eval" | "--print" | "eval" | "-pe") {
+                    return next().map(str::to_string);
+                }
+                if matches!(arg, "-r" | "--require" | "--import" | "--loader") {
+                    k += 1;
+                } else if arg == "-" {
+                    break;
+                } else if !arg.starts_with('-') {
+                    reads_stdin = false;
+                    break;
+                }
+            }
+            Lang::Ruby | Lang::Perl => {
+                let takes_value = match lang {
+                    Lang::Ruby => matches!(arg, "-r" | "-I" | "-C" | "-E"),
+                    _ => false,
+                };
+                if arg.starts_with('-') && !arg.starts_with("--") && arg.len() > 1 {
+                    let cluster = &arg[1..];
+                    let last = cluster.chars().last().unwrap_or_default();
+                    let is_code = !cluster.starts_with(['M', 'm', 'I', 'C', 'r'])
+                        && (last == 'e' || (lang == Lang::Perl && last == 'E'));
+                    if is_code {
+                        if let Some(code) = next() {
+                            lines.push(code);
+                        }
+                        reads_stdin = false;
+                        k += 1;
+                    } else if takes_value {
+                        k += 1;
+                    }
+                } else if arg == "-" {
+                    break;
+                } else if arg != "--" {
+                    if lines.is_empty() {
+                        reads_stdin = false;
+                    }
+                    break;
+                }
+            }
+        }
+        k += 1;
+    }
+    if !lines.is_empty() {
+        return Some(lines.join("\n"));
+    }
+    if reads_stdin {
+        return around.here.map(str::to_string);
+    }
+    None
 }
 
 /// Whether `flag` of `wrapper` consumes the next word.
@@ -639,7 +861,7 @@ mod tests {
     use super::*;
 
     const ENV: Env = Env {
-        project: "/work/p",
+        cwd: "/work/p",
         home: Some("/home/u"),
     };
 

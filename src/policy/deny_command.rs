@@ -22,6 +22,10 @@
 //! path_glob_any = ["**/.env", "~/.aws/credentials"]
 //! path_except = ["/tmp/**"]             # paths that never count
 //! pipe_to_shell = true                  # it runs code fetched by curl/wget or base64-decoded
+//! prints_environment = true             # it prints the environment or a variable it did not
+//!                                       # set (`env`, `printenv`, `set`, `export -p`,
+//!                                       # `declare -x`, `echo $VAR`); with path_in = ["sourced"],
+//!                                       # after sourcing a matching file in the same string
 //! ```
 //!
 //! Flags are the arguments after the subcommand that start with `-` (until `--`); a
@@ -44,7 +48,7 @@
 //!
 //! `[[deny_path]]` applies the same path conditions to a tool whose param is a path rather
 //! than a command: `name`, `reason`, `tool` (required), `param`, `path_is`, `path_glob_any`,
-//! `path_except`; a relative path resolves against the project. With a `param` (a string or a
+//! `path_except`; a relative path resolves against the working directory. With a `param` (a string or a
 //! list of strings) that param is judged; without one, the paths the tool touches by
 //! [`super::claude_tools`] (`Read`'s `file_path`, `Grep`'s `path` and its `glob` under it,
 //! `Artifact`'s uploads; an unknown tool's `file_path`). A glob the call gives (`Grep --glob
@@ -90,6 +94,8 @@ pub struct Row {
     path_except: Vec<String>,
     #[serde(default)]
     pipe_to_shell: bool,
+    #[serde(default)]
+    prints_environment: bool,
 }
 
 #[derive(Debug, Deserialize)]
@@ -125,6 +131,9 @@ pub enum PathIn {
     /// Files named inside an argument: `@file` and `name=@file` (curl `-d @f`, `-F k=@f`,
     /// httpie `k@f`), `name=<file` (curl `-F k=<f`), `-d@file`, and `--option=file`.
     Attached,
+    /// Files sourced into the shell earlier in the same string (`source .env && …`,
+    /// `set -a; . ./.env; …`).
+    Sourced,
 }
 
 /// A kind of path a rule protects.
@@ -153,6 +162,7 @@ pub struct CommandRule {
     path_in: Vec<PathIn>,
     paths: PathTest,
     pipe_to_shell: bool,
+    prints_environment: bool,
 }
 
 /// The path conditions `[[deny_command]]` and `[[deny_path]]` share.
@@ -166,7 +176,11 @@ struct PathTest {
 /// The directories paths are judged against.
 #[derive(Debug, Clone, Default)]
 pub struct Places {
-    /// The project directory, absolute and normalized.
+    /// The working directory relative paths resolve against (the hook payload's `cwd`),
+    /// absolute and normalized.
+    pub cwd: String,
+    /// The project directory of the rule being judged (the directory holding its `.car/`),
+    /// absolute and normalized.
     pub project: String,
     pub home: Option<String>,
 }
@@ -207,7 +221,8 @@ impl Row {
             || !self.flags_all.is_empty()
             || !self.args_any.is_empty()
             || has_path
-            || self.pipe_to_shell;
+            || self.pipe_to_shell
+            || self.prints_environment;
         if !conditions {
             return Err(format!(
                 "{label}: sets no condition, so it would deny every command (use deny_tool for that)"
@@ -238,6 +253,7 @@ impl Row {
                 except: self.path_except,
             },
             pipe_to_shell: self.pipe_to_shell,
+            prints_environment: self.prints_environment,
         })
     }
 }
@@ -288,6 +304,9 @@ impl CommandRule {
         if self.pipe_to_shell && !command.runs_download {
             return false;
         }
+        if self.prints_environment && !command.prints_env {
+            return false;
+        }
         if self.paths.is.is_empty() && self.paths.glob_any.is_empty() {
             return true;
         }
@@ -320,6 +339,7 @@ impl CommandRule {
                     candidates.extend(&positionals[..count]);
                 }
                 PathIn::Attached => candidates.extend(rest.iter().filter_map(|a| attached(a))),
+                PathIn::Sourced => candidates.extend(command.sourced.iter().map(String::as_str)),
             }
         }
         candidates.iter().any(|text| {
@@ -469,7 +489,7 @@ impl PathRow {
 impl PathRule {
     /// The rule's reason when a path the call touches meets it: the `param` (a string or a
     /// list of strings) when the rule names one, else the paths of [`claude_tools`]'s mapping.
-    /// A relative path resolves against the project; an absent or non-string param never
+    /// A relative path resolves against the working directory; an absent or non-string param never
     /// matches.
     pub fn violation(
         &self,
@@ -492,9 +512,8 @@ impl PathRule {
             },
             None => claude_tools::touched_paths(tool, params),
         };
-        let resolve = |text: &str| {
-            commands::resolve(text, Some(&places.project), places.home.as_deref(), &[])
-        };
+        let resolve =
+            |text: &str| commands::resolve(text, Some(&places.cwd), places.home.as_deref(), &[]);
         for touched in &touched {
             let met = match touched {
                 Touched::Path(text) => self.paths.holds(&resolve(text), places),
@@ -764,7 +783,7 @@ pub fn commands_of(
     commands::commands(
         text,
         &commands::Env {
-            project: &places.project,
+            cwd: &places.cwd,
             home: places.home.as_deref(),
         },
     )
@@ -794,6 +813,7 @@ mod tests {
 
     fn denies_in(rule: &CommandRule, command: &str, project: &str) -> bool {
         let places = Places {
+            cwd: project.into(),
             project: project.into(),
             home: Some("/home/u".into()),
         };
@@ -937,6 +957,7 @@ mod tests {
             .validate()
             .unwrap();
         let places = Places {
+            cwd: "/work/p".into(),
             project: "/work/p".into(),
             home: Some("/home/u".into()),
         };

@@ -9,6 +9,7 @@ use serde_json::{json, Map, Value};
 
 use super::commands::{self, Command, Place};
 use super::deny_command::{self, Places};
+use super::guard::Protected;
 use super::rules::{self, Rule, RuleKind, RuleSet};
 use super::shell::Uninspectable;
 use super::{egress, Basis, Decision, Evaluation, Finding, Severity, Source};
@@ -25,25 +26,49 @@ pub enum Admission {
 #[derive(Debug)]
 pub struct PolicyEngine {
     set: RuleSet,
-    /// The project and home directories `deny_command` paths are judged against.
+    /// The working directory, its project and the home directory, for the self-protection and
+    /// the rules of `<CAR_HOME>/policies`.
     places: Places,
+    /// The same per rule: each judges "inside the project" against the directory holding its
+    /// `.car/` (parallel to `set.rules`).
+    rule_places: Vec<Places>,
+    /// What the rules' self-protection guards (see [`super::guard`]).
+    protected: Protected,
     /// Admission times per rate-limit rule (index into `set.rules`). Per process, not persisted.
     windows: Mutex<HashMap<usize, VecDeque<Instant>>>,
 }
 
 impl PolicyEngine {
-    /// Loads `<home_policies>/*.toml` then `<project>/.car/policies/*.toml`; shell paths are
-    /// judged against `project` and the user's home directory.
-    pub fn load(home_policies: &std::path::Path, project: &std::path::Path) -> PolicyEngine {
-        PolicyEngine::from_rules(
-            rules::load(&rules::rule_dirs(home_policies, project)),
-            project,
-            crate::home::user_home().as_deref(),
-        )
+    /// Loads the rules that govern `cwd`: `<home_policies>/*.toml`, then every enclosing
+    /// `.car/policies` ([`rules::rule_dirs`]); `project` is the working directory's project
+    /// (what `<CAR_HOME>/policies` rules call the project). Relative paths in a call resolve
+    /// against `cwd`.
+    pub fn load(
+        home_policies: &std::path::Path,
+        cwd: &std::path::Path,
+        project: &std::path::Path,
+    ) -> PolicyEngine {
+        let dirs = rules::rule_dirs(home_policies, cwd, project);
+        let anchors: Vec<&std::path::Path> =
+            dirs.iter().filter_map(|d| d.project.as_deref()).collect();
+        let user_home = crate::home::user_home();
+        let protected = Protected::new(home_policies, &anchors, &[], user_home.as_deref());
+        let mut engine =
+            PolicyEngine::from_rules(rules::load(&dirs), cwd, project, user_home.as_deref());
+        engine.protected = protected;
+        engine
+    }
+
+    /// Also protects what runs the hook (the plugin directory, the `car` executable) like the
+    /// rules themselves.
+    pub fn guarding_hooks(mut self, hooks: &[&std::path::Path]) -> PolicyEngine {
+        self.protected.add_hooks(hooks);
+        self
     }
 
     pub fn from_rules(
         set: RuleSet,
+        cwd: &std::path::Path,
         project: &std::path::Path,
         home: Option<&std::path::Path>,
     ) -> PolicyEngine {
@@ -56,12 +81,27 @@ impl PolicyEngine {
             Place::Known(path) => path,
             Place::Unknown => "/".to_string(),
         };
+        let places = Places {
+            cwd: normalize(cwd),
+            project: normalize(project),
+            home: home.map(normalize),
+        };
+        let rule_places = set
+            .rules
+            .iter()
+            .map(|rule| match &rule.project {
+                Some(anchor) => Places {
+                    project: normalize(anchor),
+                    ..places.clone()
+                },
+                None => places.clone(),
+            })
+            .collect();
         PolicyEngine {
             set,
-            places: Places {
-                project: normalize(project),
-                home: home.map(normalize),
-            },
+            places,
+            rule_places,
+            protected: Protected::default(),
             windows: Mutex::new(HashMap::new()),
         }
     }
@@ -98,11 +138,12 @@ impl PolicyEngine {
                 rate_limited.push((index, rule));
                 continue;
             }
+            let places = &self.rule_places[index];
             let found = match &rule.kind {
                 RuleKind::DenyCommand(command_rule) => {
-                    shell.violation(command_rule, tool, params, &self.places)
+                    shell.violation(command_rule, tool, params, places)
                 }
-                RuleKind::DenyPath(path_rule) => path_rule.violation(tool, params, &self.places),
+                RuleKind::DenyPath(path_rule) => path_rule.violation(tool, params, places),
                 RuleKind::DenyTool { .. }
                 | RuleKind::DenyKeyword { .. }
                 | RuleKind::DenyConnector { .. }
@@ -116,6 +157,16 @@ impl PolicyEngine {
                 findings.push(Finding {
                     source: Source::PolicyRules,
                     rule: rule.name(),
+                    severity: Severity::Deny,
+                    reason,
+                });
+            }
+        }
+        if !self.set.rules.is_empty() {
+            if let Some(reason) = self.self_protection(&mut shell, tool, params) {
+                findings.push(Finding {
+                    source: Source::PolicyRules,
+                    rule: "self_protection".into(),
                     severity: Severity::Deny,
                     reason,
                 });
@@ -175,6 +226,42 @@ impl PolicyEngine {
             Basis::PassedRules
         };
         self.evaluation(tool, findings, basis)
+    }
+
+    /// The rules' own protection (see [`super::guard`]): a shell tool's command is read as the
+    /// shell rules read it.
+    fn self_protection(
+        &self,
+        shell: &mut ShellCache,
+        tool: &str,
+        params: &Value,
+    ) -> Option<String> {
+        let command_field = super::claude_tools::find(tool).and_then(|spec| {
+            spec.fields
+                .iter()
+                .find(|(_, kind)| *kind == super::claude_tools::FieldKind::Command)
+                .map(|(field, _)| *field)
+        });
+        let Some(field) = command_field else {
+            return self.protected.violation(tool, params, None, &self.places);
+        };
+        let problem = match shell.parse(field, params, &self.places)? {
+            Ok(commands) => {
+                return self
+                    .protected
+                    .violation(tool, params, Some(commands), &self.places)
+            }
+            Err(problem) => *problem,
+        };
+        match problem {
+            problem if !shell.reported => {
+                shell.reported = true;
+                Some(format!(
+                    "{problem}, so CAR cannot tell whether it changes its own rules; it is denied rather than run unchecked (split it into smaller commands)"
+                ))
+            }
+            _ => None,
+        }
     }
 
     fn evaluation(&self, tool: &str, findings: Vec<Finding>, basis: Basis) -> Evaluation {
@@ -336,22 +423,13 @@ impl ShellCache {
         if !rule.tools.iter().any(|t| t == tool) {
             return None;
         }
-        let Some(Value::String(text)) = params.get(&rule.param) else {
-            return None;
+        let parsed = self.parse(&rule.param, params, places)?;
+        let verdict = match parsed {
+            Ok(commands) => Ok(commands.iter().any(|c| rule.matches(c, places))),
+            Err(problem) => Err(*problem),
         };
-        let index = match self.parsed.iter().position(|(p, _)| *p == rule.param) {
-            Some(index) => index,
-            None => {
-                self.parsed
-                    .push((rule.param.clone(), deny_command::commands_of(text, places)));
-                self.parsed.len() - 1
-            }
-        };
-        match &self.parsed[index].1 {
-            Ok(commands) => commands
-                .iter()
-                .any(|c| rule.matches(c, places))
-                .then(|| rule.reason.clone()),
+        match verdict {
+            Ok(matched) => matched.then(|| rule.reason.clone()),
             Err(problem) if !self.reported => {
                 self.reported = true;
                 Some(format!(
@@ -360,6 +438,28 @@ impl ShellCache {
             }
             Err(_) => None,
         }
+    }
+
+    /// The commands of the string param `param`, parsed once per evaluation (the parse
+    /// depends only on the working directory, which every rule shares).
+    fn parse(
+        &mut self,
+        param: &str,
+        params: &Value,
+        places: &Places,
+    ) -> Option<&Result<Vec<Command>, Uninspectable>> {
+        let Some(Value::String(text)) = params.get(param) else {
+            return None;
+        };
+        let index = match self.parsed.iter().position(|(p, _)| p == param) {
+            Some(index) => index,
+            None => {
+                self.parsed
+                    .push((param.to_string(), deny_command::commands_of(text, places)));
+                self.parsed.len() - 1
+            }
+        };
+        Some(&self.parsed[index].1)
     }
 }
 
@@ -392,6 +492,7 @@ mod tests {
                 sources: Vec::new(),
                 failure: None,
             },
+            Path::new("/work/p"),
             Path::new("/work/p"),
             Some(Path::new("/home/u")),
         )
@@ -647,6 +748,7 @@ mod tests {
                 sources: Vec::new(),
                 failure: Some(failure),
             },
+            Path::new("/p"),
             Path::new("/p"),
             None,
         );

@@ -1,7 +1,8 @@
 //! The Claude Code PreToolUse adapter behind `car policy-check-hook`: reads the hook payload
 //! (`{session_id, transcript_path, cwd, permission_mode, hook_event_name, tool_name, tool_input,
-//! tool_use_id}`), evaluates it with the rules of `<CAR_HOME>/policies` and of
-//! `<payload cwd>/.car/policies`, and answers the way Claude Code reads hooks.
+//! tool_use_id}`), evaluates it with the rules of `<CAR_HOME>/policies` and of every
+//! `.car/policies` enclosing the payload's `cwd` (a session started in a subdirectory, or after
+//! a `cd`, is governed by the project's rules), and answers the way Claude Code reads hooks.
 //!
 //! Mapping of Claude Code tools to the rule vocabulary: the rule `tool` is Claude's `tool_name`
 //! unchanged and the params are its `tool_input` unchanged, so rules name what Claude sends
@@ -38,8 +39,15 @@ pub enum HookAnswer {
     FailOpen { note: String },
 }
 
-/// Evaluates one payload. `fallback_cwd` is used when the payload has no absolute `cwd`.
-pub fn answer(payload: &[u8], home_policies: &Path, fallback_cwd: &Path) -> HookAnswer {
+/// Evaluates one payload. `fallback_cwd` is used when the payload has no absolute `cwd`;
+/// `hooks` are what runs this hook (the plugin directory, the `car` executable), which the
+/// rules' self-protection guards like the rules.
+pub fn answer(
+    payload: &[u8],
+    home_policies: &Path,
+    fallback_cwd: &Path,
+    hooks: &[&Path],
+) -> HookAnswer {
     let payload: Value = match serde_json::from_slice(payload) {
         Ok(value) => value,
         Err(e) => {
@@ -63,7 +71,8 @@ pub fn answer(payload: &[u8], home_policies: &Path, fallback_cwd: &Path) -> Hook
         Some(Value::Object(map)) => Value::Object(map.clone()),
         Some(_) | None => Value::Object(Map::new()),
     };
-    let engine = PolicyEngine::load(home_policies, &cwd);
+    let project = crate::home::project_root(&cwd);
+    let engine = PolicyEngine::load(home_policies, &cwd, &project).guarding_hooks(hooks);
     let evaluation = engine.evaluate(tool, &params, &Map::new(), Admission::Consume);
     match evaluation.decision {
         Decision::Allow => HookAnswer::Allow {
@@ -106,7 +115,7 @@ mod tests {
         let payload = json!({"hook_event_name": "PreToolUse", "tool_name": "Bash",
             "tool_input": {"command": "git push --force origin main"}, "cwd": project});
         let HookAnswer::Deny { output } =
-            answer(payload.to_string().as_bytes(), &home, Path::new("/"))
+            answer(payload.to_string().as_bytes(), &home, Path::new("/"), &[])
         else {
             panic!("expected a deny");
         };
@@ -120,11 +129,11 @@ mod tests {
     fn garbage_and_missing_tool_name_fail_open() {
         let home = Path::new("/nonexistent/policies");
         assert!(matches!(
-            answer(b"\xff{not json", home, Path::new("/")),
+            answer(b"\xff{not json", home, Path::new("/"), &[]),
             HookAnswer::FailOpen { .. }
         ));
         assert!(matches!(
-            answer(b"{\"cwd\":\"/\"}", home, Path::new("/")),
+            answer(b"{\"cwd\":\"/\"}", home, Path::new("/"), &[]),
             HookAnswer::FailOpen { .. }
         ));
     }
@@ -135,7 +144,7 @@ mod tests {
         let payload =
             json!({"tool_name": "Read", "tool_input": {"file_path": "/x"}, "cwd": project});
         assert!(matches!(
-            answer(payload.to_string().as_bytes(), &home, Path::new("/")),
+            answer(payload.to_string().as_bytes(), &home, Path::new("/"), &[]),
             HookAnswer::Deny { .. }
         ));
     }

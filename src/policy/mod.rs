@@ -13,9 +13,11 @@ mod commands;
 mod deny_command;
 mod egress;
 mod engine;
+mod guard;
 pub(crate) mod hook;
 pub(crate) mod preset;
 pub(crate) mod rules;
+mod scripts;
 mod shell;
 mod tools;
 

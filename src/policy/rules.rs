@@ -142,6 +142,10 @@ pub enum RuleKind {
 pub struct Rule {
     pub kind: RuleKind,
     pub file: PathBuf,
+    /// The directory holding the rule's `.car/`, which "inside the project" means for it;
+    /// `None` for `<CAR_HOME>/policies`, whose rules judge against the working directory's
+    /// project.
+    pub project: Option<PathBuf>,
 }
 
 impl Rule {
@@ -203,24 +207,49 @@ pub struct RuleSet {
     pub failure: Option<LoadFailure>,
 }
 
-/// The directories rules are read from, in order: `<CAR_HOME>/policies`, then
-/// `<project>/.car/policies` (never a parent's).
-pub fn rule_dirs(home_policies: &Path, project: &Path) -> Vec<PathBuf> {
-    vec![
-        home_policies.to_path_buf(),
-        project.join(".car").join("policies"),
-    ]
+/// A directory rules are read from, and the project its rules judge paths against.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RuleDir {
+    pub dir: PathBuf,
+    /// The directory holding this `.car/`; `None` for `<CAR_HOME>/policies`.
+    pub project: Option<PathBuf>,
+}
+
+/// The directories rules are read from, in order: `<CAR_HOME>/policies`, then every
+/// `.car/policies` from the outermost enclosing one down to the working directory's
+/// ([`crate::home::policy_anchors`]), merged — a nested `.car/` adds rules and never lifts
+/// one. When none of them is `project`'s own, that one is listed too (missing), as the place
+/// its rules would go.
+pub fn rule_dirs(home_policies: &Path, cwd: &Path, project: &Path) -> Vec<RuleDir> {
+    let mut dirs = vec![RuleDir {
+        dir: home_policies.to_path_buf(),
+        project: None,
+    }];
+    let mut anchors = crate::home::policy_anchors(cwd);
+    if !anchors.iter().any(|a| a == project) {
+        anchors.push(project.to_path_buf());
+    }
+    for anchor in anchors {
+        let dir = anchor.join(".car").join("policies");
+        if dir != home_policies {
+            dirs.push(RuleDir {
+                dir,
+                project: Some(anchor),
+            });
+        }
+    }
+    dirs
 }
 
 /// Loads every `*.toml` of each directory, sorted by file name, merged in directory order.
-pub fn load(dirs: &[PathBuf]) -> RuleSet {
+pub fn load(dirs: &[RuleDir]) -> RuleSet {
     let mut set = RuleSet {
         rules: Vec::new(),
         egress: EgressConfig::default(),
         sources: Vec::new(),
         failure: None,
     };
-    for dir in dirs {
+    for RuleDir { dir, project } in dirs {
         let files = match toml_files(dir) {
             Ok(files) => files,
             Err(failure) => {
@@ -244,7 +273,10 @@ pub fn load(dirs: &[PathBuf]) -> RuleSet {
                 .and_then(|text| parse(file, &text));
             match parsed {
                 Ok((rules, egress)) => {
-                    set.rules.extend(rules);
+                    set.rules.extend(rules.into_iter().map(|rule| Rule {
+                        project: project.clone(),
+                        ..rule
+                    }));
                     if let Some(egress) = egress {
                         set.egress.allow_hosts.extend(egress.allow_hosts);
                         set.egress.strict |= egress.strict;
@@ -456,6 +488,7 @@ pub fn parse(file: &Path, text: &str) -> Result<(Vec<Rule>, Option<EgressConfig>
         .map(|kind| Rule {
             kind,
             file: file.to_path_buf(),
+            project: None,
         })
         .collect();
     let egress = parsed.egress.map(|row| EgressConfig {
@@ -463,17 +496,6 @@ pub fn parse(file: &Path, text: &str) -> Result<(Vec<Rule>, Option<EgressConfig>
         strict: row.strict,
     });
     Ok((rules, egress))
-}
-
-/// Parent directories of the project whose `.car/policies` exist but do not apply (rules are
-/// never walked up). CAR_HOME's own `policies` is not one of them.
-pub fn ignored_parent_dirs(project: &Path, home_policies: &Path) -> Vec<PathBuf> {
-    project
-        .ancestors()
-        .skip(1)
-        .map(|dir| dir.join(".car").join("policies"))
-        .filter(|dir| dir.is_dir() && dir != home_policies)
-        .collect()
 }
 
 #[cfg(test)]
@@ -578,7 +600,7 @@ mod tests {
             "deny_tool = [\"project_a\"]",
         )
         .unwrap();
-        let set = load(&rule_dirs(&home, &project));
+        let set = load(&rule_dirs(&home, &project, &project));
         let names: Vec<String> = set.rules.iter().map(Rule::name).collect();
         assert_eq!(
             names,
@@ -594,19 +616,38 @@ mod tests {
     }
 
     #[test]
-    fn parent_rules_are_reported_not_applied() {
+    fn parent_rules_apply_and_each_rule_knows_its_project() {
         let tmp = tempfile::tempdir().unwrap();
         let parent = tmp.path();
         let project = parent.join("sub");
+        let cwd = project.join("deep/er");
         std::fs::create_dir_all(parent.join(".car/policies")).unwrap();
         std::fs::write(parent.join(".car/policies/p.toml"), "deny_tool = [\"x\"]").unwrap();
-        std::fs::create_dir_all(&project).unwrap();
+        std::fs::create_dir_all(project.join(".car/policies")).unwrap();
+        std::fs::write(project.join(".car/policies/s.toml"), "deny_tool = [\"y\"]").unwrap();
+        std::fs::create_dir_all(&cwd).unwrap();
         let home = tmp.path().join("home");
-        let set = load(&rule_dirs(&home, &project));
-        assert!(set.rules.is_empty());
+        let set = load(&rule_dirs(&home, &cwd, &project));
+        let names: Vec<(String, Option<PathBuf>)> = set
+            .rules
+            .iter()
+            .map(|r| (r.name(), r.project.clone()))
+            .collect();
         assert_eq!(
-            ignored_parent_dirs(&project, &home),
-            [parent.join(".car/policies")]
+            names,
+            [
+                ("deny_tool:x".to_string(), Some(parent.to_path_buf())),
+                ("deny_tool:y".to_string(), Some(project.clone())),
+            ]
+        );
+        let dirs: Vec<PathBuf> = set.sources.iter().map(|s| s.path.clone()).collect();
+        assert_eq!(
+            dirs,
+            [
+                home,
+                parent.join(".car/policies"),
+                project.join(".car/policies")
+            ]
         );
     }
 }

@@ -88,7 +88,7 @@ fn decision(command: &str, out: &Output) -> Option<String> {
 fn the_recommended_preset_denies_every_destructive_command_of_the_corpus_and_nothing_else() {
     let home = project_home();
     let data = home.car_json(&["policy", "init", "--preset", "recommended"]);
-    assert_eq!(data["rules"], 21, "{data}");
+    assert_eq!(data["rules"], 22, "{data}");
     let cases = corpus();
     assert!(cases.len() >= 60);
     let mut wrong = Vec::new();
@@ -155,7 +155,7 @@ fn init_refuses_to_overwrite_without_force_and_replaces_with_it() {
     let path = home.project.join(".car/policies/recommended.toml");
     assert_eq!(
         data,
-        json!({"preset": "recommended", "scope": "project", "path": path, "rules": 21, "replaced": false})
+        json!({"preset": "recommended", "scope": "project", "path": path, "rules": 22, "replaced": false})
     );
     let text = std::fs::read_to_string(&path).unwrap();
     assert!(text.contains("[[deny_command]]") && text.starts_with("# CAR's recommended"));
@@ -195,7 +195,7 @@ fn init_global_writes_under_car_home_and_applies_to_every_project() {
     assert_eq!(list["rules"][0]["rule"], "deny_command:git-reset-hard");
     let lint = home.car_json(&["policy", "lint"]);
     assert_eq!(lint["errors"], 0);
-    assert_eq!(lint["files"][0]["rules"], 21);
+    assert_eq!(lint["files"][0]["rules"], 22);
 }
 
 #[test]
