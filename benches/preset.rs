@@ -49,8 +49,19 @@ struct Outcome {
     millis: Vec<f64>,
 }
 
-fn corpus(manifest: &Path) -> Result<Vec<Case>> {
-    let path = manifest.join("tests/it/data/shell_corpus.tsv");
+/// Which corpus a case comes from: the preset's (judged from the project root) or the gate's
+/// (its `{root}`/`{car_home}` filled in, judged from a nested project's subdirectory).
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Corpus {
+    Preset,
+    Gate,
+}
+
+fn corpus(manifest: &Path, which: Corpus) -> Result<Vec<Case>> {
+    let path = manifest.join(match which {
+        Corpus::Preset => "tests/it/data/shell_corpus.tsv",
+        Corpus::Gate => "tests/it/data/gate_corpus.tsv",
+    });
     let text = std::fs::read_to_string(&path).with_context(|| path.display().to_string())?;
     let mut cases = Vec::new();
     for line in text.lines() {
@@ -77,11 +88,11 @@ fn corpus(manifest: &Path) -> Result<Vec<Case>> {
 }
 
 /// Runs one hook call; returns whether it denied and the wall time in ms.
-fn call(hook: &Hook, payload: &[u8], home: &Path, project: &Path) -> Result<(bool, f64)> {
+fn call(hook: &Hook, payload: &[u8], home: &Path, cwd: &Path) -> Result<(bool, f64)> {
     let start = Instant::now();
     let mut child = Command::new(&hook.argv[0])
         .args(&hook.argv[1..])
-        .current_dir(project)
+        .current_dir(cwd)
         .env("HOME", home)
         .env("CAR_HOME", home.join(".car"))
         .env_remove("CAR_PROJECT_DIR")
@@ -182,6 +193,21 @@ fn run() -> Result<()> {
             ],
         }),
     }
+    // dcg (destructive_command_guard), a Rust hook that also reads inline scripts.
+    let dcg = std::env::var("DCG_BIN")
+        .map(PathBuf::from)
+        .unwrap_or_else(|_| manifest.join("tools/dcg/bin/dcg"));
+    if std::env::var("DCG_BIN").as_deref() != Ok("none") && dcg.exists() {
+        hooks.push(Hook {
+            name: "dcg".into(),
+            argv: vec![dcg.display().to_string()],
+        });
+    }
+    // The floor: a process that reads nothing and allows everything.
+    hooks.push(Hook {
+        name: "/bin/true".into(),
+        argv: vec!["/bin/true".into()],
+    });
 
     // A fresh HOME and a git project outside /tmp (the preset treats /tmp as scratch space).
     let work = manifest.join("target/bench-preset");
@@ -206,8 +232,27 @@ fn run() -> Result<()> {
         "car policy init failed: {}",
         String::from_utf8_lossy(&init.stderr)
     );
-
-    let cases = corpus(&manifest)?;
+    // The gate corpus runs in `packages/api`, a nested project with memory only.
+    let sub = project.join("packages/api");
+    std::fs::create_dir_all(sub.join(".car/skills"))?;
+    std::fs::write(project.join(".env"), "API_KEY=sk-bench\n")?;
+    std::fs::create_dir_all(project.join(".claude"))?;
+    std::fs::write(
+        project.join(".claude/settings.json"),
+        "{\"enabledPlugins\": {\"car@car\": true}}\n",
+    )?;
+    let fill = |text: &str| {
+        text.replace("{root}", &project.display().to_string())
+            .replace("{car_home}", &home.join(".car").display().to_string())
+    };
+    let mut cases: Vec<(Case, PathBuf)> = corpus(&manifest, Corpus::Preset)?
+        .into_iter()
+        .map(|c| (c, project.clone()))
+        .collect();
+    for case in corpus(&manifest, Corpus::Gate)? {
+        let command = fill(&case.command);
+        cases.push((Case { command, ..case }, sub.clone()));
+    }
     let mut outcomes: Vec<Outcome> = hooks
         .iter()
         .map(|_| Outcome {
@@ -215,16 +260,16 @@ fn run() -> Result<()> {
             millis: Vec::new(),
         })
         .collect();
-    for case in &cases {
+    for (case, cwd) in &cases {
         let payload = serde_json::to_vec(&json!({
-            "session_id": "bench", "transcript_path": work.join("t.jsonl"), "cwd": project,
+            "session_id": "bench", "transcript_path": work.join("t.jsonl"), "cwd": cwd,
             "permission_mode": "default", "hook_event_name": "PreToolUse", "tool_name": "Bash",
             "tool_input": {"command": case.command, "description": "bench"}, "tool_use_id": "toolu_bench"
         }))?;
         let mut verdicts: Vec<Vec<bool>> = vec![Vec::new(); hooks.len()];
         for _ in 0..runs {
             for (index, hook) in hooks.iter().enumerate() {
-                let (denied, millis) = call(hook, &payload, &home, &project)?;
+                let (denied, millis) = call(hook, &payload, &home, cwd)?;
                 verdicts[index].push(denied);
                 outcomes[index].millis.push(millis);
             }
@@ -240,11 +285,12 @@ fn run() -> Result<()> {
         }
     }
 
+    let cases: Vec<Case> = cases.into_iter().map(|(case, _)| case).collect();
     let destructive = cases.iter().filter(|c| c.destructive).count();
     let harmless = cases.len() - destructive;
     let mut report = String::new();
     report.push_str(&format!(
-        "# Recommended preset vs cc-safety-net {peer_version}\n\n{} commands ({destructive} destructive, {harmless} harmless), {runs} call(s) per command per hook, one process per call.\n\n",
+        "# Recommended preset vs cc-safety-net {peer_version} and dcg\n\n{} commands ({destructive} destructive, {harmless} harmless; the gate corpus judged from a nested project's subdirectory), {runs} call(s) per command per hook, one process per call, interleaved.\n\n",
         cases.len()
     ));
     report.push_str("| command | label | category |");
@@ -303,13 +349,18 @@ fn run() -> Result<()> {
             "median_ms": med, "p95_ms": p95,
         }));
     }
-    if outcomes.len() == 2 {
-        let ratio = median(&outcomes[1].millis) / median(&outcomes[0].millis);
+    let car_ms = median(&outcomes[0].millis);
+    for (hook, outcome) in hooks.iter().zip(&outcomes).skip(1) {
+        let ratio = median(&outcome.millis) / car_ms;
         report.push_str(&format!(
-            "\ncar is {ratio:.1}× faster per call than cc-safety-net (median); goal ≤ {GOAL_MS} ms per call: car {}.\n",
-            if median(&outcomes[0].millis) <= GOAL_MS { "met" } else { "missed" }
+            "\n{}: {ratio:.2}× car's median time per call.",
+            hook.name
         ));
     }
+    report.push_str(&format!(
+        "\n\ngoal ≤ {GOAL_MS} ms per call: car {}.\n",
+        if car_ms <= GOAL_MS { "met" } else { "missed" }
+    ));
     print!("{report}");
     let results = manifest.join("bench-results");
     std::fs::create_dir_all(&results)?;

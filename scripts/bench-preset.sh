@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Benchmarks the recommended policy preset (`car policy-check-hook`) against cc-safety-net, a
-# Claude Code safety hook from npm, on tests/it/data/shell_corpus.tsv: both hooks get every
+# Claude Code safety hook from npm, and dcg (destructive_command_guard, a Rust hook from the
+# Rust registry), on tests/it/data/shell_corpus.tsv and tests/it/data/gate_corpus.tsv (the
+# latter from a nested project's subdirectory), with /bin/true as the floor: every hook gets every
 # command as a PreToolUse payload on stdin, one process per call, in the same run. Prints a
 # markdown table of decisions and a summary (blocked destructive x/N, blocked harmless y/M,
 # median ms per call). See benches/preset.rs.
@@ -20,6 +22,14 @@ if [[ $installed != "$peer_version" ]]; then
     echo "installing cc-safety-net@$peer_version into tools/" >&2
     npm install --prefix "$root/tools" --save-exact --no-audit --no-fund \
         "cc-safety-net@$peer_version" >&2
+fi
+
+# dcg (destructive_command_guard) from the Rust registry: its dependencies need a nightly
+# toolchain (Rust >= 1.96) and its lock file pins a yanked crate, so no --locked.
+dcg_version=${DCG_VERSION:-0.16.0}
+if [[ ${DCG_BIN:-} != none && ! -x $root/tools/dcg/bin/dcg ]]; then
+    echo "installing dcg $dcg_version into tools/dcg" >&2
+    cargo +nightly install "destructive_command_guard@$dcg_version" --root "$root/tools/dcg" >&2
 fi
 
 cargo build --release --bin car

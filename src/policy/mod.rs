@@ -1,5 +1,6 @@
-//! Policies: rule files (`<CAR_HOME>/policies/*.toml`, then `<project>/.car/policies/*.toml`,
-//! never a parent's), the engine that evaluates a call against them and the egress guard, the
+//! Policies: rule files (`<CAR_HOME>/policies/*.toml`, then every enclosing
+//! `.car/policies/*.toml`, merged), the rules' self-protection, inline scripts read with real
+//! grammars, the engine that evaluates a call against them and the egress guard, the
 //! dispatcher's gate built on that engine, the `policy_check` tool, and the adapter that lets
 //! Claude Code's PreToolUse hook ask the same engine (`car policy-check-hook`).
 //!

@@ -30,7 +30,7 @@ pub(crate) fn tool(engine: Arc<PolicyEngine>) -> Tool {
     Tool::typed(
         ToolSpec::new(
             "policy_check",
-            "Ask the policy gate what it would decide about a tool call, without running it: rules from <CAR_HOME>/policies/*.toml then <project>/.car/policies/*.toml (never a parent directory's), plus the egress guard for shell/http/fetch tools. Returns the decision, its basis, every finding (each with its rule and a reason that never echoes the matched value), how many rules are loaded and where they were read from. A rule file that does not load makes every decision deny (basis policy_load_failed) and names the file and line. Does not consume rate-limit budget. require_state rules read `state` (empty when omitted).",
+            "Ask the policy gate what it would decide about a tool call, without running it: rules from <CAR_HOME>/policies/*.toml then every .car/policies/*.toml from the outermost enclosing directory down to the project (merged: a nested rule only adds), plus the rules' self-protection and the egress guard for shell/http/fetch tools. Returns the decision, its basis, every finding (each with its rule and a reason that never echoes the matched value), how many rules are loaded and where they were read from. A rule file that does not load makes every decision deny (basis policy_load_failed) and names the file and line. Does not consume rate-limit budget. require_state rules read `state` (empty when omitted).",
             Value::Null,
         )
         .title("Check a call against the policy")

@@ -21,6 +21,7 @@ mod concurrency;
 mod conformance;
 mod connectors;
 mod eval;
+mod gate;
 mod graph;
 mod inproc_mcp;
 mod install;

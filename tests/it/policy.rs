@@ -149,7 +149,7 @@ fn a_broken_rule_file_denies_every_call_and_names_file_and_line() {
 }
 
 #[test]
-fn policy_list_notes_parent_rules_that_do_not_apply() {
+fn policy_list_shows_the_rules_of_every_enclosing_project() {
     let home = TestHome::new();
     let parent = home.project.parent().unwrap();
     write_rules(parent, "parent.toml", "deny_tool = [\"memory_query\"]\n");
@@ -161,16 +161,12 @@ fn policy_list_notes_parent_rules_that_do_not_apply() {
     let listed = home.car_json(&["policy", "list"]);
     assert_eq!(
         listed["rules"],
-        json!([{"rule": "deny_connector:github", "file": home.project.join(".car/policies/mine.toml")}])
+        json!([
+            {"rule": "deny_tool:memory_query", "file": parent.join(".car/policies/parent.toml")},
+            {"rule": "deny_connector:github", "file": home.project.join(".car/policies/mine.toml")}
+        ])
     );
-    assert_eq!(
-        listed["notes"],
-        json!([format!(
-            "{} has rules that do NOT apply here: project rules are read from {} only (never a parent directory)",
-            parent.join(".car/policies").display(),
-            home.project.join(".car/policies").display()
-        )])
-    );
+    assert!(listed.get("notes").is_none(), "{listed}");
     let doctor = home.car_json(&["doctor"]);
     let check = doctor["checks"]
         .as_array()
@@ -180,9 +176,18 @@ fn policy_list_notes_parent_rules_that_do_not_apply() {
         .unwrap();
     assert_eq!(check["ok"], true);
     assert!(
-        check["detail"].as_str().unwrap().contains("do NOT apply"),
+        check["detail"]
+            .as_str()
+            .unwrap()
+            .contains(&parent.join(".car/policies").display().to_string()),
         "{check}"
     );
+    // A nested rule never lifts an outer one: the parent's deny holds in the project.
+    let mut mcp = home.spawn_mcp();
+    mcp.initialize();
+    let denied = mcp.call("memory_query", json!({"query": "anything"}));
+    assert_eq!(denied["_meta"]["car/status"], "denied", "{denied}");
+    mcp.finish();
 }
 
 #[test]
