@@ -43,6 +43,9 @@ pub use plan::{
     Issue, Operator, Optimized, Precondition, Pruned, Reversibility, Severity, Simulation, Skipped,
     Tier, Verification,
 };
+#[cfg(feature = "shell-parser-bench")]
+#[doc(hidden)]
+pub use policy::shell_simple_commands;
 pub use policy::{
     Admission, Basis, Decision, Evaluation, Finding, LoadFailure, PolicyEngine,
     Severity as FindingSeverity, Source as FindingSource,

@@ -79,6 +79,7 @@ pub fn commands(text: &str, env: &Env) -> Result<Vec<Command>, Uninspectable> {
         cwd: Some(env.cwd.to_string()),
         vars: Vec::new(),
         sourced: Vec::new(),
+        produced: Vec::new(),
         out: Vec::new(),
         home: env.home,
     };
@@ -91,6 +92,8 @@ struct State<'a> {
     vars: Vec<(String, Option<String>)>,
     /// Files sourced earlier in the string (`source F`, `. F`), resolved.
     sourced: Vec<String>,
+    /// Variables the string's own commands fill (`for NAME in`, `read NAME`).
+    produced: Vec<String>,
     out: Vec<Command>,
     home: Option<&'a str>,
 }
@@ -126,10 +129,15 @@ impl State<'_> {
             return Err(Uninspectable::TooDeep);
         }
         let mut downloaded = false;
+        // What `echo`/`printf` wrote into the pipe, which a shell or an interpreter reading
+        // stdin runs as its script (`echo 'rm -rf ~' | sh`).
+        let mut echoed: Option<String> = None;
         for simple in &script.commands {
             if !simple.piped {
                 downloaded = false;
+                echoed = None;
             }
+            let piped_text = echoed.take();
             // Substitutions run first, in a subshell.
             let substitutions = simple
                 .words
@@ -141,14 +149,6 @@ impl State<'_> {
                 let cwd = self.cwd.clone();
                 self.walk(inner, depth + 1)?;
                 self.cwd = cwd;
-            }
-            if simple.words.is_empty() {
-                for (name, value) in &simple.assignments {
-                    let value = self.expand(&value.text);
-                    self.vars.retain(|(n, _)| n != name);
-                    self.vars.push((name.clone(), value));
-                }
-                continue;
             }
             let mut around = Surroundings {
                 reads: Vec::new(),
@@ -163,8 +163,39 @@ impl State<'_> {
                     RedirectKind::Here => around.here = Some(&redirect.target.text),
                 }
             }
+            if around.here.is_none() {
+                around.here = piped_text.as_deref();
+            }
+            if simple.words.is_empty() {
+                for (name, value) in &simple.assignments {
+                    let value = self.expand(&value.text);
+                    self.vars.retain(|(n, _)| n != name);
+                    self.vars.push((name.clone(), value));
+                }
+                if !simple.redirects.is_empty() {
+                    // `> file` alone truncates it.
+                    self.record(":", &[], &around, self.cwd.clone(), &None, false);
+                }
+                continue;
+            }
             let before = self.out.len();
             self.unwrap(&simple.words, &around, depth, self.cwd.clone(), None)?;
+            if self.out.len() == before && (!around.reads.is_empty() || !around.writes.is_empty()) {
+                // A wrapper with nothing to run still opens its redirections (`exec 3>file`).
+                self.record(":", &[], &around, self.cwd.clone(), &None, false);
+            }
+            echoed = self.out[before..]
+                .last()
+                .filter(|c| matches!(c.program.as_str(), "echo" | "printf"))
+                .map(|c| {
+                    let words: Vec<&str> = c
+                        .args
+                        .iter()
+                        .map(String::as_str)
+                        .skip_while(|a| a.starts_with('-'))
+                        .collect();
+                    words.join(" ").replace("\\n", "\n")
+                });
             downloaded |= self.out[before..].iter().any(|c| {
                 DOWNLOADERS.contains(&c.program.as_str())
                     || (c.program == "base64"
@@ -339,6 +370,44 @@ impl State<'_> {
                 program if SHELLS.contains(&program) => {
                     return self.shell(program, &words[i..], around, depth, cwd, &xargs);
                 }
+                "uv" | "poetry" | "pipenv" | "pdm" | "hatch" | "rye" | "pixi"
+                    if text(i + 1) == Some("run") =>
+                {
+                    // `uv run [--with X] python -c …` runs the rest.
+                    i += 2;
+                    while is_flag(i) {
+                        let flag = text(i).unwrap_or_default();
+                        i += if !flag.contains('=')
+                            && matches!(
+                                flag,
+                                "--with"
+                                    | "--python"
+                                    | "-p"
+                                    | "--project"
+                                    | "--directory"
+                                    | "--env-file"
+                                    | "--package"
+                                    | "-e"
+                                    | "--environment"
+                            ) {
+                            2
+                        } else {
+                            1
+                        };
+                    }
+                }
+                "npx" | "bunx" | "pnpx" => {
+                    i += 1;
+                    while is_flag(i) {
+                        let flag = text(i).unwrap_or_default();
+                        i += if matches!(flag, "-p" | "--package") {
+                            2
+                        } else {
+                            1
+                        };
+                    }
+                }
+                "pnpm" | "yarn" if matches!(text(i + 1), Some("exec" | "dlx")) => i += 2,
                 "find" => {
                     let args: Vec<&str> = words[i + 1..].iter().map(|w| w.text.as_str()).collect();
                     let start = args
@@ -387,11 +456,16 @@ impl State<'_> {
                         }
                     }
                     if matches!(program.as_str(), "source" | ".") {
-                        if let Some(Place::Known(path)) = args
-                            .first()
-                            .map(|file| resolve(file, cwd.as_deref(), self.home, &self.vars))
-                        {
-                            self.sourced.push(path);
+                        if let Some(file) = args.first() {
+                            match resolve(file, cwd.as_deref(), self.home, &self.vars) {
+                                Place::Known(path) => self.sourced.push(path),
+                                // `source $(git rev-parse --show-toplevel)/.env`: its name
+                                // is known even where its directory is not.
+                                Place::Unknown => self.sourced.push(format!(
+                                    "/(unknown)/{}",
+                                    file.rsplit('/').next().unwrap_or(file)
+                                )),
+                            }
                         }
                     }
                     if matches!(program.as_str(), "cd" | "pushd" | "popd") {
@@ -480,6 +554,7 @@ impl State<'_> {
             scripts::Lang::Ruby => "ruby",
             scripts::Lang::Perl => "perl",
         };
+        let mut cwd = cwd;
         for effect in scripts::effects(lang, code) {
             let mut around = Surroundings {
                 reads: Vec::new(),
@@ -510,8 +585,24 @@ impl State<'_> {
                 scripts::Effect::Copy(from, to) => {
                     self.record("cp", &[&from, &to], &around, cwd.clone(), &None, false)
                 }
-                scripts::Effect::Shell(text) => self.nested(&text, depth, cwd.clone())?,
+                scripts::Effect::Chdir(dir) => {
+                    cwd = self.resolve_in(&dir, cwd.as_deref());
+                }
+                scripts::Effect::Opaque => return Err(Uninspectable::BuiltAtRunTime),
+                scripts::Effect::Shell(text) => {
+                    if text
+                        .split_whitespace()
+                        .next()
+                        .is_none_or(|w| w.contains(UNKNOWN))
+                    {
+                        return Err(Uninspectable::BuiltAtRunTime);
+                    }
+                    self.nested(&text, depth, cwd.clone())?
+                }
                 scripts::Effect::Argv(words) => {
+                    if words.first().is_none_or(|w| w.contains(UNKNOWN)) {
+                        return Err(Uninspectable::BuiltAtRunTime);
+                    }
                     let words: Vec<Word> = words
                         .into_iter()
                         .map(|text| Word {
@@ -561,7 +652,22 @@ impl State<'_> {
             Some(_) => args.push(unknown),
             None => {}
         }
-        let prints_env = prints_env(program, &args, &self.vars);
+        match program {
+            // Loop and `read` variables hold what the command itself produces.
+            "for" | "select" => self.produced.extend(args.first().cloned()),
+            "read" | "mapfile" | "readarray" | "getopts" => self
+                .produced
+                .extend(args.iter().filter(|a| !a.starts_with('-')).cloned()),
+            _ => {}
+        }
+        let mut prints_env = prints_env(program, &args, &self.vars, &self.produced);
+        prints_env |= around
+            .reads
+            .iter()
+            .any(|r| r.starts_with("/proc/") && r.ends_with("/environ"))
+            || around.here.is_some_and(|here| {
+                prints_env_text(&[here.to_string()], &self.vars, &self.produced)
+            });
         self.out.push(Command {
             program: program.to_string(),
             args,
@@ -590,41 +696,76 @@ impl State<'_> {
 
 /// Whether a command prints the environment or a variable the string did not set (see
 /// [`Command::prints_env`]).
-fn prints_env(program: &str, args: &[String], vars: &[(String, Option<String>)]) -> bool {
+fn prints_env(
+    program: &str,
+    args: &[String],
+    vars: &[(String, Option<String>)],
+    produced: &[String],
+) -> bool {
     let flags_only = args.iter().all(|a| a.starts_with('-'));
-    let names_a_variable = |arg: &String| {
-        let mut rest = arg.as_str();
-        while let Some(at) = rest.find('$') {
-            rest = &rest[at + 1..];
-            let name: String = rest
-                .trim_start_matches('{')
-                .chars()
-                .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
-                .collect();
-            if name
-                .chars()
-                .next()
-                .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
-                && !vars.iter().any(|(set, _)| *set == name)
-            {
-                return true;
-            }
-        }
-        false
-    };
     match program {
         "env" | "printenv" => true,
         "set" => args.is_empty(),
         "export" => args.is_empty() || args.iter().all(|a| a == "-p"),
         "declare" | "typeset" => {
-            flags_only && (args.is_empty() || args.iter().any(|a| a.contains(['x', 'p'])))
+            (flags_only && (args.is_empty() || args.iter().any(|a| a.contains(['x', 'p']))))
+                || args.iter().any(|a| a.starts_with('-') && a.contains('p'))
         }
         "compgen" => args.iter().any(|a| matches!(a.as_str(), "-v" | "-e")),
-        "echo" | "printf" | "print" => args.iter().any(names_a_variable),
+        "echo" | "printf" | "print" | "cat" | "tee" | "logger" => {
+            prints_env_text(args, vars, produced)
+        }
+        "awk" | "gawk" | "mawk" => args.iter().any(|a| a.contains("ENVIRON")),
+        "jq" | "gojq" => args
+            .iter()
+            .any(|a| a == "env" || a.contains("$ENV") || a.contains("env.")),
+        "ps" => args.iter().any(|a| {
+            !a.starts_with("--") && !a.contains('=') && a.trim_start_matches('-').contains('e')
+        }),
         _ => args
             .iter()
             .any(|a| a.starts_with("/proc/") && a.ends_with("/environ")),
     }
+}
+
+/// Whether a text expands a variable the command string did not set itself (`$API_KEY`,
+/// `${API_KEY}`, `${!API*}`); the shell's own (`PWD`, `HOME`, `PATH`, …) do not count.
+fn prints_env_text(
+    args: &[String],
+    vars: &[(String, Option<String>)],
+    produced: &[String],
+) -> bool {
+    const SHELL_OWN: &[&str] = &[
+        "PWD", "OLDPWD", "HOME", "PATH", "USER", "SHELL", "LOGNAME", "HOSTNAME", "RANDOM",
+        "LINENO", "SECONDS", "UID", "EUID", "PPID", "IFS", "TERM", "LANG",
+    ];
+    args.iter().any(|arg| {
+        let mut rest = arg.as_str();
+        while let Some(at) = rest.find('$') {
+            rest = &rest[at + 1..];
+            let name: String = rest
+                .trim_start_matches('{')
+                .trim_start_matches('!')
+                .chars()
+                .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
+                .collect();
+            // Set here to a value of the string's own (not copied from the environment).
+            let set_here = produced.contains(&name)
+                || vars.iter().any(|(set, value)| {
+                    *set == name && value.as_deref().is_some_and(|v| !v.is_empty())
+                });
+            if name
+                .chars()
+                .next()
+                .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+                && !set_here
+                && !SHELL_OWN.contains(&name.as_str())
+            {
+                return true;
+            }
+        }
+        false
+    })
 }
 
 /// The code an interpreter runs inline: `python -c CODE`, `node -e|-p|--eval CODE`, `perl

@@ -647,7 +647,7 @@ fn is_kind(kind: PathIs, place: &Place, places: &Places) -> bool {
 }
 
 /// Matches `*` (any run) and `?` (one character) against the whole text.
-fn wild(pattern: &str, text: &str) -> bool {
+pub(super) fn wild(pattern: &str, text: &str) -> bool {
     let p: Vec<char> = pattern.chars().collect();
     let t: Vec<char> = text.chars().collect();
     let (mut pi, mut ti) = (0, 0);

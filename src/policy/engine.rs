@@ -162,15 +162,13 @@ impl PolicyEngine {
                 });
             }
         }
-        if !self.set.rules.is_empty() {
-            if let Some(reason) = self.self_protection(&mut shell, tool, params) {
-                findings.push(Finding {
-                    source: Source::PolicyRules,
-                    rule: "self_protection".into(),
-                    severity: Severity::Deny,
-                    reason,
-                });
-            }
+        if let Some(reason) = self.self_protection(&mut shell, tool, params) {
+            findings.push(Finding {
+                source: Source::PolicyRules,
+                rule: "self_protection".into(),
+                severity: Severity::Deny,
+                reason,
+            });
         }
         findings.extend(egress::inspect(tool, params, &self.set.egress));
         // Rate limits last: a refusal by another rule still consumes a slot; a refusal by the
@@ -236,6 +234,7 @@ impl PolicyEngine {
         tool: &str,
         params: &Value,
     ) -> Option<String> {
+        let loaded = !self.set.rules.is_empty();
         let command_field = super::claude_tools::find(tool).and_then(|spec| {
             spec.fields
                 .iter()
@@ -243,18 +242,20 @@ impl PolicyEngine {
                 .map(|(field, _)| *field)
         });
         let Some(field) = command_field else {
-            return self.protected.violation(tool, params, None, &self.places);
+            return self
+                .protected
+                .violation(tool, params, None, &self.places, loaded);
         };
         let problem = match shell.parse(field, params, &self.places)? {
             Ok(commands) => {
                 return self
                     .protected
-                    .violation(tool, params, Some(commands), &self.places)
+                    .violation(tool, params, Some(commands), &self.places, loaded)
             }
             Err(problem) => *problem,
         };
         match problem {
-            problem if !shell.reported => {
+            problem if loaded && !shell.reported => {
                 shell.reported = true;
                 Some(format!(
                     "{problem}, so CAR cannot tell whether it changes its own rules; it is denied rather than run unchecked (split it into smaller commands)"

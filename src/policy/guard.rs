@@ -24,13 +24,20 @@ use serde_json::Value;
 
 use super::claude_tools::{self, FieldKind};
 use super::commands::{Command, Place};
-use super::deny_command::Places;
+use super::deny_command::{wild, Places};
+use super::shell::UNKNOWN;
 
 /// What the deny reason asks the agent to do.
 const ASK: &str = "ask the user to make this change themselves, outside the agent (or with `car policy …` in their own shell)";
 
 /// The keys of a Claude Code settings file that keep CAR's hook running.
 const HOOK_KEYS: &[&str] = &["hooks", "disableAllHooks", "allowManagedHooksOnly"];
+
+/// The variables of a settings file's `env` that decide which rules and which `car` the hook
+/// runs with.
+fn hook_env(name: &str) -> bool {
+    name == "PATH" || name == "HOME" || name.starts_with("CAR_")
+}
 
 /// The places the guard protects, resolved once per engine.
 #[derive(Debug, Clone, Default)]
@@ -112,16 +119,21 @@ impl Protected {
             .collect();
     }
 
-    /// Why the call would loosen or unhook the rules, or `None`.
+    /// Why the call would loosen or unhook the rules, or `None`. With no rule loaded
+    /// (`loaded` false) only existing rules are guarded: an agent may set rules up where there
+    /// are none, but never delete or rewrite rules that exist, wherever it stands.
     pub fn violation(
         &self,
         tool: &str,
         params: &Value,
         commands: Option<&[Command]>,
         places: &Places,
+        loaded: bool,
     ) -> Option<String> {
         if let Some(commands) = commands {
-            return commands.iter().find_map(|c| self.command(c, places));
+            return commands
+                .iter()
+                .find_map(|c| self.command(c, places, loaded));
         }
         let spec = claude_tools::find(tool)?;
         for (field, kind) in spec.fields {
@@ -131,18 +143,17 @@ impl Protected {
             let Some(Value::String(text)) = params.get(*field) else {
                 continue;
             };
-            let Place::Known(path) =
-                super::commands::resolve(text, Some(&places.cwd), places.home.as_deref(), &[])
-            else {
-                continue;
-            };
-            if is_settings(&path) {
-                if let Some(reason) = settings_edit(tool, params, &path) {
-                    return Some(reason);
+            let place =
+                super::commands::resolve(text, Some(&places.cwd), places.home.as_deref(), &[]);
+            if let Place::Known(path) = &place {
+                if is_settings(path) || is_settings(&canonical(path)) {
+                    if let Some(reason) = settings_edit(tool, params, path) {
+                        return Some(reason);
+                    }
+                    continue;
                 }
-                continue;
             }
-            if let Some(what) = self.touches(&path, Change::Write) {
+            if let Some(what) = self.judge(text, &place, Change::Write, loaded) {
                 return Some(deny(what));
             }
         }
@@ -150,41 +161,146 @@ impl Protected {
     }
 
     /// Why one shell command would loosen or unhook the rules, or `None`.
-    fn command(&self, command: &Command, places: &Places) -> Option<String> {
+    fn command(&self, command: &Command, places: &Places, loaded: bool) -> Option<String> {
         if let Some(reason) = unhooking_command(command) {
             return Some(reason);
         }
+        if loaded && rewrites_worktree(command).is_some_and(|takes| self.uncommitted_rules(takes)) {
+            return Some(format!(
+                "this git command would discard policy files that are not committed, which the agent may not do; commit .car/policies first, or {ASK}"
+            ));
+        }
+        let unknown_program = command.program.contains(UNKNOWN) || command.program.contains('$');
         for (change, text) in changes(command) {
-            let Place::Known(path) = command.place(text, places.home.as_deref()) else {
-                continue;
-            };
-            if is_settings(&path) {
-                return Some(deny("Claude Code's settings, which hook CAR's gate in"));
+            let place = command.place(text, places.home.as_deref());
+            if let Place::Known(path) = &place {
+                if is_settings(path) || is_settings(&canonical(path)) {
+                    return Some(deny(
+                        "Claude Code's settings, which hook CAR's gate in (the Edit tool may change their other keys: it checks that the hook keys stay as they are)",
+                    ));
+                }
             }
-            if let Some(what) = self.touches(&path, change) {
+            if let Some(what) = self.judge(text, &place, change, loaded) {
                 return Some(deny(what));
+            }
+        }
+        if unknown_program
+            && command
+                .args
+                .iter()
+                .any(|a| names_car(a) || a.contains("CAR_HOME"))
+        {
+            return Some(deny(
+                "what a command built at run time does to CAR's policies",
+            ));
+        }
+        None
+    }
+
+    /// What protected thing a change of the path `raw` (resolved to `place`) would touch. A
+    /// path CAR cannot resolve counts when its text names a `.car` or CAR's home; a glob
+    /// (`.car/*`, `.c*`) counts when it could match a protected path; braces are expanded;
+    /// links are followed as far as the path exists.
+    fn judge(
+        &self,
+        raw: &str,
+        place: &Place,
+        change: Change,
+        loaded: bool,
+    ) -> Option<&'static str> {
+        let Place::Known(path) = place else {
+            return (names_car(raw) || raw.contains("CAR_HOME"))
+                .then_some("a path built at run time that names CAR's policies or home");
+        };
+        for path in expand_braces(path) {
+            let real = canonical(&path);
+            for candidate in [&path, &real] {
+                if let Some(what) = self.touches(candidate, change, loaded) {
+                    return Some(what);
+                }
             }
         }
         None
     }
 
-    /// What protected thing a change of `path` would touch.
-    fn touches(&self, path: &str, change: Change) -> Option<&'static str> {
-        if is_rule_path(path) || self.rule_dirs.iter().any(|dir| inside(path, dir)) {
+    /// What protected thing a change of `path` (absolute, perhaps a shell glob) would touch.
+    fn touches(&self, path: &str, change: Change, loaded: bool) -> Option<&'static str> {
+        // A bracket class (`.[!.]*`) stands for one character, as `?` does.
+        let classless = without_classes(path);
+        let path = classless.as_str();
+        let within =
+            |target: &str| matches!(relation(path, target), Relation::Same | Relation::Inside);
+        let rule_dir = rule_dir_of(path);
+        let rules = if loaded {
+            rule_dir.is_some() || self.rule_dirs.iter().any(|dir| within(dir))
+        } else {
+            rule_dir.is_some_and(|dir| Path::new(&dir).is_dir())
+                || self
+                    .rule_dirs
+                    .iter()
+                    .any(|dir| Path::new(dir).is_dir() && within(dir))
+        };
+        if rules {
             return Some("a policy file");
         }
-        if self.holders.iter().any(|dir| dir == path)
-            || (change == Change::Delete && last_component(path) == ".car")
+        let holds_rules = |dir: &str| Path::new(dir).join("policies").is_dir();
+        if self
+            .holders
+            .iter()
+            .any(|dir| (loaded || holds_rules(dir)) && relation(path, dir) == Relation::Same)
+            || (change == Change::Delete && names_car(last_component(path)) && holds_rules(path))
         {
             return Some("the directory that holds CAR's policies");
         }
-        if self.hooks.iter().any(|hook| inside(path, hook)) {
+        if self.hooks.iter().any(|hook| within(hook)) {
             return Some("what runs CAR's hook (the plugin or the car executable)");
         }
-        if change == Change::Delete && self.existing.iter().any(|p| inside(p, path)) {
+        if change == Change::Delete
+            && (self.existing.iter().any(|existing| {
+                matches!(
+                    relation(path, existing),
+                    Relation::Same | Relation::Contains
+                )
+            }) || Path::new(path).join(".car").join("policies").is_dir())
+        {
             return Some("a directory holding CAR's policies or its hook");
         }
         None
+    }
+
+    /// Whether a `.car/policies` of this scope holds files that a command taking `takes` away
+    /// would discard, by `git status`.
+    fn uncommitted_rules(&self, takes: Takes) -> bool {
+        self.rule_dirs
+            .iter()
+            .filter(|dir| Path::new(dir).is_dir())
+            .any(|dir| {
+                let Ok(out) = std::process::Command::new("git")
+                    .args([
+                        "status",
+                        "--porcelain",
+                        "--untracked-files=all",
+                        "--ignored",
+                        "--",
+                    ])
+                    .arg(dir)
+                    .current_dir(dir)
+                    .stdin(std::process::Stdio::null())
+                    .stderr(std::process::Stdio::null())
+                    .output()
+                else {
+                    return false;
+                };
+                out.status.success()
+                    && String::from_utf8_lossy(&out.stdout).lines().any(|line| {
+                        match line.get(..2) {
+                            Some("??") => takes.untracked,
+                            Some("!!") => takes.ignored,
+                            Some(_) => takes.modified,
+                            None => false,
+                        }
+                    })
+            })
     }
 }
 
@@ -192,19 +308,114 @@ fn deny(what: &str) -> String {
     format!("this would change or remove {what}, which the agent may not do; {ASK}")
 }
 
-/// `path` is `dir` or inside it.
-fn inside(path: &str, dir: &str) -> bool {
-    Path::new(path).starts_with(dir)
+/// How a path (perhaps a shell glob: `*`, `?`, no `**`) stands to a target path.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Relation {
+    /// It is (or can match) the target.
+    Same,
+    /// It is (or can match) something inside the target.
+    Inside,
+    /// It is (or can match) a directory holding the target.
+    Contains,
+    Apart,
+}
+
+fn relation(path: &str, target: &str) -> Relation {
+    let parts = |p: &'_ str| -> Vec<String> {
+        p.split('/')
+            .filter(|c| !c.is_empty())
+            .map(str::to_string)
+            .collect()
+    };
+    let (path, target) = (parts(path), parts(target));
+    for (pattern, name) in path.iter().zip(&target) {
+        // As the shell globs: a wildcard does not match a leading dot (`*` is not `.car`).
+        let dotted = name.starts_with('.') && !pattern.starts_with('.');
+        let wildcard = pattern.contains(['*', '?']);
+        if (wildcard && (dotted || !wild(pattern, name))) || (!wildcard && pattern != name) {
+            return Relation::Apart;
+        }
+    }
+    match path.len().cmp(&target.len()) {
+        std::cmp::Ordering::Equal => Relation::Same,
+        std::cmp::Ordering::Greater => Relation::Inside,
+        std::cmp::Ordering::Less => Relation::Contains,
+    }
 }
 
 fn last_component(path: &str) -> &str {
     path.rsplit('/').next().unwrap_or(path)
 }
 
-/// A path inside (or naming) any `.car/policies`, whoever's.
-fn is_rule_path(path: &str) -> bool {
+/// The `…/.car/policies` directory a path is in (or names), whoever's; components are
+/// compared without case (a case-insensitive disk opens `.CAR/Policies` too).
+fn rule_dir_of(path: &str) -> Option<String> {
     let parts: Vec<&str> = path.split('/').collect();
-    parts.windows(2).any(|w| w == [".car", "policies"])
+    let at = parts
+        .windows(2)
+        .position(|w| w[0].eq_ignore_ascii_case(".car") && w[1].eq_ignore_ascii_case("policies"))?;
+    Some(parts[..at + 2].join("/"))
+}
+
+/// A `.car` component (without case).
+fn names_car(text: &str) -> bool {
+    text.split('/').any(|c| c.eq_ignore_ascii_case(".car"))
+}
+
+/// A glob with each `[…]` class made `?` (one character, whichever).
+fn without_classes(path: &str) -> String {
+    let mut out = String::new();
+    let mut chars = path.chars();
+    while let Some(c) = chars.next() {
+        if c == '[' {
+            let class: String = chars.by_ref().take_while(|c| *c != ']').collect();
+            if class.is_empty() {
+                out.push('[');
+            } else {
+                out.push('?');
+            }
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
+/// `a{b,c}d` → `abd`, `acd` (one level, as the shell expands a word before it runs).
+fn expand_braces(text: &str) -> Vec<String> {
+    let (Some(open), Some(close)) = (text.find('{'), text.find('}')) else {
+        return vec![text.to_string()];
+    };
+    if close < open || !text[open..close].contains(',') {
+        return vec![text.to_string()];
+    }
+    text[open + 1..close]
+        .split(',')
+        .map(|alt| format!("{}{alt}{}", &text[..open], &text[close + 1..]))
+        .collect()
+}
+
+/// The path with links resolved as far as it exists (`p/recommended.toml` where `p` links to
+/// `.car/policies`), or the path itself.
+fn canonical(path: &str) -> String {
+    let mut existing = Path::new(path);
+    let mut rest: Vec<&std::ffi::OsStr> = Vec::new();
+    loop {
+        if let Ok(real) = std::fs::canonicalize(existing) {
+            let mut real = real;
+            for part in rest.iter().rev() {
+                real.push(part);
+            }
+            return real.to_string_lossy().into_owned();
+        }
+        match (existing.parent(), existing.file_name()) {
+            (Some(parent), Some(name)) => {
+                rest.push(name);
+                existing = parent;
+            }
+            _ => return path.to_string(),
+        }
+    }
 }
 
 /// Claude Code's settings files: a project's or the user's `.claude/settings.json` and
@@ -276,16 +487,55 @@ fn changes(command: &Command) -> Vec<(Change, &str)> {
                 }
             }
         },
-        "cp" | "install" | "ln" | "rsync" | "scp" | "rclone" => match target_dir {
-            Some(dir) => out.push((Change::Write, dir)),
-            None => {
-                if positionals.len() >= 2 || command.program == "ln" {
-                    if let Some(last) = positionals.last() {
-                        out.push((Change::Write, last));
+        "cp" | "install" | "ln" | "rsync" | "scp" | "rclone" => {
+            // A recursive copy (or any rsync) replaces what is under its destination, as a
+            // delete would; a link to a protected file is a second name to change it by.
+            let tree = command.program == "rsync"
+                || command.program == "rclone"
+                || flag(&["-r", "-R", "-a", "--recursive", "--archive"]);
+            let dest_change = if tree { Change::Delete } else { Change::Write };
+            match target_dir {
+                Some(dir) => out.push((dest_change, dir)),
+                None => {
+                    if positionals.len() >= 2 || command.program == "ln" {
+                        if let Some(last) = positionals.last() {
+                            out.push((dest_change, last));
+                        }
                     }
                 }
             }
-        },
+            if command.program == "ln" {
+                let sources = positionals.len().saturating_sub(1);
+                out.extend(positionals[..sources].iter().map(|p| (Change::Write, *p)));
+            }
+        }
+        "tar" | "bsdtar" | "unzip" | "7z" | "cpio" => {
+            // An archive unpacked over a directory replaces what is under it.
+            let extracts = command.program == "unzip"
+                || args.first().is_some_and(|a| {
+                    !a.starts_with("--") && a.trim_start_matches('-').contains('x')
+                })
+                || flag(&["-x", "--extract", "--get"])
+                || positionals.first() == Some(&"x");
+            if extracts {
+                let dir = args.iter().enumerate().find_map(|(i, a)| match a.as_str() {
+                    "-C" | "--directory" | "-d" => args.get(i + 1).map(String::as_str),
+                    _ => a.strip_prefix("--directory=").or_else(|| {
+                        (command.program == "7z")
+                            .then(|| a.strip_prefix("-o"))
+                            .flatten()
+                            .filter(|dir| !dir.is_empty())
+                    }),
+                });
+                out.push((Change::Delete, dir.unwrap_or(".")));
+            }
+        }
+        "ex" | "vi" | "vim" | "nvim" | "ed" | "sponge" | "emacs" | "nano" => {
+            out.extend(all(Change::Write))
+        }
+        "awk" | "gawk" if args.iter().any(|a| a == "inplace" || a == "-i") => {
+            out.extend(all(Change::Write))
+        }
         "tee" | "truncate" | "touch" | "mkdir" | "chmod" | "chown" | "chgrp" | "chattr"
         | "setfacl" | "mkfifo" => out.extend(all(Change::Write)),
         "sed" | "gsed" | "perl" | "ruby" if flag(&["-i", "--in-place"]) => {
@@ -314,36 +564,110 @@ fn changes(command: &Command) -> Vec<(Change, &str)> {
     out
 }
 
-/// `claude plugin uninstall|disable|remove car…` and `car policy init --force`.
+/// `claude plugin uninstall|disable|remove car…` (also through `npx`), `claude config` of a
+/// hook key, and `car policy init --force`.
 fn unhooking_command(command: &Command) -> Option<String> {
     let args: Vec<&str> = command.args.iter().map(String::as_str).collect();
-    match command.program.as_str() {
-        "claude" => {
-            let words: Vec<&str> = args
-                .iter()
-                .copied()
-                .filter(|a| !a.starts_with('-'))
-                .collect();
-            let unhooks = matches!(
-                words.as_slice(),
-                ["plugin" | "plugins", "uninstall" | "disable" | "remove" | "rm", target, ..]
-                    if target.starts_with("car")
-            ) || matches!(
-                words.as_slice(),
-                ["plugin" | "plugins", "marketplace", "remove" | "rm", ..]
-            ) || (words.first() == Some(&"config")
-                && args.iter().any(|a| HOOK_KEYS.contains(a)));
-            unhooks.then(|| deny("CAR's plugin or hooks in Claude Code"))
+    let plugin_off = args.windows(2).position(|w| {
+        matches!(w[0], "plugin" | "plugins")
+            && matches!(w[1], "uninstall" | "disable" | "remove" | "rm")
+    });
+    if let Some(at) = plugin_off {
+        let named_car = args[at + 2..]
+            .iter()
+            .any(|a| !a.starts_with('-') && (a.starts_with("car@") || *a == "car"));
+        if named_car {
+            return Some(deny("CAR's plugin in Claude Code"));
         }
-        "car" => {
-            let words: Vec<&str> = args
-                .iter()
-                .copied()
-                .filter(|a| !a.starts_with('-'))
-                .collect();
-            (words.starts_with(&["policy", "init"]) && args.contains(&"--force"))
-                .then(|| deny("the policy files (`car policy init --force` replaces them)"))
+    }
+    let marketplace_off = args.windows(3).any(|w| {
+        matches!(w[0], "plugin" | "plugins")
+            && w[1] == "marketplace"
+            && matches!(w[2], "remove" | "rm")
+    });
+    let configures_hooks = args.first() == Some(&"config")
+        && args.iter().any(|a| {
+            HOOK_KEYS.iter().any(|k| a.contains(k))
+                || a.contains("enabledPlugins")
+                || a.starts_with("env")
+        });
+    if (command.program == "claude" || args.iter().any(|a| a.contains("claude-code")))
+        && (marketplace_off || configures_hooks)
+    {
+        return Some(deny("CAR's plugin or hooks in Claude Code"));
+    }
+    if command.program == "car" {
+        let words: Vec<&str> = args
+            .iter()
+            .copied()
+            .filter(|a| !a.starts_with('-'))
+            .collect();
+        if words.starts_with(&["policy", "init"]) && args.contains(&"--force") {
+            return Some(deny(
+                "the policy files (`car policy init --force` replaces them)",
+            ));
         }
+    }
+    None
+}
+
+/// What a git command that rewrites the work tree takes away: changes to tracked files,
+/// untracked files, ignored files.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Takes {
+    modified: bool,
+    untracked: bool,
+    ignored: bool,
+}
+
+/// What a git command that rewrites the work tree would discard: `stash` (modified files; with
+/// `-u` untracked, with `-a` ignored too; not `list`, `show`, `apply`, `pop`, `drop`, `clear`,
+/// `branch`), `clean` (untracked; with `-x`/`-X` ignored; not `-n`), `checkout`/`switch` with
+/// `-f`/`--discard-changes`, `reset --hard|--merge|--keep`, `read-tree -u`, and `restore` of
+/// the work tree (modified files).
+fn rewrites_worktree(command: &Command) -> Option<Takes> {
+    if command.program != "git" {
+        return None;
+    }
+    let (sub, rest) = command.args.split_first()?;
+    let has = |names: &[&str]| rest.iter().any(|a| names.contains(&a.as_str()));
+    // A short flag, also inside a cluster (`-nd`, `-fdx`).
+    let short = |letter: char| {
+        rest.iter()
+            .any(|a| a.starts_with('-') && !a.starts_with("--") && a[1..].contains(letter))
+    };
+    let modified = Takes {
+        modified: true,
+        untracked: false,
+        ignored: false,
+    };
+    match sub.as_str() {
+        "stash" => {
+            if matches!(
+                rest.first().map(String::as_str),
+                Some("list" | "show" | "apply" | "pop" | "drop" | "clear" | "branch" | "create")
+            ) {
+                return None;
+            }
+            let all = short('a') || has(&["--all"]);
+            Some(Takes {
+                modified: true,
+                untracked: all || short('u') || has(&["--include-untracked"]),
+                ignored: all,
+            })
+        }
+        "clean" => (!(short('n') || has(&["--dry-run"]))).then(|| Takes {
+            modified: false,
+            untracked: true,
+            ignored: short('x') || short('X'),
+        }),
+        "checkout" | "switch" => {
+            (short('f') || has(&["--force", "--discard-changes"])).then_some(modified)
+        }
+        "reset" => has(&["--hard", "--merge", "--keep"]).then_some(modified),
+        "read-tree" => (short('u') || has(&["--reset"])).then_some(modified),
+        "restore" => (!(short('S') || has(&["--staged"])) || short('W') || has(&["--worktree"]))
+            .then_some(modified),
         _ => None,
     }
 }
@@ -416,5 +740,16 @@ fn hook_keys(settings: &Value) -> Vec<Value> {
         })
         .unwrap_or_default();
     keys.push(serde_json::json!(car_plugins));
+    let env: Vec<(String, Value)> = settings
+        .get("env")
+        .and_then(Value::as_object)
+        .map(|env| {
+            env.iter()
+                .filter(|(name, _)| hook_env(name))
+                .map(|(name, value)| (name.clone(), value.clone()))
+                .collect()
+        })
+        .unwrap_or_default();
+    keys.push(serde_json::json!(env));
     keys
 }

@@ -28,6 +28,30 @@ pub use engine::{Admission, PolicyEngine};
 pub use rules::LoadFailure;
 pub(crate) use tools::tool;
 
+/// The simple commands CAR's shell parser reads in `text`, those inside substitutions
+/// included, or `None` when it refuses to inspect it (for `benches/shell_parsers.rs`).
+#[cfg(feature = "shell-parser-bench")]
+pub fn shell_simple_commands(text: &str) -> Option<usize> {
+    fn count(script: &shell::Script) -> usize {
+        script
+            .commands
+            .iter()
+            .map(|simple| {
+                let words = simple
+                    .words
+                    .iter()
+                    .chain(simple.assignments.iter().map(|(_, w)| w))
+                    .chain(simple.redirects.iter().map(|r| &r.target));
+                1 + words
+                    .flat_map(|w| &w.substitutions)
+                    .map(count)
+                    .sum::<usize>()
+            })
+            .sum()
+    }
+    shell::parse(text).ok().map(|script| count(&script))
+}
+
 /// The outcome of one evaluation.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]

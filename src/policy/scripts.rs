@@ -37,8 +37,8 @@ impl Lang {
     pub fn of_program(program: &str) -> Option<Lang> {
         let stem = program.trim_end_matches(|c: char| c.is_ascii_digit() || c == '.');
         match stem {
-            "python" | "pypy" => Some(Lang::Python),
-            "node" | "nodejs" | "bun" | "deno" => Some(Lang::JavaScript),
+            "python" | "pypy" | "ipython" => Some(Lang::Python),
+            "node" | "nodejs" | "bun" | "deno" | "tsx" | "ts-node" => Some(Lang::JavaScript),
             "ruby" => Some(Lang::Ruby),
             "perl" => Some(Lang::Perl),
             _ => None,
@@ -73,6 +73,11 @@ pub enum Effect {
     Shell(String),
     /// Runs a program with these words (no shell).
     Argv(Vec<String>),
+    /// Changes the working directory of what follows (`os.chdir`, `process.chdir`).
+    Chdir(String),
+    /// Runs code CAR cannot read before it runs: `eval`/`exec`/`new Function`/`send` of a
+    /// string built at run time, `getattr` of a computed name.
+    Opaque,
 }
 
 /// The longest script read; a longer one is judged by what a reader of its first part sees.
@@ -155,6 +160,15 @@ impl<'a> Reader<'a> {
             (Lang::Python, "import_statement" | "import_from_statement") => self.py_import(node),
             (Lang::Python, "assignment") | (Lang::Ruby, "assignment") => self.assign(node),
             (Lang::JavaScript, "variable_declarator") => self.js_declare(node),
+            (Lang::JavaScript, "import_statement") => self.js_import(node),
+            // `new Function("…")` compiles a string.
+            (Lang::JavaScript, "new_expression")
+                if node
+                    .child_by_field_name("constructor")
+                    .is_some_and(|c| self.text(c) == "Function") =>
+            {
+                self.out.push(Effect::Opaque);
+            }
             (Lang::Python | Lang::Ruby, "call") | (Lang::JavaScript, "call_expression") => {
                 self.call(node)
             }
@@ -271,6 +285,50 @@ impl<'a> Reader<'a> {
         }
     }
 
+    /// `import fs from 'fs'`, `import * as fs from 'node:fs'`, `import {rmSync as r} from 'fs'`.
+    fn js_import(&mut self, node: Node) {
+        let Some(source) = node.child_by_field_name("source") else {
+            return;
+        };
+        let module = normalize_module(&self.eval(source));
+        let mut cursor = node.walk();
+        let Some(clause) = node
+            .named_children(&mut cursor)
+            .find(|n| n.kind() == "import_clause")
+        else {
+            return;
+        };
+        let mut cursor = clause.walk();
+        for part in clause.named_children(&mut cursor) {
+            match part.kind() {
+                "identifier" => {
+                    let local = self.text(part).to_string();
+                    self.bind(&local, Bound::Alias(module.clone()));
+                }
+                "namespace_import" => {
+                    if let Some(name) = part.named_child(0) {
+                        let local = self.text(name).to_string();
+                        self.bind(&local, Bound::Alias(module.clone()));
+                    }
+                }
+                "named_imports" => {
+                    let mut inner = part.walk();
+                    for spec in part.named_children(&mut inner) {
+                        let Some(name) = spec.child_by_field_name("name") else {
+                            continue;
+                        };
+                        let name = self.text(name).to_string();
+                        let local = spec
+                            .child_by_field_name("alias")
+                            .map_or_else(|| name.clone(), |a| self.text(a).to_string());
+                        self.bind(&local, Bound::Alias(format!("{module}.{name}")));
+                    }
+                }
+                _ => {}
+            }
+        }
+    }
+
     /// The module an expression names: `require('fs')`, `__import__('os')`, an alias, or a
     /// dotted name (`os.path`, `fs.promises`); `None` when it is not a module.
     fn module_of(&self, node: Node) -> Option<String> {
@@ -299,15 +357,31 @@ impl<'a> Reader<'a> {
                 Some(format!("{object}.{property}"))
             }
             "scope_resolution" => Some(self.text(node).replace("::", ".")),
+            "subscript_expression" => {
+                // `fs["rmSync"]`.
+                let object = self.qualified(node.child_by_field_name("object")?)?;
+                let index = self.eval(node.child_by_field_name("index")?);
+                (!index.contains(UNKNOWN)).then(|| format!("{object}.{index}"))
+            }
             "call" | "call_expression" => {
-                // `require('fs')`, `__import__('os')`, `importlib.import_module('shutil')`.
+                // `require('fs')`, `import('fs')`, `__import__('os')`,
+                // `importlib.import_module('shutil')`, `getattr(shutil, 'rmtree')`.
                 let callee = node.child_by_field_name("function")?;
                 let name = self.text(callee);
-                if !matches!(name, "require" | "__import__" | "importlib.import_module") {
+                let args = self.args(node);
+                if name == "getattr" && args.len() >= 2 {
+                    let object = self.qualified(args[0])?;
+                    let attribute = self.eval(args[1]);
+                    return (!attribute.contains(UNKNOWN)).then(|| format!("{object}.{attribute}"));
+                }
+                if !(matches!(
+                    name,
+                    "require" | "import" | "__import__" | "importlib.import_module"
+                ) || name.ends_with(".require"))
+                {
                     return None;
                 }
-                let first = self.args(node).into_iter().next()?;
-                let module = self.eval(first);
+                let module = self.eval(*args.first()?);
                 (!module.contains(UNKNOWN)).then(|| normalize_module(&module))
             }
             "parenthesized_expression" => self.qualified(node.named_child(0)?),
@@ -411,8 +485,40 @@ impl<'a> Reader<'a> {
                 | "subprocess.check_output"
                 | "subprocess.Popen",
             ) => arg(0).map(|a| self.command(a)),
-            (Lang::Python, "os.execv" | "os.execvp" | "os.execve" | "os.execvpe") => {
-                arg(1).map(|a| self.command(a))
+            (
+                Lang::Python,
+                "os.execv" | "os.execvp" | "os.execve" | "os.execvpe" | "os.posix_spawn"
+                | "os.posix_spawnp",
+            ) => arg(1).map(|a| self.command(a)),
+            (Lang::Python, "os.execl" | "os.execlp" | "os.execle" | "os.execlpe") => Some(
+                Effect::Argv(args.iter().skip(1).map(|a| self.eval(*a)).collect()),
+            ),
+            (Lang::Python, "os.spawnl" | "os.spawnlp" | "os.spawnle" | "os.spawnlpe") => Some(
+                Effect::Argv(args.iter().skip(2).map(|a| self.eval(*a)).collect()),
+            ),
+            (Lang::Python, "os.spawnv" | "os.spawnvp" | "os.spawnve" | "os.spawnvpe") => {
+                arg(2).map(|a| self.command(a))
+            }
+            (Lang::Python, "pty.spawn") => arg(0).map(|a| self.command(a)),
+            (Lang::Python, "os.chdir") => Some(Effect::Chdir(self.eval_opt(arg(0)))),
+            (Lang::Python, "os.open") => {
+                let flags = arg(1).map(|f| self.text(f)).unwrap_or_default();
+                let path = self.eval_opt(arg(0));
+                Some(
+                    if flags.contains("WRONLY")
+                        || flags.contains("RDWR")
+                        || flags.contains("TRUNC")
+                        || flags.contains("CREAT")
+                        || flags.contains("APPEND")
+                    {
+                        Effect::Write(path)
+                    } else {
+                        Effect::Read(path)
+                    },
+                )
+            }
+            (Lang::Python, "exec" | "eval" | "compile" | "builtins.exec" | "builtins.eval") => {
+                self.inline(arg(0))
             }
             (Lang::Python, "os.rename" | "os.replace" | "os.renames" | "shutil.move") => {
                 Some(Effect::Move(self.eval_opt(arg(0)), self.eval_opt(arg(1))))
@@ -437,7 +543,15 @@ impl<'a> Reader<'a> {
                     Effect::Read(path)
                 })
             }
+            (Lang::JavaScript, "eval") => self.inline(arg(0)),
+            (Lang::JavaScript, "process.chdir") => Some(Effect::Chdir(self.eval_opt(arg(0)))),
             (Lang::JavaScript, name) => self.js_effect(node, name, &args),
+            (
+                Lang::Ruby,
+                "eval" | "instance_eval" | "class_eval" | "module_eval" | "Kernel.eval",
+            ) => self.inline(arg(0)),
+            (Lang::Ruby, "send" | "public_send" | "__send__") => Some(Effect::Opaque),
+            (Lang::Ruby, "Dir.chdir") => Some(Effect::Chdir(self.eval_opt(arg(0)))),
             (Lang::Ruby, name) => self.ruby_effect(node, name, &args),
             (Lang::Python | Lang::Perl, _) => None,
         };
@@ -474,6 +588,19 @@ impl<'a> Reader<'a> {
                 Some(Effect::Write(path()))
             }
             "read_text" | "read_bytes" => Some(Effect::Read(path())),
+            "open" => {
+                let mode = self
+                    .args(call)
+                    .first()
+                    .map(|m| self.eval(*m))
+                    .or_else(|| self.option(call, "mode").map(|m| self.eval(m)))
+                    .unwrap_or_default();
+                Some(if mode.contains(['w', 'a', 'x', '+']) {
+                    Effect::Write(path())
+                } else {
+                    Effect::Read(path())
+                })
+            }
             "rename" | "replace" => {
                 let to = self.args(call).first().map(|a| self.eval(*a));
                 Some(Effect::Move(path(), to.unwrap_or_else(unknown)))
@@ -481,6 +608,18 @@ impl<'a> Reader<'a> {
             _ => None,
         };
         self.out.extend(effect);
+    }
+
+    /// `exec("…")`/`eval("…")` of a literal is read as more of the script; of anything else,
+    /// it is opaque.
+    fn inline(&mut self, code: Option<Node>) -> Option<Effect> {
+        let code = self.eval_opt(code);
+        if code.contains(UNKNOWN) {
+            return Some(Effect::Opaque);
+        }
+        // Each literal inside is shorter than the one around it, so this ends.
+        self.out.extend(effects(self.lang, &code));
+        None
     }
 
     /// A command given as a string (run by a shell) or a list of words.
@@ -533,8 +672,23 @@ impl<'a> Reader<'a> {
         }
     }
 
-    fn ruby_effect(&self, _call: Node, name: &str, args: &[Node]) -> Option<Effect> {
+    fn ruby_effect(&self, call: Node, name: &str, args: &[Node]) -> Option<Effect> {
         let arg = |i: usize| self.eval_opt(args.get(i).copied());
+        // `Pathname.new(p).rmtree`, `.delete`, `.unlink`, `.rmdir`, `.write`, `.read`.
+        if let Some(receiver) = call
+            .child_by_field_name("receiver")
+            .filter(|r| r.kind() == "call" && self.text(*r).starts_with("Pathname"))
+        {
+            let path = self.eval_opt(self.args(receiver).first().copied());
+            let method = name.rsplit('.').next().unwrap_or(name);
+            return match method {
+                "rmtree" => remove(path, true),
+                "delete" | "unlink" | "rmdir" => remove(path, false),
+                "write" | "binwrite" | "truncate" => Some(Effect::Write(path)),
+                "read" | "binread" | "readlines" => Some(Effect::Read(path)),
+                _ => None,
+            };
+        }
         let run = || match args {
             [] => None,
             [one] => Some(self.command(*one)),
@@ -554,8 +708,15 @@ impl<'a> Reader<'a> {
             "system" | "exec" | "spawn" | "Kernel.system" | "Kernel.exec" | "Kernel.spawn"
             | "Process.spawn" | "IO.popen" | "Open3.capture2" | "Open3.capture2e"
             | "Open3.capture3" | "Open3.popen3" => run(),
-            "File.write" | "IO.write" | "FileUtils.touch" | "File.truncate" | "FileUtils.chmod" => {
-                Some(Effect::Write(arg(0)))
+            "File.write" | "IO.write" | "FileUtils.touch" | "File.truncate" | "FileUtils.chmod"
+            | "FileUtils.mkdir_p" | "File.symlink" | "File.link" => Some(Effect::Write(arg(0))),
+            "File.open" | "File.new" | "IO.open" => {
+                let mode = args.get(1).map(|m| self.eval(*m)).unwrap_or_default();
+                Some(if mode.contains(['w', 'a', '+']) {
+                    Effect::Write(arg(0))
+                } else {
+                    Effect::Read(arg(0))
+                })
             }
             "File.read" | "IO.read" | "File.readlines" | "IO.readlines" | "File.binread" => {
                 Some(Effect::Read(arg(0)))
@@ -584,8 +745,51 @@ impl<'a> Reader<'a> {
             .named_children(&mut cursor)
             .filter(|n| !matches!(n.kind(), "normal_comma" | "fat_comma" | "comment"))
             .collect();
-        let values: Vec<String> = args.iter().map(|a| self.eval(*a)).collect();
+        let mut values: Vec<String> = Vec::new();
+        for arg in &args {
+            if arg.kind() == "word_list_qw" {
+                let mut inner = arg.walk();
+                values.extend(
+                    arg.named_children(&mut inner)
+                        .filter(|n| n.kind() == "list_item")
+                        .map(|n| self.text(n).to_string()),
+                );
+            } else {
+                values.push(self.eval(*arg));
+            }
+        }
         match name {
+            "rename" if values.len() >= 2 => self
+                .out
+                .push(Effect::Move(values[0].clone(), values[1].clone())),
+            "truncate" | "chmod" | "symlink" | "link" => {
+                if let Some(path) = values
+                    .last()
+                    .filter(|_| name != "truncate")
+                    .or(values.first())
+                {
+                    self.out.push(Effect::Write(path.clone()));
+                }
+            }
+            "chdir" => self.out.push(Effect::Chdir(
+                values.first().cloned().unwrap_or_else(unknown),
+            )),
+            "eval" => self.out.push(Effect::Opaque),
+            "open" if values.len() == 2 => {
+                let spec = values[1].trim();
+                let path = spec
+                    .trim_start_matches(['<', '>', '+', '|', ' '])
+                    .trim()
+                    .to_string();
+                self.out
+                    .push(if spec.starts_with('>') || spec.starts_with("+<") {
+                        Effect::Write(path)
+                    } else if spec.ends_with('|') || spec.starts_with('|') {
+                        Effect::Shell(path.trim_end_matches('|').to_string())
+                    } else {
+                        Effect::Read(path)
+                    });
+            }
             "rmtree" | "remove_tree" => self
                 .out
                 .extend(values.iter().filter_map(|v| remove(v.clone(), true))),
@@ -1037,6 +1241,65 @@ mod tests {
             [Effect::Shell("rm -rf /".into())]
         );
         assert_eq!(effects(Lang::Perl, "print 1"), []);
+    }
+
+    #[test]
+    fn indirection_is_followed_or_refused() {
+        assert_eq!(
+            effects(
+                Lang::Python,
+                "import shutil; getattr(shutil, 'rmtree')('/x')"
+            ),
+            [rm("/x", true)]
+        );
+        assert_eq!(
+            effects(Lang::Python, "exec('import shutil; shutil.rmtree(\"/y\")')"),
+            [rm("/y", true)]
+        );
+        assert_eq!(
+            effects(Lang::Python, "import os; exec(os.environ['CODE'])"),
+            [Effect::Opaque]
+        );
+        assert_eq!(
+            effects(
+                Lang::Python,
+                "import os, shutil; os.chdir('/a'); shutil.rmtree('b')"
+            ),
+            [Effect::Chdir("/a".into()), rm("b", true)]
+        );
+        assert_eq!(
+            effects(
+                Lang::JavaScript,
+                "import {rmSync as r} from 'node:fs'; r('/z', {recursive: true})"
+            ),
+            [rm("/z", true)]
+        );
+        assert_eq!(
+            effects(
+                Lang::JavaScript,
+                "const fs = require('fs'); fs['unlinkSync']('a')"
+            ),
+            [rm("a", false)]
+        );
+        assert_eq!(
+            effects(Lang::JavaScript, "new Function(process.argv[1])()"),
+            [Effect::Opaque]
+        );
+        assert_eq!(
+            effects(Lang::Ruby, "require 'pathname'; Pathname.new('/w').rmtree"),
+            [rm("/w", true)]
+        );
+        assert_eq!(
+            effects(Lang::Perl, "system qw(rm -rf /v)"),
+            [Effect::Argv(vec!["rm".into(), "-rf".into(), "/v".into()])]
+        );
+        assert_eq!(
+            effects(Lang::Perl, "open(F, \">out.txt\"); rename \"a\", \"b\""),
+            [
+                Effect::Write("out.txt".into()),
+                Effect::Move("a".into(), "b".into())
+            ]
+        );
     }
 
     #[test]

@@ -31,6 +31,8 @@ pub enum Uninspectable {
     TooLong,
     #[error("the command nests substitutions or shell strings deeper than {MAX_DEPTH} levels")]
     TooDeep,
+    #[error("the command runs code it builds at run time (an inline script's `eval`, `exec` or `getattr`, or a command string or program it computes)")]
+    BuiltAtRunTime,
 }
 
 /// One word as the shell would pass it (quotes removed), with the commands of any substitution

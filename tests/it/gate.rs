@@ -486,3 +486,111 @@ fn claude_code_started_in_a_subdirectory_is_held_to_the_projects_rules() {
         assert_ne!(read["is_error"], true, "{id}: {read}\n{context}");
     }
 }
+
+/// Rules that exist are guarded wherever the agent stands: from outside the project (where no
+/// rule is loaded) a delete or rewrite of them is denied, a link to them is no way round, and
+/// a git command that would discard uncommitted rules is denied until they are committed.
+#[test]
+fn existing_rules_are_guarded_from_outside_the_project_through_links_and_from_git() {
+    let repo = Monorepo::new();
+    let root = &repo.root;
+    let outside = root.parent().unwrap().join("elsewhere");
+    std::fs::create_dir_all(&outside).unwrap();
+    let policy = root.join(".car/policies/recommended.toml");
+    for command in [
+        format!("rm -rf {}", root.join(".car").display()),
+        format!("rm -rf {}", root.display()),
+        format!("mv {} /tmp/gone", root.join(".car/policies").display()),
+        format!(": > {}", policy.display()),
+    ] {
+        assert!(
+            repo.decide(&outside, "Bash", json!({"command": command}))
+                .is_some_and(|r| r.starts_with("CAR policy: self_protection")),
+            "{command}"
+        );
+    }
+    assert!(repo
+        .decide(
+            &outside,
+            "Write",
+            json!({"file_path": policy, "content": ""})
+        )
+        .is_some());
+    // A project of its own outside: rules may be set up where there are none.
+    assert_eq!(
+        repo.decide(
+            &outside,
+            "Write",
+            json!({"file_path": outside.join(".car/policies/new.toml"), "content": "deny_tool = [\"x\"]"})
+        ),
+        None
+    );
+
+    // A link planted earlier is followed.
+    std::os::unix::fs::symlink(root.join(".car/policies"), root.join("p")).unwrap();
+    assert!(repo
+        .decide(
+            root,
+            "Write",
+            json!({"file_path": root.join("p/recommended.toml"), "content": ""})
+        )
+        .is_some());
+    assert!(repo
+        .decide(root, "Bash", json!({"command": "rm p/recommended.toml"}))
+        .is_some());
+    std::fs::remove_file(root.join("p")).unwrap();
+
+    // Settings' env decides which car and which rules the hook runs with.
+    let settings = root.join(".claude/settings.json");
+    assert!(repo
+        .decide(
+            root,
+            "Edit",
+            json!({"file_path": settings, "old_string": "\"permissions\"", "new_string": "\"env\": {\"CAR_HOME\": \"/tmp/empty\"}, \"permissions\""})
+        )
+        .is_some());
+    assert_eq!(
+        repo.decide(
+            root,
+            "Edit",
+            json!({"file_path": settings, "old_string": "\"permissions\"", "new_string": "\"env\": {\"NODE_ENV\": \"test\"}, \"permissions\""})
+        ),
+        None
+    );
+
+    // git: uncommitted rules are not stashed or cleaned away; committed ones may be.
+    std::fs::remove_dir_all(root.join(".git")).unwrap();
+    let git = |args: &[&str]| {
+        let out = Command::new("git")
+            .args(["-c", "user.email=t@example.com", "-c", "user.name=t"])
+            .args(args)
+            .current_dir(root)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "git {args:?}: {out:?}");
+    };
+    git(&["init", "-q"]);
+    git(&["add", ".env.example"]);
+    git(&["commit", "-qm", "start"]);
+    for command in [
+        "git stash -u",
+        "git clean -fdx",
+        "git -c clean.requireForce=false clean -dx",
+    ] {
+        assert!(
+            repo.decide(root, "Bash", json!({"command": command}))
+                .is_some(),
+            "{command}"
+        );
+    }
+    assert_eq!(
+        repo.decide(root, "Bash", json!({"command": "git stash list"})),
+        None
+    );
+    git(&["add", ".car/policies"]);
+    git(&["commit", "-qm", "rules"]);
+    assert_eq!(
+        repo.decide(root, "Bash", json!({"command": "git stash -u"})),
+        None
+    );
+}
