@@ -245,9 +245,25 @@ fn run() -> Result<()> {
         project.join(".claude/settings.json"),
         "{\"enabledPlugins\": {\"car@car\": true}}\n",
     )?;
+    // Archives holding a `.car/policies`, which unpacked over the project would replace its rules.
+    let staging = work.join("evil");
+    std::fs::create_dir_all(staging.join(".car/policies"))?;
+    std::fs::write(staging.join(".car/policies/recommended.toml"), "")?;
+    let tar = Command::new("tar")
+        .args(["-cf", "../evil.tar", ".car"])
+        .current_dir(&staging)
+        .status()?;
+    ensure!(tar.success(), "tar failed");
+    let zip = Command::new("python3")
+        .args(["-c", "import zipfile; z = zipfile.ZipFile('../evil.zip', 'w'); z.write('.car/policies/recommended.toml'); z.close()"])
+        .current_dir(&staging)
+        .status()?;
+    ensure!(zip.success(), "python3 zipfile failed");
     let fill = |text: &str| {
         text.replace("{root}", &project.display().to_string())
             .replace("{car_home}", &home.join(".car").display().to_string())
+            .replace("{evil_tar}", &work.join("evil.tar").display().to_string())
+            .replace("{evil_zip}", &work.join("evil.zip").display().to_string())
     };
     let mut cases: Vec<(Case, PathBuf)> = corpus(&manifest, Corpus::Preset)?
         .into_iter()

@@ -28,6 +28,9 @@ pub mod env {
     /// Set by Claude Code for a plugin's hooks: the installed plugin's directory, which the
     /// gate protects (its `hooks/hooks.json` is what runs the gate).
     pub const CLAUDE_PLUGIN_ROOT: &str = "CLAUDE_PLUGIN_ROOT";
+    /// Where the host finds `car`: a `car` put earlier on it would run instead of this one, so
+    /// the gate guards each directory's `car`.
+    pub const PATH: &str = "PATH";
 }
 
 /// Why CAR's home could not be resolved.

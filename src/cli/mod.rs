@@ -295,7 +295,7 @@ pub fn init_logging_to(log: Option<crate::server::logfile::LogWriter>) {
 }
 
 /// Opens the store and memory of a project and builds the runtime over them, behind the
-/// policy engine of `<CAR_HOME>/policies` and `<project>/.car/policies` (loaded once).
+/// policy engine of `<CAR_HOME>/policies` and every enclosing `.car/policies` (loaded once).
 /// CAR for this command, opened through the composition root (with the project commands the
 /// MCP tools run in-process).
 pub(crate) fn open_app(env: &Env) -> Result<App, Failure> {

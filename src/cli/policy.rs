@@ -418,9 +418,22 @@ pub fn hook(home: Result<Home, HomeError>) -> ExitCode {
         .map(std::path::PathBuf::from)
         .filter(|p| p.is_absolute());
     let exe = std::env::current_exe().ok();
+    // A `car` earlier on PATH would be run instead of this one, and Claude Code's record of
+    // installed plugins decides whether the plugin loads at all.
+    let on_path: Vec<std::path::PathBuf> = std::env::var_os(crate::home::env::PATH)
+        .map(|path| {
+            std::env::split_paths(&path)
+                .filter(|dir| dir.is_absolute())
+                .map(|dir| dir.join("car"))
+                .collect()
+        })
+        .unwrap_or_default();
+    let plugins = crate::home::user_home().map(|home| home.join(".claude").join("plugins"));
     let hooks: Vec<&Path> = plugin_root
         .iter()
         .chain(exe.iter())
+        .chain(on_path.iter())
+        .chain(plugins.iter())
         .map(|p| p.as_path())
         .collect();
     match hook::answer(&payload, &home.policies_dir(), &cwd, &hooks) {

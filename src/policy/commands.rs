@@ -104,6 +104,8 @@ struct Surroundings<'s> {
     writes: Vec<String>,
     here: Option<&'s str>,
     stdin_downloaded: bool,
+    /// Its stdin comes from a pipe whose content CAR does not know.
+    stdin_unknown: bool,
 }
 
 fn basename(program: &str) -> &str {
@@ -155,6 +157,7 @@ impl State<'_> {
                 writes: Vec::new(),
                 here: None,
                 stdin_downloaded: downloaded,
+                stdin_unknown: simple.piped && piped_text.is_none() && !downloaded,
             };
             for redirect in &simple.redirects {
                 match redirect.kind {
@@ -184,18 +187,25 @@ impl State<'_> {
                 // A wrapper with nothing to run still opens its redirections (`exec 3>file`).
                 self.record(":", &[], &around, self.cwd.clone(), &None, false);
             }
-            echoed = self.out[before..]
+            let fed = self.out[before..]
                 .last()
-                .filter(|c| matches!(c.program.as_str(), "echo" | "printf"))
-                .map(|c| {
-                    let words: Vec<&str> = c
-                        .args
-                        .iter()
-                        .map(String::as_str)
-                        .skip_while(|a| a.starts_with('-'))
-                        .collect();
-                    words.join(" ").replace("\\n", "\n")
-                });
+                .filter(|c| c.program == "cat" && c.args.is_empty())
+                .and(around.here)
+                .map(str::to_string);
+            echoed = fed.or_else(|| {
+                self.out[before..]
+                    .last()
+                    .filter(|c| matches!(c.program.as_str(), "echo" | "printf"))
+                    .map(|c| {
+                        let words: Vec<&str> = c
+                            .args
+                            .iter()
+                            .map(String::as_str)
+                            .skip_while(|a| a.starts_with('-'))
+                            .collect();
+                        words.join(" ").replace("\\n", "\n")
+                    })
+            });
             downloaded |= self.out[before..].iter().any(|c| {
                 DOWNLOADERS.contains(&c.program.as_str())
                     || (c.program == "base64"
@@ -226,9 +236,10 @@ impl State<'_> {
             match basename(first) {
                 "if" | "then" | "else" | "elif" | "fi" | "do" | "done" | "while" | "until"
                 | "!" | "{" | "}" | "esac" | "nohup" | "builtin" | "setsid" | "busybox"
-                | "unbuffer" | "chronic" => i += 1,
+                | "toybox" | "unbuffer" | "chronic" | "coproc" => i += 1,
                 "time" | "command" | "exec" | "stdbuf" | "nice" | "ionice" | "sudo" | "doas"
-                | "timeout" => {
+                | "timeout" | "strace" | "ltrace" | "taskset" | "chroot" | "flock" | "faketime"
+                | "firejail" | "runuser" | "systemd-run" | "catchsegv" => {
                     let wrapper = basename(first);
                     i += 1;
                     while is_flag(i) {
@@ -240,11 +251,36 @@ impl State<'_> {
                         if wrapper == "command" && matches!(flag, "-v" | "-V") {
                             return Ok(()); // a lookup, not a run
                         }
+                        if wrapper == "sudo" && matches!(flag, "-D" | "--chdir") {
+                            cwd = text(i + 1).and_then(|dir| self.resolve_in(dir, cwd.as_deref()));
+                        }
                         i += if takes_value(wrapper, flag) { 2 } else { 1 };
                     }
-                    if wrapper == "timeout" {
-                        i += 1; // the duration
+                    // The operand before the command: a duration, a CPU mask, a new root, a
+                    // lock file, a fake time.
+                    if matches!(
+                        wrapper,
+                        "timeout" | "taskset" | "chroot" | "flock" | "faketime"
+                    ) {
+                        i += 1;
                     }
+                }
+                "script" => {
+                    // `script -qc 'CMD' [file]`: the string runs in a shell.
+                    let string = words[i + 1..]
+                        .iter()
+                        .position(|w| {
+                            w.text == "-c"
+                                || w.text == "--command"
+                                || (w.text.starts_with('-')
+                                    && !w.text.starts_with("--")
+                                    && w.text.ends_with('c'))
+                        })
+                        .and_then(|at| words.get(i + 2 + at));
+                    if let Some(string) = string {
+                        return self.nested(&string.text, depth, cwd);
+                    }
+                    return Ok(());
                 }
                 "env" => {
                     i += 1;
@@ -451,8 +487,12 @@ impl State<'_> {
                         });
                     let runs_download = sourced || interpreted;
                     if let Some(lang) = scripts::Lang::of_program(&program) {
-                        if let Some(code) = inline_code(lang, &words[i + 1..], around) {
-                            self.script(lang, &code, depth, cwd.clone())?;
+                        match inline_code(lang, &words[i + 1..], around) {
+                            Inline::Code(code) => self.script(lang, &code, depth, cwd.clone())?,
+                            Inline::Stdin if around.stdin_unknown => {
+                                return Err(Uninspectable::BuiltAtRunTime)
+                            }
+                            Inline::Stdin | Inline::None => {}
                         }
                     }
                     if matches!(program.as_str(), "source" | ".") {
@@ -526,7 +566,11 @@ impl State<'_> {
             return self.nested(&string.text, depth, cwd);
         }
         let args: Vec<&str> = rest.iter().map(|w| w.text.as_str()).collect();
-        let reads_stdin = rest.is_empty() || stdin_flag;
+        let reads_stdin = rest.is_empty() || stdin_flag || args.first() == Some(&"/dev/stdin");
+        if reads_stdin && around.here.is_none() && around.stdin_unknown {
+            // `… | sh`: a script made by another command.
+            return Err(Uninspectable::BuiltAtRunTime);
+        }
         let runs_download =
             (reads_stdin && around.stdin_downloaded) || rest.first().is_some_and(word_has_download);
         self.record(program, &args, around, cwd.clone(), xargs, runs_download);
@@ -561,6 +605,7 @@ impl State<'_> {
                 writes: Vec::new(),
                 here: None,
                 stdin_downloaded: false,
+                stdin_unknown: false,
             };
             match effect {
                 scripts::Effect::Remove { path, recursive } => {
@@ -654,7 +699,19 @@ impl State<'_> {
         }
         match program {
             // Loop and `read` variables hold what the command itself produces.
-            "for" | "select" => self.produced.extend(args.first().cloned()),
+            "for" | "select" => {
+                if let Some(name) = args.first() {
+                    self.produced.push(name.clone());
+                    // `for f in .car/policies/*`: one word (a glob, a path) is what the
+                    // variable stands for; several are unknown.
+                    let value = match args.get(1..) {
+                        Some([keyword, word]) if keyword == "in" => self.expand(word),
+                        _ => None,
+                    };
+                    self.vars.retain(|(n, _)| n != name);
+                    self.vars.push((name.clone(), value));
+                }
+            }
             "read" | "mapfile" | "readarray" | "getopts" => self
                 .produced
                 .extend(args.iter().filter(|a| !a.starts_with('-')).cloned()),
@@ -772,7 +829,17 @@ fn prints_env_text(
 /// -e|-E CODE` and `ruby -e CODE` (each `-e` a line, also in a cluster such as `-ne`), or the
 /// heredoc or here-string it reads as its script (`python3 - <<'EOF'`, `node <<<'…'`). A script
 /// file (`python3 x.py`) or a module (`python -m x`) is not read.
-fn inline_code(lang: scripts::Lang, args: &[Word], around: &Surroundings) -> Option<String> {
+/// What an interpreter runs besides a script file.
+enum Inline {
+    /// This code, given inline or fed on stdin as a heredoc, here-string or echoed text.
+    Code(String),
+    /// Whatever its stdin holds, which CAR does not know.
+    Stdin,
+    /// A script file or a module, or nothing.
+    None,
+}
+
+fn inline_code(lang: scripts::Lang, args: &[Word], around: &Surroundings) -> Inline {
     use scripts::Lang;
     let mut lines: Vec<&str> = Vec::new();
     let mut k = 0;
@@ -782,16 +849,16 @@ fn inline_code(lang: scripts::Lang, args: &[Word], around: &Surroundings) -> Opt
         match lang {
             Lang::Python => {
                 if arg == "-m" {
-                    return None;
+                    return Inline::None;
                 }
                 if arg.starts_with('-') && !arg.starts_with("--") && arg.len() > 1 {
                     if arg.ends_with('c') {
-                        return next().map(str::to_string);
+                        return next().map_or(Inline::None, |c| Inline::Code(c.to_string()));
                     }
                     if matches!(arg, "-W" | "-X" | "-Q") {
                         k += 1;
                     }
-                } else if arg == "-" {
+                } else if arg == "-" || arg == "/dev/stdin" {
                     break;
                 } else if !arg.starts_with('-') {
                     reads_stdin = false;
@@ -803,14 +870,14 @@ fn inline_code(lang: scripts::Lang, args: &[Word], around: &Surroundings) -> Opt
                     .strip_prefix("--eval=")
                     .or_else(|| arg.strip_prefix("--print="))
                 {
-                    return Some(code.to_string());
+                    return Inline::Code(code.to_string());
                 }
                 if matches!(arg, "-e" | "-p" | "--eval" | "--print" | "eval" | "-pe") {
-                    return next().map(str::to_string);
+                    return next().map_or(Inline::None, |c| Inline::Code(c.to_string()));
                 }
                 if matches!(arg, "-r" | "--require" | "--import" | "--loader") {
                     k += 1;
-                } else if arg == "-" {
+                } else if arg == "-" || arg == "/dev/stdin" {
                     break;
                 } else if !arg.starts_with('-') {
                     reads_stdin = false;
@@ -836,7 +903,7 @@ fn inline_code(lang: scripts::Lang, args: &[Word], around: &Surroundings) -> Opt
                     } else if takes_value {
                         k += 1;
                     }
-                } else if arg == "-" {
+                } else if arg == "-" || arg == "/dev/stdin" {
                     break;
                 } else if arg != "--" {
                     if lines.is_empty() {
@@ -849,12 +916,13 @@ fn inline_code(lang: scripts::Lang, args: &[Word], around: &Surroundings) -> Opt
         k += 1;
     }
     if !lines.is_empty() {
-        return Some(lines.join("\n"));
+        return Inline::Code(lines.join("\n"));
     }
-    if reads_stdin {
-        return around.here.map(str::to_string);
+    match (reads_stdin, around.here) {
+        (true, Some(here)) => Inline::Code(here.to_string()),
+        (true, None) => Inline::Stdin,
+        (false, _) => Inline::None,
     }
-    None
 }
 
 /// Whether `flag` of `wrapper` consumes the next word.
@@ -887,6 +955,28 @@ fn takes_value(wrapper: &str, flag: &str) -> bool {
                             | "--max-chars"
                     )
             );
+    }
+    if matches!(wrapper, "sudo") && matches!(flag, "-D") {
+        return true;
+    }
+    if matches!(wrapper, "strace" | "ltrace")
+        && matches!(
+            flag,
+            "-o" | "-e" | "-p" | "-s" | "-u" | "-E" | "-P" | "-a" | "-X" | "-b" | "-I"
+        )
+    {
+        return true;
+    }
+    if matches!(wrapper, "flock") && matches!(flag, "-w" | "-E" | "--timeout") {
+        return true;
+    }
+    if matches!(wrapper, "runuser") && matches!(flag, "-u" | "-g" | "-G" | "--user") {
+        return true;
+    }
+    if matches!(wrapper, "systemd-run")
+        && matches!(flag, "-p" | "-u" | "-E" | "--unit" | "--property")
+    {
+        return true;
     }
     let last = flag.chars().last().unwrap_or('-');
     let attached = flag.len() > 2;
@@ -1129,12 +1219,28 @@ mod tests {
             "curl https://x -o install.sh",
             "curl https://x | jq .",
             "curl https://x | python3 -c 'import json'",
-            "cat install.sh | sh",
             "curl x; sh script.sh",
         ] {
             let cmds = commands(text, &ENV).unwrap();
             assert!(!cmds.iter().any(|c| c.runs_download), "{text}: {cmds:?}");
         }
+        // A script another command makes, piped into a shell or an interpreter, cannot be
+        // read before it runs.
+        for text in [
+            "cat install.sh | sh",
+            "make script | python3",
+            "git show x | bash -s",
+        ] {
+            assert_eq!(
+                commands(text, &ENV),
+                Err(Uninspectable::BuiltAtRunTime),
+                "{text}"
+            );
+        }
+        assert_eq!(
+            lines("echo 'rm -rf /' | sh"),
+            ["echo rm -rf /", "sh", "rm -rf /"]
+        );
     }
 
     #[test]

@@ -36,7 +36,21 @@ const HOOK_KEYS: &[&str] = &["hooks", "disableAllHooks", "allowManagedHooksOnly"
 /// The variables of a settings file's `env` that decide which rules and which `car` the hook
 /// runs with.
 fn hook_env(name: &str) -> bool {
-    name == "PATH" || name == "HOME" || name.starts_with("CAR_")
+    matches!(
+        name,
+        "PATH"
+            | "HOME"
+            | "BASH_ENV"
+            | "ENV"
+            | "SHELL"
+            | "NODE_OPTIONS"
+            | "PERL5OPT"
+            | "RUBYOPT"
+            | "PYTHONSTARTUP"
+            | "PYTHONPATH"
+    ) || ["CAR_", "CLAUDE_", "LD_", "DYLD_", "GIT_"]
+        .iter()
+        .any(|prefix| name.starts_with(prefix))
 }
 
 /// The places the guard protects, resolved once per engine.
@@ -82,7 +96,10 @@ impl Protected {
         for anchor in anchors {
             let car = anchor.join(".car");
             protected.rule_dirs.push(text(&car.join("policies")));
-            protected.holders.push(text(&car));
+            // A `.car` with memory or skills only holds no rules.
+            if car.join("policies").is_dir() {
+                protected.holders.push(text(&car));
+            }
         }
         protected.hooks = hooks.iter().map(|p| text(p)).collect();
         protected.settings_dirs(anchors, user_home);
@@ -131,9 +148,12 @@ impl Protected {
         loaded: bool,
     ) -> Option<String> {
         if let Some(commands) = commands {
+            // A string that names the rules anywhere (`ls .car/policies/* | while read f`)
+            // may not change a path CAR cannot resolve.
+            let names_rules = commands.iter().any(|c| self.names_rules(c, places, loaded));
             return commands
                 .iter()
-                .find_map(|c| self.command(c, places, loaded));
+                .find_map(|c| self.command(c, places, loaded, names_rules));
         }
         let spec = claude_tools::find(tool)?;
         for (field, kind) in spec.fields {
@@ -156,14 +176,128 @@ impl Protected {
             if let Some(what) = self.judge(text, &place, Change::Write, loaded) {
                 return Some(deny(what));
             }
+            if let Place::Known(path) = &place {
+                if loaded && path.contains("/.git/hooks/") {
+                    return Some(deny_git_hook());
+                }
+            }
         }
         None
     }
 
+    /// Whether a command mentions a rule directory or the `.car` holding one, in an argument
+    /// or a redirection (as a path or a glob).
+    fn names_rules(&self, command: &Command, places: &Places, loaded: bool) -> bool {
+        command
+            .args
+            .iter()
+            .chain(&command.reads)
+            .chain(&command.writes)
+            .any(|arg| match command.place(arg, places.home.as_deref()) {
+                Place::Known(path) => {
+                    let path = without_classes(&path);
+                    rule_dir_of(&path).is_some_and(|dir| loaded || Path::new(&dir).is_dir())
+                        || self.rule_dirs.iter().chain(&self.holders).any(|dir| {
+                            matches!(relation(&path, dir), Relation::Same | Relation::Inside)
+                        })
+                }
+                Place::Unknown => false,
+            })
+    }
+
+    /// `find START … -delete` or `-exec …` over a directory holding rules, where a rule file
+    /// (or its directory) meets the find's `-name`/`-path` tests (none: every file does).
+    fn find_reaches_rules(&self, command: &Command, places: &Places) -> bool {
+        if command.program != "find" {
+            return false;
+        }
+        let args = &command.args;
+        let acts = args.iter().any(|a| {
+            matches!(
+                a.as_str(),
+                "-delete" | "-exec" | "-execdir" | "-ok" | "-okdir" | "-fprint"
+            )
+        });
+        if !acts {
+            return false;
+        }
+        let starts: Vec<&String> = args
+            .iter()
+            .take_while(|a| !a.starts_with('-') && !matches!(a.as_str(), "(" | "!"))
+            .collect();
+        let starts: Vec<String> = if starts.is_empty() {
+            vec![".".to_string()]
+        } else {
+            starts.into_iter().cloned().collect()
+        };
+        let tests: Vec<(&str, &str)> = args
+            .windows(2)
+            .filter(|w| {
+                matches!(
+                    w[0].as_str(),
+                    "-name" | "-iname" | "-path" | "-ipath" | "-wholename" | "-regex" | "-iregex"
+                )
+            })
+            .map(|w| (w[0].as_str(), w[1].as_str()))
+            .collect();
+        let reached = |file: &Path| {
+            tests.is_empty()
+                || tests.iter().any(|(test, pattern)| {
+                    let name = file
+                        .file_name()
+                        .map(|n| n.to_string_lossy().into_owned())
+                        .unwrap_or_default();
+                    let whole = file.to_string_lossy();
+                    match *test {
+                        "-name" => wild(pattern, &name),
+                        "-iname" => wild(&pattern.to_lowercase(), &name.to_lowercase()),
+                        "-path" | "-wholename" => wild(pattern, &whole) || pattern.contains(".car"),
+                        "-ipath" => wild(&pattern.to_lowercase(), &whole.to_lowercase()),
+                        // A regular expression is not read: it may match anything.
+                        _ => true,
+                    }
+                })
+        };
+        starts.iter().any(|start| {
+            let Place::Known(start) = command.place(start, places.home.as_deref()) else {
+                return false;
+            };
+            self.rule_dirs
+                .iter()
+                .filter(|dir| Path::new(dir).is_dir())
+                .filter(|dir| matches!(relation(&start, dir), Relation::Same | Relation::Contains))
+                .any(|dir| {
+                    let dir = Path::new(dir);
+                    let files = std::fs::read_dir(dir)
+                        .map(|entries| entries.filter_map(|e| e.ok().map(|e| e.path())).collect())
+                        .unwrap_or_else(|_| Vec::new());
+                    std::iter::once(dir.to_path_buf())
+                        .chain(dir.parent().map(Path::to_path_buf))
+                        .chain(files)
+                        .any(|file| reached(&file))
+                })
+        })
+    }
+
     /// Why one shell command would loosen or unhook the rules, or `None`.
-    fn command(&self, command: &Command, places: &Places, loaded: bool) -> Option<String> {
-        if let Some(reason) = unhooking_command(command) {
-            return Some(reason);
+    fn command(
+        &self,
+        command: &Command,
+        places: &Places,
+        loaded: bool,
+        names_rules: bool,
+    ) -> Option<String> {
+        // With no rule loaded only existing rules are guarded (see `violation`).
+        if loaded {
+            if let Some(reason) = unhooking_command(command) {
+                return Some(reason);
+            }
+            if let Some(reason) = deferred_execution(command) {
+                return Some(reason);
+            }
+        }
+        if self.find_reaches_rules(command, places) {
+            return Some(deny("policy files, which this find would change or remove"));
         }
         if loaded && rewrites_worktree(command).is_some_and(|takes| self.uncommitted_rules(takes)) {
             return Some(format!(
@@ -171,7 +305,8 @@ impl Protected {
             ));
         }
         let unknown_program = command.program.contains(UNKNOWN) || command.program.contains('$');
-        for (change, text) in changes(command) {
+        for (change, text) in changes(command, places.home.as_deref()) {
+            let text = text.as_str();
             let place = command.place(text, places.home.as_deref());
             if let Place::Known(path) = &place {
                 if is_settings(path) || is_settings(&canonical(path)) {
@@ -182,6 +317,16 @@ impl Protected {
             }
             if let Some(what) = self.judge(text, &place, change, loaded) {
                 return Some(deny(what));
+            }
+            if let Place::Known(path) = &place {
+                if loaded && (path.contains("/.git/hooks/") || path.ends_with("/.git/hooks")) {
+                    return Some(deny_git_hook());
+                }
+            }
+            if place == Place::Unknown && names_rules {
+                return Some(deny(
+                    "a path built at run time in a command that names CAR's policies",
+                ));
             }
         }
         if unknown_program
@@ -275,33 +420,47 @@ impl Protected {
             .iter()
             .filter(|dir| Path::new(dir).is_dir())
             .any(|dir| {
-                let Ok(out) = std::process::Command::new("git")
-                    .args([
-                        "status",
-                        "--porcelain",
-                        "--untracked-files=all",
-                        "--ignored",
-                        "--",
-                    ])
-                    .arg(dir)
-                    .current_dir(dir)
-                    .stdin(std::process::Stdio::null())
-                    .stderr(std::process::Stdio::null())
-                    .output()
-                else {
-                    return false;
+                // The repository's own config must not run anything here (an fsmonitor
+                // command), and an answer must come quickly: no answer counts as "would".
+                let Some(stdout) = git_status(dir) else {
+                    return true;
                 };
-                out.status.success()
-                    && String::from_utf8_lossy(&out.stdout).lines().any(|line| {
-                        match line.get(..2) {
-                            Some("??") => takes.untracked,
-                            Some("!!") => takes.ignored,
-                            Some(_) => takes.modified,
-                            None => false,
-                        }
+                String::from_utf8_lossy(&stdout)
+                    .lines()
+                    .any(|line| match line.get(..2) {
+                        Some("??") => takes.untracked,
+                        Some("!!") => takes.ignored,
+                        Some(_) => takes.modified,
+                        None => false,
                     })
             })
     }
+}
+
+fn deny_git_hook() -> String {
+    format!("this would change a git hook, which runs commands outside the gate; {ASK}")
+}
+
+/// Commands that set up code to run later, outside the gate: `git config` of
+/// `core.fsmonitor`, `core.hooksPath`, `core.sshCommand` or a `!` alias.
+fn deferred_execution(command: &Command) -> Option<String> {
+    if command.program != "git" || command.args.first().map(String::as_str) != Some("config") {
+        return None;
+    }
+    let args: Vec<&str> = command.args.iter().map(String::as_str).collect();
+    let sets = args.iter().enumerate().any(|(i, a)| {
+        let key = a.to_ascii_lowercase();
+        matches!(
+            key.as_str(),
+            "core.fsmonitor" | "core.hookspath" | "core.sshcommand" | "core.pager" | "core.editor"
+        ) || (key.starts_with("alias.")
+            && args.get(i + 1).is_some_and(|value| value.starts_with('!')))
+    });
+    sets.then(|| {
+        format!(
+            "this git setting runs commands later, outside the gate, which the agent may not set; {ASK}"
+        )
+    })
 }
 
 fn deny(what: &str) -> String {
@@ -435,12 +594,87 @@ fn normalize(path: &str) -> String {
 }
 
 /// The paths a command changes, and how (see the module docs).
-fn changes(command: &Command) -> Vec<(Change, &str)> {
-    let mut out: Vec<(Change, &str)> = command
+fn changes(command: &Command, home: Option<&str>) -> Vec<(Change, String)> {
+    let mut out: Vec<(Change, String)> = command
         .writes
         .iter()
-        .map(|w| (Change::Write, w.as_str()))
+        .map(|w| (Change::Write, w.clone()))
         .collect();
+    for (change, path) in changes_of_args(command, home) {
+        out.push((change, path.to_string()));
+    }
+    // Any program's output file: `-o FILE`, `--output FILE`, `--output=FILE`, `-out FILE`,
+    // `-O FILE` (sort, curl, wget, openssl, gcc, …).
+    let args = &command.args;
+    for (i, arg) in args.iter().enumerate() {
+        let value = match arg.as_str() {
+            "-o" | "--output" | "-out" | "-O" | "--output-document" => args.get(i + 1).cloned(),
+            _ => arg
+                .strip_prefix("--output=")
+                .or_else(|| arg.strip_prefix("--output-document="))
+                .map(str::to_string),
+        };
+        if let Some(value) = value.filter(|v| !v.starts_with('-') && v != "-") {
+            out.push((Change::Write, value));
+        }
+    }
+    out
+}
+
+/// The base name of a path (`a/b/` → `b`).
+fn base_name(path: &str) -> &str {
+    path.trim_end_matches('/')
+        .rsplit('/')
+        .next()
+        .unwrap_or(path)
+}
+
+/// The members of an archive a command unpacks, when the archive exists and lists.
+fn archive_members(command: &Command, home: Option<&str>) -> Option<Vec<String>> {
+    let args = &command.args;
+    let file = match command.program.as_str() {
+        "unzip" => args.iter().find(|a| !a.starts_with('-')).cloned(),
+        _ => args.iter().enumerate().find_map(|(i, a)| {
+            if let Some(f) = a.strip_prefix("--file=") {
+                return Some(f.to_string());
+            }
+            let cluster = !a.starts_with("--") && (a.starts_with('-') || i == 0);
+            (cluster && a.trim_start_matches('-').ends_with('f'))
+                .then(|| args.get(i + 1).cloned())
+                .flatten()
+        }),
+    }?;
+    let Place::Known(path) = command.place(&file, home) else {
+        return None;
+    };
+    if !Path::new(&path).is_file() {
+        return None;
+    }
+    let list: &[&str] = match command.program.as_str() {
+        "unzip" => &["-Z1"],
+        _ => &["-tf"],
+    };
+    let out = std::process::Command::new(&command.program)
+        .args(list)
+        .arg(&path)
+        .stdin(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .output()
+        .ok()?;
+    Some(
+        String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .map(str::to_string)
+            .collect(),
+    )
+}
+
+fn changes_of_args<'c>(
+    command: &'c Command,
+    home: Option<&str>,
+) -> Vec<(Change, std::borrow::Cow<'c, str>)> {
+    use std::borrow::Cow;
+    let mut out: Vec<(Change, Cow<'c, str>)> = Vec::new();
     let args = &command.args;
     let end = args.iter().position(|a| a == "--").unwrap_or(args.len());
     let flag = |names: &[&str]| {
@@ -468,8 +702,11 @@ fn changes(command: &Command) -> Vec<(Change, &str)> {
             a.strip_prefix("--target-directory=")
         }
     });
-    let all = |change: Change| -> Vec<(Change, &str)> {
-        positionals.iter().map(|p| (change, *p)).collect()
+    let all = |change: Change| -> Vec<(Change, Cow<'c, str>)> {
+        positionals
+            .iter()
+            .map(|p| (change, Cow::Borrowed(*p)))
+            .collect()
     };
     match command.program.as_str() {
         "rm" | "rmdir" | "unlink" | "shred" | "srm" | "trash" | "trash-put" => {
@@ -477,59 +714,100 @@ fn changes(command: &Command) -> Vec<(Change, &str)> {
         }
         "mv" => match target_dir {
             Some(dir) => {
-                out.push((Change::Write, dir));
+                out.push((Change::Write, Cow::Borrowed(dir)));
                 out.extend(all(Change::Delete));
             }
             None => {
                 if let Some((last, sources)) = positionals.split_last() {
-                    out.extend(sources.iter().map(|p| (Change::Delete, *p)));
-                    out.push((Change::Write, last));
+                    out.extend(sources.iter().map(|p| (Change::Delete, Cow::Borrowed(*p))));
+                    out.push((Change::Write, Cow::Borrowed(last)));
                 }
             }
         },
-        "cp" | "install" | "ln" | "rsync" | "scp" | "rclone" => {
-            // A recursive copy (or any rsync) replaces what is under its destination, as a
-            // delete would; a link to a protected file is a second name to change it by.
+        "cp" | "install" | "ln" | "link" | "rsync" | "scp" | "rclone" => {
+            // A recursive copy (or rsync) replaces what is under what it writes: a source's
+            // copy `DEST/NAME`, or DEST itself for `SRC/.` (and rsync's `SRC/`); a link (`ln`,
+            // `link`, `cp -l`) is a second name to change the source by.
             let tree = command.program == "rsync"
                 || command.program == "rclone"
                 || flag(&["-r", "-R", "-a", "--recursive", "--archive"]);
-            let dest_change = if tree { Change::Delete } else { Change::Write };
-            match target_dir {
-                Some(dir) => out.push((dest_change, dir)),
-                None => {
-                    if positionals.len() >= 2 || command.program == "ln" {
-                        if let Some(last) = positionals.last() {
-                            out.push((dest_change, last));
-                        }
+            let links = matches!(command.program.as_str(), "ln" | "link")
+                || (command.program == "cp" && flag(&["-l", "--link"]));
+            let (sources, dest): (Vec<&str>, Option<&str>) = match target_dir {
+                Some(dir) => (positionals.clone(), Some(dir)),
+                None => match positionals.split_last() {
+                    Some((last, rest)) if !rest.is_empty() => (rest.to_vec(), Some(*last)),
+                    Some((last, _)) if command.program == "ln" => (vec![*last], Some(".")),
+                    _ => (Vec::new(), None),
+                },
+            };
+            if let Some(dest) = dest {
+                if tree {
+                    for source in &sources {
+                        let spills = source.ends_with("/.")
+                            || (command.program == "rsync" && source.ends_with('/'));
+                        let dest_is_dir = matches!(
+                            command.place(dest, home),
+                            Place::Known(d) if Path::new(&d).is_dir()
+                        );
+                        let target = if spills || !dest_is_dir {
+                            dest.to_string()
+                        } else {
+                            format!("{}/{}", dest.trim_end_matches('/'), base_name(source))
+                        };
+                        out.push((Change::Delete, Cow::Owned(target)));
                     }
+                } else {
+                    out.push((Change::Write, Cow::Borrowed(dest)));
                 }
             }
-            if command.program == "ln" {
-                let sources = positionals.len().saturating_sub(1);
-                out.extend(positionals[..sources].iter().map(|p| (Change::Write, *p)));
+            if links {
+                out.extend(sources.iter().map(|p| (Change::Write, Cow::Borrowed(*p))));
             }
         }
-        "tar" | "bsdtar" | "unzip" | "7z" | "cpio" => {
-            // An archive unpacked over a directory replaces what is under it.
+        "tar" | "bsdtar" | "unzip" | "cpio" | "pax" => {
+            // An archive unpacked over a directory replaces what it holds: judged by its
+            // members, when it can be listed; `--remove-files` deletes what it packs.
+            if flag(&["--remove-files"]) {
+                out.extend(all(Change::Delete));
+            }
             let extracts = command.program == "unzip"
                 || args.first().is_some_and(|a| {
                     !a.starts_with("--") && a.trim_start_matches('-').contains('x')
                 })
-                || flag(&["-x", "--extract", "--get"])
-                || positionals.first() == Some(&"x");
+                || flag(&["-x", "--extract", "--get"]);
             if extracts {
                 let dir = args.iter().enumerate().find_map(|(i, a)| match a.as_str() {
                     "-C" | "--directory" | "-d" => args.get(i + 1).map(String::as_str),
-                    _ => a.strip_prefix("--directory=").or_else(|| {
-                        (command.program == "7z")
-                            .then(|| a.strip_prefix("-o"))
-                            .flatten()
-                            .filter(|dir| !dir.is_empty())
-                    }),
+                    _ => a.strip_prefix("--directory="),
                 });
-                out.push((Change::Delete, dir.unwrap_or(".")));
+                let touches_car = archive_members(command, home).is_some_and(|members| {
+                    members.iter().any(|m| {
+                        m.split('/').any(|c| {
+                            c.eq_ignore_ascii_case(".car") || c.eq_ignore_ascii_case(".claude")
+                        })
+                    })
+                });
+                if touches_car {
+                    out.push((Change::Delete, Cow::Borrowed(dir.unwrap_or("."))));
+                }
             }
         }
+        "gzip" | "gunzip" | "xz" | "unxz" | "bzip2" | "bunzip2" | "zstd" | "lz4" | "lzma"
+            if !flag(&["-k", "--keep", "-c", "--stdout"]) =>
+        {
+            out.extend(all(Change::Delete))
+        }
+        "zip" if flag(&["-m", "--move"]) => out.extend(all(Change::Delete)),
+        "uniq" if positionals.len() >= 2 => {
+            out.push((Change::Write, Cow::Borrowed(positionals[1])))
+        }
+        "split" | "csplit" => out.extend(
+            positionals
+                .last()
+                .map(|p| (Change::Write, Cow::Borrowed(*p))),
+        ),
+        "wipe" | "mmv" => out.extend(all(Change::Delete)),
         "ex" | "vi" | "vim" | "nvim" | "ed" | "sponge" | "emacs" | "nano" => {
             out.extend(all(Change::Write))
         }
@@ -545,17 +823,21 @@ fn changes(command: &Command) -> Vec<(Change, &str)> {
             positionals
                 .iter()
                 .filter_map(|a| a.strip_prefix("of="))
-                .map(|p| (Change::Write, p)),
+                .map(|p| (Change::Write, Cow::Borrowed(p))),
         ),
         "find" if flag(&["-delete"]) => {
             if let Some(start) = args.first().filter(|a| !a.starts_with('-')) {
-                out.push((Change::Delete, start.as_str()));
+                out.push((Change::Delete, Cow::Borrowed(start.as_str())));
             }
         }
         "git" => match positionals.split_first() {
-            Some((&("rm" | "mv"), rest)) => out.extend(rest.iter().map(|p| (Change::Delete, *p))),
+            Some((&"rm", _)) if flag(&["--cached"]) => {}
+            Some((&("rm" | "mv"), rest)) => {
+                out.extend(rest.iter().map(|p| (Change::Delete, Cow::Borrowed(*p))))
+            }
+            Some((&"restore", _)) if flag(&["--staged", "-S"]) && !flag(&["--worktree", "-W"]) => {}
             Some((&("checkout" | "restore"), rest)) => {
-                out.extend(rest.iter().map(|p| (Change::Write, *p)))
+                out.extend(rest.iter().map(|p| (Change::Write, Cow::Borrowed(*p))))
             }
             Some(_) | None => {}
         },
@@ -591,9 +873,17 @@ fn unhooking_command(command: &Command) -> Option<String> {
                 || a.contains("enabledPlugins")
                 || a.starts_with("env")
         });
-    if (command.program == "claude" || args.iter().any(|a| a.contains("claude-code")))
-        && (marketplace_off || configures_hooks)
-    {
+    let is_claude = command.program == "claude" || args.iter().any(|a| a.contains("claude-code"));
+    let unhooked_session = args.iter().any(|a| {
+        matches!(
+            *a,
+            "--settings" | "--setting-sources" | "--dangerously-skip-permissions" | "--bare"
+        ) || a.starts_with("--settings=")
+            || a.starts_with("--setting-sources=")
+    }) || args
+        .windows(2)
+        .any(|w| w[0] == "--permission-mode" && w[1] == "bypassPermissions");
+    if is_claude && (marketplace_off || configures_hooks || unhooked_session) {
         return Some(deny("CAR's plugin or hooks in Claude Code"));
     }
     if command.program == "car" {
@@ -609,6 +899,50 @@ fn unhooking_command(command: &Command) -> Option<String> {
         }
     }
     None
+}
+
+/// `git status --porcelain` of a rule directory with the repository's command-running
+/// settings off, or `None` when it does not answer within 2 s.
+fn git_status(dir: &str) -> Option<Vec<u8>> {
+    use std::io::Read;
+    let mut child = std::process::Command::new("git")
+        .args([
+            "-c",
+            "core.fsmonitor=false",
+            "-c",
+            "core.untrackedCache=false",
+            "status",
+            "--porcelain",
+            "--untracked-files=all",
+            "--ignored",
+            "--",
+        ])
+        .arg(dir)
+        .current_dir(dir)
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .ok()?;
+    let started = std::time::Instant::now();
+    loop {
+        match child.try_wait() {
+            Ok(Some(status)) => {
+                let mut out = Vec::new();
+                child.stdout.take()?.read_to_end(&mut out).ok()?;
+                // Not a repository: nothing git could discard.
+                return Some(if status.success() { out } else { Vec::new() });
+            }
+            Ok(None) if started.elapsed() < std::time::Duration::from_secs(2) => {
+                std::thread::sleep(std::time::Duration::from_millis(2));
+            }
+            Ok(None) | Err(_) => {
+                let _ = child.kill();
+                let _ = child.wait();
+                return None;
+            }
+        }
+    }
 }
 
 /// What a git command that rewrites the work tree takes away: changes to tracked files,

@@ -501,6 +501,11 @@ impl<'a> Reader<'a> {
             }
             (Lang::Python, "pty.spawn") => arg(0).map(|a| self.command(a)),
             (Lang::Python, "os.chdir") => Some(Effect::Chdir(self.eval_opt(arg(0)))),
+            (Lang::Python, "os.link" | "os.symlink") => {
+                // A second name for the source, written at the destination.
+                self.out.push(Effect::Write(self.eval_opt(arg(0))));
+                Some(Effect::Write(self.eval_opt(arg(1))))
+            }
             (Lang::Python, "os.open") => {
                 let flags = arg(1).map(|f| self.text(f)).unwrap_or_default();
                 let path = self.eval_opt(arg(0));
@@ -536,7 +541,7 @@ impl<'a> Reader<'a> {
                     .or_else(|| self.option(node, "mode"))
                     .map(|m| self.eval(m))
                     .unwrap_or_default();
-                let path = self.eval_opt(arg(0));
+                let path = self.eval_opt(arg(0).or_else(|| self.option(node, "file")));
                 Some(if mode.contains(['w', 'a', 'x', '+']) {
                     Effect::Write(path)
                 } else {

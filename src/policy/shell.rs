@@ -46,9 +46,9 @@ pub struct Word {
 /// Which way a redirection moves data.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum RedirectKind {
-    /// `<`, `<>`: the target is read.
+    /// `<`: the target is read.
     Read,
-    /// `>`, `>>`, `>|`, `&>`: the target is written.
+    /// `>`, `>>`, `>|`, `&>`, `<>`: the target is written.
     Write,
     /// `<<`, `<<<`: the target is the text fed on stdin, not a path.
     Here,
@@ -274,7 +274,10 @@ impl Parser<'_> {
                 return Ok(());
             }
             RedirectKind::Write
-        } else if self.eat("<>") || self.eat("<") {
+        } else if self.eat("<>") {
+            // Opened for reading and writing: `1<> file` rewrites it in place.
+            RedirectKind::Write
+        } else if self.eat("<") {
             RedirectKind::Read
         } else if self.eat("&>>")
             || self.eat("&>")

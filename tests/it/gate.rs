@@ -54,6 +54,7 @@ impl Monorepo {
         .unwrap();
         let init = home.car_json(&["policy", "init", "--preset", "recommended"]);
         assert_eq!(init["rules"], 22, "{init}");
+        make_archives(root.parent().unwrap());
         Monorepo { home, root }
     }
 
@@ -68,8 +69,11 @@ impl Monorepo {
     }
 
     fn fill(&self, text: &str) -> String {
+        let base = self.root.parent().unwrap();
         text.replace("{root}", &self.root.display().to_string())
             .replace("{car_home}", &self.home.home.display().to_string())
+            .replace("{evil_tar}", &base.join("evil.tar").display().to_string())
+            .replace("{evil_zip}", &base.join("evil.zip").display().to_string())
     }
 
     /// The hook's deny reason for a call from `cwd`, `None` when it allows.
@@ -95,6 +99,29 @@ impl Monorepo {
                 .to_string(),
         )
     }
+}
+
+/// `evil.tar` and `evil.zip` in `dir`, each holding an empty `.car/policies/recommended.toml`:
+/// unpacked over a project, they would replace its rules.
+fn make_archives(dir: &Path) {
+    let staging = dir.join("evil");
+    std::fs::create_dir_all(staging.join(".car/policies")).unwrap();
+    std::fs::write(staging.join(".car/policies/recommended.toml"), "").unwrap();
+    let tar = Command::new("tar")
+        .args(["-cf", "../evil.tar", ".car"])
+        .current_dir(&staging)
+        .status()
+        .unwrap();
+    assert!(tar.success());
+    let zip = Command::new("python3")
+        .args([
+            "-c",
+            "import zipfile; z = zipfile.ZipFile('../evil.zip', 'w'); z.write('.car/policies/recommended.toml'); z.close()",
+        ])
+        .current_dir(&staging)
+        .status()
+        .unwrap();
+    assert!(zip.success());
 }
 
 struct Case {
@@ -220,6 +247,10 @@ fn claude_file_tools_cannot_touch_the_rules_or_unhook_the_gate_from_any_director
             json!({"file_path": root.join("notes.md"), "content": "rm -rf .car"}),
         ),
         ("Read", json!({"file_path": root.join(".env.example")})),
+        (
+            "Bash",
+            json!({"command": format!("tar -xf {} -C /tmp/car-gate-unpacked", root.parent().unwrap().join("evil.tar").display())}),
+        ),
     ];
     for cwd in repo.cwds() {
         for (tool, input) in &denied {
