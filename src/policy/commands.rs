@@ -347,6 +347,20 @@ impl State<'_> {
                         if arg == "-C" {
                             cwd = text(i + 1).and_then(|dir| self.resolve_in(dir, cwd.as_deref()));
                             i += 2;
+                        } else if let Some((key, value)) = (arg == "-c")
+                            .then(|| text(i + 1).and_then(|kv| kv.split_once('=')))
+                            .flatten()
+                        {
+                            // `git -c k=v` sets k for this run as `git config k v` would.
+                            self.record(
+                                "git",
+                                &["config", key, value],
+                                around,
+                                cwd.clone(),
+                                &None,
+                                false,
+                            );
+                            i += 2;
                         } else if matches!(
                             arg,
                             "-c" | "--git-dir"
@@ -405,6 +419,19 @@ impl State<'_> {
                 }
                 program if SHELLS.contains(&program) => {
                     return self.shell(program, &words[i..], around, depth, cwd, &xargs);
+                }
+                "function" => {
+                    // `function name { …; }`: the body follows as commands.
+                    i += 2;
+                }
+                "alias" => {
+                    // `alias x='rm -rf ~'`: what the alias will run is judged now.
+                    for word in &words[i + 1..] {
+                        if let Some((_, body)) = word.text.split_once('=') {
+                            self.nested(body, depth, cwd.clone())?;
+                        }
+                    }
+                    return Ok(());
                 }
                 "uv" | "poetry" | "pipenv" | "pdm" | "hatch" | "rye" | "pixi"
                     if text(i + 1) == Some("run") =>
@@ -1240,6 +1267,20 @@ mod tests {
         assert_eq!(
             lines("echo 'rm -rf /' | sh"),
             ["echo rm -rf /", "sh", "rm -rf /"]
+        );
+    }
+
+    #[test]
+    fn functions_case_arms_and_aliases_are_read() {
+        assert_eq!(lines("f() { rm -rf ~; }; f"), ["rm -rf ~", "f"]);
+        assert_eq!(lines("function g { rm -rf /; }; g"), ["rm -rf /", "g"]);
+        assert_eq!(
+            lines("case x in a) ls;; *) rm -rf ~;; esac"),
+            ["ls", "rm -rf ~"]
+        );
+        assert_eq!(
+            lines("alias x='git reset --hard'; x"),
+            ["git reset --hard", "x"]
         );
     }
 

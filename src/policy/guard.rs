@@ -450,11 +450,15 @@ fn deferred_execution(command: &Command) -> Option<String> {
     let args: Vec<&str> = command.args.iter().map(String::as_str).collect();
     let sets = args.iter().enumerate().any(|(i, a)| {
         let key = a.to_ascii_lowercase();
-        matches!(
-            key.as_str(),
-            "core.fsmonitor" | "core.hookspath" | "core.sshcommand" | "core.pager" | "core.editor"
-        ) || (key.starts_with("alias.")
-            && args.get(i + 1).is_some_and(|value| value.starts_with('!')))
+        let value = args.get(i + 1).copied().unwrap_or_default();
+        match key.as_str() {
+            "core.fsmonitor" | "core.hookspath" | "core.sshcommand" => true,
+            // `git -c core.editor=true rebase --continue` is ordinary; a command line is not.
+            "core.pager" | "core.editor" | "sequence.editor" => !value
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '/' | '.' | ':')),
+            _ => key.starts_with("alias.") && value.starts_with('!'),
+        }
     });
     sets.then(|| {
         format!(

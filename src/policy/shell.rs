@@ -160,7 +160,12 @@ impl Parser<'_> {
                     self.pos += 1;
                     break;
                 }
-                ')' => self.pos += 1,
+                ')' => {
+                    // An unmatched `)` ends a `case` pattern (`*) rm -rf x;;`): the words
+                    // before it are the pattern, not a command.
+                    self.pos += 1;
+                    current = Simple::default();
+                }
                 '#' => {
                     while self.peek().is_some_and(|c| c != '\n') {
                         self.pos += 1;
@@ -199,6 +204,12 @@ impl Parser<'_> {
                     }
                     script.commands.extend(inner);
                     piped = false;
+                }
+                '(' if self.peek_at(1) == Some(')') => {
+                    // `name() { …; }` defines a function: the name runs nothing, the body is
+                    // read as the commands it will run.
+                    self.pos += 2;
+                    current = Simple::default();
                 }
                 '(' => self.pos += 1,
                 '<' | '>' if self.peek_at(1) != Some('(') => {
