@@ -173,7 +173,7 @@ impl<'a> Reader<'a> {
                 self.call(node)
             }
             (Lang::Ruby, "subshell") => {
-                let command = self.ruby_string(node);
+                let command = self.string_text(node);
                 self.out.push(Effect::Shell(command));
             }
             (
@@ -834,13 +834,16 @@ impl<'a> Reader<'a> {
         }
     }
 
-    /// A Ruby string or subshell's text, unknown where it interpolates.
-    fn ruby_string(&self, node: Node) -> String {
+    /// A string literal's text (Python and Ruby `string_content`, JavaScript
+    /// `string_fragment`, escapes decoded; quotes and delimiters skipped), [`UNKNOWN`] where
+    /// it interpolates (`{x}`, `${x}`, `#{x}`).
+    fn string_text(&self, node: Node) -> String {
         let mut out = String::new();
         let mut cursor = node.walk();
         for child in node.named_children(&mut cursor) {
             match child.kind() {
-                "string_content" => out.push_str(self.text(child)),
+                "string_start" | "string_end" => {}
+                "string_content" | "string_fragment" => out.push_str(self.text(child)),
                 "escape_sequence" => out.push_str(&unescape(self.text(child))),
                 _ => out.push(UNKNOWN),
             }
@@ -856,47 +859,7 @@ impl<'a> Reader<'a> {
     fn eval(&self, node: Node) -> String {
         let kind = node.kind();
         match kind {
-            "string" => match self.lang {
-                Lang::Python => {
-                    let mut out = String::new();
-                    let mut cursor = node.walk();
-                    for child in node.named_children(&mut cursor) {
-                        match child.kind() {
-                            "string_start" | "string_end" => {}
-                            "string_content" => out.push_str(self.text(child)),
-                            "escape_sequence" => out.push_str(&unescape(self.text(child))),
-                            _ => out.push(UNKNOWN),
-                        }
-                    }
-                    out
-                }
-                Lang::JavaScript => {
-                    let mut out = String::new();
-                    let mut cursor = node.walk();
-                    for child in node.named_children(&mut cursor) {
-                        match child.kind() {
-                            "string_fragment" => out.push_str(self.text(child)),
-                            "escape_sequence" => out.push_str(&unescape(self.text(child))),
-                            _ => out.push(UNKNOWN),
-                        }
-                    }
-                    out
-                }
-                Lang::Ruby => self.ruby_string(node),
-                Lang::Perl => unknown(),
-            },
-            "template_string" => {
-                let mut out = String::new();
-                let mut cursor = node.walk();
-                for child in node.named_children(&mut cursor) {
-                    match child.kind() {
-                        "string_fragment" => out.push_str(self.text(child)),
-                        "escape_sequence" => out.push_str(&unescape(self.text(child))),
-                        _ => out.push(UNKNOWN),
-                    }
-                }
-                out
-            }
+            "string" | "template_string" if self.lang != Lang::Perl => self.string_text(node),
             "string_single_quoted" | "string_double_quoted" => {
                 let text = self.text(node);
                 let inner = text

@@ -306,6 +306,37 @@ fn respond(
     }
 }
 
+/// Asserts that no request the model server received carries `secret`.
+pub fn assert_never_sent(requests: &[Recorded], secret: &str, context: &str) {
+    for request in requests {
+        assert!(
+            !request.body.to_string().contains(secret),
+            "the secret reached the model in {} {}\n{context}",
+            request.method,
+            request.path
+        );
+    }
+}
+
+/// The `tool_result` blocks of the last Messages request that carries `count` of them, by
+/// `tool_use_id`.
+pub fn final_results(requests: &[Recorded], count: usize, context: &str) -> Vec<Value> {
+    let last = requests
+        .iter()
+        .rfind(|r| r.path.starts_with("/v1/messages") && tool_results(&r.body).len() == count)
+        .unwrap_or_else(|| panic!("no request carried all {count} tool results\n{context}"));
+    tool_results(&last.body)
+}
+
+/// The result of tool call `id` among `results`.
+pub fn result_of(results: &[Value], id: &str, context: &str) -> Value {
+    results
+        .iter()
+        .find(|r| r["tool_use_id"] == id)
+        .unwrap_or_else(|| panic!("no tool_result for {id}\n{context}"))
+        .clone()
+}
+
 /// Every `tool_result` block in a request's messages.
 pub fn tool_results(body: &Value) -> Vec<Value> {
     body["messages"]

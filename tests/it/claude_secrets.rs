@@ -11,7 +11,10 @@ use std::process::Command;
 
 use serde_json::{json, Value};
 
-use crate::claude::{claude, result_text, run_against, tool_results, ScriptedModel, ToolCall};
+use crate::claude::{
+    assert_never_sent, claude, final_results, result_of, result_text, run_against, ScriptedModel,
+    ToolCall,
+};
 use crate::support::CAR;
 
 /// The value in `.env` that must never reach the model.
@@ -122,28 +125,11 @@ fn run(install: Install) {
     // Not one request to the model carries the secret, whatever the calls returned.
     let requests = model.requests();
     assert!(requests.len() >= 8, "{context}");
-    for request in &requests {
-        assert!(
-            !request.body.to_string().contains(SECRET),
-            "the secret reached the model in {} {}\n{context}",
-            request.method,
-            request.path
-        );
-    }
+    assert_never_sent(&requests, SECRET, context);
     assert!(!leaked.exists(), "the denied copy ran\n{context}");
 
-    let last = requests
-        .iter()
-        .rfind(|r| r.path.starts_with("/v1/messages") && tool_results(&r.body).len() == 8)
-        .unwrap_or_else(|| panic!("no request carried all eight tool results\n{context}"));
-    let results = tool_results(&last.body);
-    let result = |id: &str| {
-        results
-            .iter()
-            .find(|r| r["tool_use_id"] == id)
-            .unwrap_or_else(|| panic!("no tool_result for {id}\n{context}"))
-            .clone()
-    };
+    let results = final_results(&requests, 8, context);
+    let result = |id: &str| result_of(&results, id, context);
     for (id, rule) in [
         ("toolu_read_env", "deny_path:read-secret-files"),
         ("toolu_grep_env", "deny_path:read-secret-files"),

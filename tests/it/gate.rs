@@ -11,7 +11,11 @@ use std::process::Command;
 
 use serde_json::{json, Value};
 
-use crate::claude::{claude, result_text, run_against, tool_results, ScriptedModel, ToolCall};
+use crate::claude::{
+    assert_never_sent, claude, final_results, result_of, result_text, run_against, ScriptedModel,
+    ToolCall,
+};
+use crate::preset::corpus;
 use crate::support::{TestHome, CAR};
 
 const SECRET: &str = "sk-live-gate-4b1d9e7c2a";
@@ -124,37 +128,12 @@ fn make_archives(dir: &Path) {
     assert!(zip.success());
 }
 
-struct Case {
-    destructive: bool,
-    category: String,
-    command: String,
-}
-
-fn corpus() -> Vec<Case> {
-    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/it/data/gate_corpus.tsv");
-    std::fs::read_to_string(path)
-        .unwrap()
-        .lines()
-        .filter(|line| !line.starts_with('#') && !line.trim().is_empty())
-        .map(|line| {
-            let mut fields = line.splitn(3, '\t');
-            let label = fields.next().unwrap();
-            assert!(matches!(label, "destructive" | "harmless"), "{line}");
-            Case {
-                destructive: label == "destructive",
-                category: fields.next().unwrap().to_string(),
-                command: fields.next().unwrap().replace("\\n", "\n"),
-            }
-        })
-        .collect()
-}
-
 #[test]
 fn every_shape_is_denied_and_every_look_alike_passes_from_every_directory_of_the_project() {
     let repo = Monorepo::new();
     let policy = repo.root.join(".car/policies/recommended.toml");
     let before = std::fs::read(&policy).unwrap();
-    let cases = corpus();
+    let cases = corpus("gate_corpus.tsv");
     assert!(cases.len() >= 60);
     let mut wrong = Vec::new();
     for cwd in repo.cwds() {
@@ -471,32 +450,15 @@ fn claude_code_started_in_a_subdirectory_is_held_to_the_projects_rules() {
     assert_eq!(run.code, Some(0), "{context}");
 
     let requests = model.requests();
-    for request in &requests {
-        assert!(
-            !request.body.to_string().contains(SECRET),
-            "the secret reached the model in {} {}\n{context}",
-            request.method,
-            request.path
-        );
-    }
+    assert_never_sent(&requests, SECRET, context);
     assert_eq!(std::fs::read(&policy).unwrap(), before, "{context}");
     assert!(
         env_path.exists() && api.join("src/lib.rs").exists(),
         "{context}"
     );
 
-    let last = requests
-        .iter()
-        .rfind(|r| r.path.starts_with("/v1/messages") && tool_results(&r.body).len() == 7)
-        .unwrap_or_else(|| panic!("no request carried all seven tool results\n{context}"));
-    let results = tool_results(&last.body);
-    let result = |id: &str| {
-        results
-            .iter()
-            .find(|r| r["tool_use_id"] == id)
-            .unwrap_or_else(|| panic!("no tool_result for {id}\n{context}"))
-            .clone()
-    };
+    let results = final_results(&requests, 7, context);
+    let result = |id: &str| result_of(&results, id, context);
     for (id, rule) in [
         ("toolu_read_env", "deny_path:read-secret-files"),
         ("toolu_grep_env", "deny_path:read-secret-files"),

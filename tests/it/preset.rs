@@ -9,15 +9,19 @@ use serde_json::{json, Value};
 
 use crate::support::TestHome;
 
-/// One corpus line.
-struct Case {
-    destructive: bool,
-    category: String,
-    command: String,
+/// One line of a labelled shell corpus (`tests/it/data/*.tsv`):
+/// `label<TAB>category<TAB>command`, `\n` in a command a newline.
+pub struct Case {
+    pub destructive: bool,
+    pub category: String,
+    pub command: String,
 }
 
-fn corpus() -> Vec<Case> {
-    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/it/data/shell_corpus.tsv");
+/// The cases of `tests/it/data/<name>`.
+pub fn corpus(name: &str) -> Vec<Case> {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/it/data")
+        .join(name);
     std::fs::read_to_string(path)
         .unwrap()
         .lines()
@@ -89,7 +93,7 @@ fn the_recommended_preset_denies_every_destructive_command_of_the_corpus_and_not
     let home = project_home();
     let data = home.car_json(&["policy", "init", "--preset", "recommended"]);
     assert_eq!(data["rules"], 22, "{data}");
-    let cases = corpus();
+    let cases = corpus("shell_corpus.tsv");
     assert!(cases.len() >= 60);
     let mut wrong = Vec::new();
     for case in &cases {
