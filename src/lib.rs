@@ -17,6 +17,7 @@ pub mod cli;
 pub mod connectors;
 pub mod eval;
 mod home;
+pub mod hooks;
 mod mcp;
 mod memory;
 mod output;
@@ -50,6 +51,7 @@ pub use policy::{
     Admission, Basis, Decision, Evaluation, Finding, LoadFailure, PolicyEngine,
     Severity as FindingSeverity, Source as FindingSource,
 };
+pub use project::decisions::NewDecision;
 pub use project::tasks::{Filter as TaskFilter, NewTask, Task, TaskStatus, TaskUpdate};
 pub use project::{Project, ProjectError};
 pub use runtime::{

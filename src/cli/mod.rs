@@ -10,6 +10,7 @@ mod daemon;
 mod docs;
 mod doctor;
 mod graph;
+mod hook;
 mod inproc;
 mod journal;
 mod keys;
@@ -136,6 +137,9 @@ pub enum Command {
     Policy(policy::PolicyCommand),
     /// Claude Code PreToolUse hook: reads the hook payload on stdin, prints a deny decision or nothing, always exits 0.
     PolicyCheckHook,
+    /// Agent host hooks that bring memory to the model: the session-start briefing and a prompt's reminders (payload on stdin, always exits 0).
+    #[command(subcommand, after_help = hook::HELP)]
+    Hook(hook::HookCommand),
     /// Remote MCP servers as tool sources: add, enable their tools, test, log in (OAuth).
     #[command(subcommand, after_help = connector::HELP)]
     Connector(connector::ConnectorCommand),
@@ -511,8 +515,17 @@ pub fn main() -> ExitCode {
     // Claude Code runs the hook before every tool call, so its plain form (the one plugins use)
     // skips building the clap tree and the logger: it logs nothing and reads only CAR_HOME.
     let mut args = std::env::args_os().skip(1);
-    if args.next().is_some_and(|arg| arg == "policy-check-hook") && args.next().is_none() {
-        return policy::hook(Home::from_env());
+    match (args.next(), args.next(), args.next()) {
+        (Some(first), None, None) if first == "policy-check-hook" => {
+            return policy::hook(Home::from_env())
+        }
+        // The session-start and prompt hooks' plain form, the same way.
+        (Some(first), Some(event), None) if first == "hook" => {
+            if let Some(code) = event.to_str().and_then(hook::fast_path) {
+                return code;
+            }
+        }
+        _ => {}
     }
     let cli = Cli::parse();
     init_logging();
@@ -520,6 +533,14 @@ pub fn main() -> ExitCode {
         // No async runtime, no database.
         Command::PolicyCheckHook => {
             return policy::hook(Home::resolve(cli.global.location.home.as_deref()))
+        }
+        Command::Hook(command) => {
+            return hook::execute(
+                command,
+                Home::resolve(cli.global.location.home.as_deref()),
+                cli.global.location.project.as_deref(),
+                cli.global.json,
+            )
         }
         Command::Completions(args) => return docs::completions(args),
         Command::Man(args) => return docs::man(cli.global.json, args),
@@ -552,6 +573,12 @@ async fn run(cli: Cli) -> ExitCode {
         Command::PolicyCheckHook => {
             policy::hook(Home::resolve(cli.global.location.home.as_deref()))
         }
+        Command::Hook(command) => hook::execute(
+            &command,
+            Ok(env.home.clone()),
+            Some(&env.project_root),
+            cli.global.json,
+        ),
         Command::Completions(args) => docs::completions(&args),
         Command::Man(args) => docs::man(cli.global.json, &args),
         Command::Connector(command) => connector::run(&env, command).await,

@@ -3,18 +3,20 @@
 //! one indexed lookup to stay current with every other writer, never a reload of the graph.
 
 use std::collections::BTreeSet;
+use std::path::Path;
 
 // A fast non-cryptographic hash: the keys are our own terms and ids, not attacker-chosen.
 use foldhash::HashMap;
 
 use rusqlite::{Connection, OptionalExtension};
+use serde::{Deserialize, Serialize};
 
 use super::model::{EdgeKind, Kind, Node};
 use super::text;
 use crate::store;
 
 /// A link as seen from one end.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone, Copy, Serialize, Deserialize)]
 pub struct Link {
     pub other: u32,
     pub kind: EdgeKind,
@@ -22,7 +24,7 @@ pub struct Link {
 }
 
 /// What retrieval's filter needs of a slot, packed so a check never touches the full node.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone, Copy, Serialize, Deserialize)]
 pub struct SlotMeta {
     pub kind: Kind,
     pub current: bool,
@@ -36,7 +38,7 @@ pub struct SlotMeta {
 }
 
 /// Nodes, postings and adjacency, addressed by dense slot numbers.
-#[derive(Debug, Default)]
+#[derive(Debug, Default, Serialize, Deserialize)]
 pub struct Index {
     meta: Vec<Option<SlotMeta>>,
     /// Per slot, the sorted hashes of the term pairs it writes side by side ([`pair_hash`]):
@@ -50,6 +52,10 @@ pub struct Index {
     words: std::collections::BTreeSet<String>,
     last_change: i64,
     loaded: bool,
+    /// The change the snapshot on disk was taken at (0: none), so a process knows when writing
+    /// a fresh one is worth it.
+    #[serde(skip)]
+    snapshot_at: i64,
     slots: Vec<Option<Node>>,
     by_id: HashMap<String, u32>,
     postings: HashMap<String, Postings>,
@@ -102,6 +108,11 @@ impl Index {
             .query_row([], |r| r.get(0))?)
     }
 
+    /// Built from the database (or a snapshot of it) at least once.
+    pub fn is_loaded(&self) -> bool {
+        self.loaded
+    }
+
     /// Loaded and caught up with `head`: nothing to refresh.
     pub fn is_current(&self, head: i64) -> bool {
         self.loaded && head <= self.last_change
@@ -144,6 +155,84 @@ impl Index {
             }
         }
         self.last_change = head;
+        Ok(())
+    }
+
+    /// Loads the snapshot at `path` if it is of this build's format and of this database (the
+    /// change it was taken at is still in the log, under the same node): a fresh process then
+    /// replays only the changes since instead of reading and tokenizing every entry. Anything
+    /// else (no file, another format, another or a rebuilt database) is `None`, and the caller
+    /// loads from the database.
+    pub fn load_snapshot(path: &Path, conn: &Connection) -> Option<Index> {
+        let bytes = std::fs::read(path).ok()?;
+        let snapshot: Snapshot = postcard::from_bytes(&bytes).ok()?;
+        if snapshot.format != SNAPSHOT_FORMAT || snapshot.version != env!("CARGO_PKG_VERSION") {
+            return None;
+        }
+        if Some(snapshot.database) != database_id(conn) {
+            return None;
+        }
+        let mut index = snapshot.index;
+        let n = index.slots.len();
+        let consistent = index.loaded
+            && [
+                index.meta.len(),
+                index.pairs.len(),
+                index.out.len(),
+                index.inc.len(),
+            ]
+            .iter()
+            .all(|&len| len == n);
+        let at: Option<String> = conn
+            .query_row(
+                "SELECT node_id FROM memory_changes WHERE seq = ?1",
+                [index.last_change],
+                |r| r.get(0),
+            )
+            .optional()
+            .ok()?;
+        if !consistent || at != snapshot.last_node {
+            return None;
+        }
+        index.snapshot_at = index.last_change;
+        Some(index)
+    }
+
+    /// Whether enough changed since the snapshot on disk (or there is none) that writing one
+    /// pays: the index is loaded, large enough that rebuilding it is slow
+    /// ([`SNAPSHOT_MIN_LIVE`]), and an eighth of it (at least 256 changes) is new.
+    pub fn wants_snapshot(&self) -> bool {
+        self.loaded
+            && self.live >= SNAPSHOT_MIN_LIVE
+            && (self.snapshot_at == 0
+                || self.last_change - self.snapshot_at >= (self.live as i64 / 8).max(256))
+    }
+
+    /// Writes the snapshot (atomically: a reader sees the old file or the new one).
+    pub fn save_snapshot(&mut self, path: &Path, conn: &Connection) -> std::io::Result<()> {
+        let last_node: Option<String> = conn
+            .query_row(
+                "SELECT node_id FROM memory_changes WHERE seq = ?1",
+                [self.last_change],
+                |r| r.get(0),
+            )
+            .optional()
+            .map_err(std::io::Error::other)?;
+        let database = database_id(conn)
+            .ok_or_else(|| std::io::Error::other("the database has no database_id"))?;
+        let bytes = postcard::to_stdvec(&SnapshotRef {
+            format: SNAPSHOT_FORMAT,
+            version: env!("CARGO_PKG_VERSION"),
+            database: &database,
+            last_node,
+            index: self,
+        })
+        .map_err(std::io::Error::other)?;
+        let dir = path.parent().unwrap_or(Path::new("."));
+        let mut file = tempfile::NamedTempFile::new_in(dir)?;
+        std::io::Write::write_all(&mut file, &bytes)?;
+        file.persist(path).map_err(|e| e.error)?;
+        self.snapshot_at = self.last_change;
         Ok(())
     }
 
@@ -517,10 +606,48 @@ fn pairs_of(node: &Node) -> Box<[u64]> {
     pairs.into_boxed_slice()
 }
 
+/// The snapshot's layout version: bump it whenever a field of [`Index`] or of what it holds
+/// changes (postcard is not self-describing, so an old file must not be read as a new layout).
+const SNAPSHOT_FORMAT: u32 = 1;
+
+/// Below this many entries, building the index from the database is faster than reading a
+/// snapshot would save.
+pub const SNAPSHOT_MIN_LIVE: usize = 1_000;
+
+/// The database's random identity (`meta.database_id`, written by migration 0007).
+fn database_id(conn: &Connection) -> Option<String> {
+    conn.query_row(
+        "SELECT value FROM meta WHERE key = 'database_id'",
+        [],
+        |r| r.get(0),
+    )
+    .ok()
+}
+
+#[derive(Serialize)]
+struct SnapshotRef<'a> {
+    format: u32,
+    version: &'a str,
+    database: &'a str,
+    /// The node id of the change at `index.last_change`: a rebuilt database with as many
+    /// changes has another node there.
+    last_node: Option<String>,
+    index: &'a Index,
+}
+
+#[derive(Deserialize)]
+struct Snapshot {
+    format: u32,
+    version: String,
+    database: String,
+    last_node: Option<String>,
+    index: Index,
+}
+
 /// The slots that have a term, newest last; a term in many entries also keeps them as bits, so
 /// a query that has already found its candidates checks each of them in one read instead of
 /// walking the whole list.
-#[derive(Debug, Default)]
+#[derive(Debug, Default, Serialize, Deserialize)]
 struct Postings {
     slots: Vec<u32>,
     bits: Option<Bits>,
@@ -562,7 +689,7 @@ impl Postings {
 }
 
 /// A set of slots, a bit each.
-#[derive(Debug, Default)]
+#[derive(Debug, Default, Serialize, Deserialize)]
 pub struct Bits(Vec<u64>);
 
 impl Bits {

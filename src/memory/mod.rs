@@ -14,7 +14,7 @@ pub(crate) mod text;
 mod tools;
 mod write;
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::{Arc, RwLock, RwLockWriteGuard};
 
 use rusqlite::{params, OptionalExtension};
@@ -23,7 +23,9 @@ use serde::Serialize;
 pub use context::{effective_budget, AssembledContext, ContextMode, ContextRequest, OUTDATED_MARK};
 pub use model::{Kind, Node, Scope};
 pub use notes::Note;
-pub use proactive::{EvaluationCase, InterveneRequest, Intervention, Trigger, MIN_GROUNDING};
+pub use proactive::{
+    EvaluationCase, InterveneRequest, Intervention, Reminder, Trigger, MIN_GROUNDING,
+};
 pub use tools::{EntryScope, EntryView, Recall};
 
 /// Every memory tool, and the unlisted operations MCP serves as its prompt and resources.
@@ -196,8 +198,52 @@ impl Memory {
             }
         }
         let mut index = self.lock();
-        index.refresh(&self.store.conn())?;
+        self.catch_up(&mut index)?;
         Ok(read(&index))
+    }
+
+    /// Brings `index` up to date with every writer, outside any transaction: a fresh index
+    /// starts from the snapshot beside the database when there is a usable one (see
+    /// [`Index::load_snapshot`]), and a snapshot is written when enough changed.
+    fn catch_up(&self, index: &mut Index) -> Result<()> {
+        let conn = self.store.conn();
+        if !index.is_loaded() {
+            if let Some(snapshot) = self
+                .snapshot_path()
+                .and_then(|path| Index::load_snapshot(&path, &conn))
+            {
+                *index = snapshot;
+            }
+        }
+        index.refresh(&conn)?;
+        drop(conn);
+        self.save_snapshot_if_due(index);
+        Ok(())
+    }
+
+    /// Where the index snapshot of a database on disk lives: beside it (`car.memory-index`).
+    fn snapshot_path(&self) -> Option<PathBuf> {
+        self.store
+            .path()
+            .map(|db| db.with_extension("memory-index"))
+    }
+
+    /// Writes the index snapshot when [`Index::wants_snapshot`]; a failure only costs the next
+    /// process the full load, so it is logged, not returned.
+    fn save_snapshot_if_due(&self, index: &mut Index) {
+        if !index.wants_snapshot() {
+            return;
+        }
+        let Some(path) = self.snapshot_path() else {
+            return;
+        };
+        let conn = self.store.conn();
+        if !conn.is_autocommit() {
+            return;
+        }
+        if let Err(e) = index.save_snapshot(&path, &conn) {
+            tracing::debug!(path = %path.display(), error = %e, "could not write the memory index snapshot");
+        }
     }
 
     /// [`Memory::read`] without waiting: `None` when the index must first catch up with the
@@ -238,7 +284,7 @@ impl Memory {
         let project = self.project;
         // Catch up with other writers before taking the write lock, so little is left to
         // replay while holding it.
-        index.refresh(&self.store.conn())?;
+        self.catch_up(&mut index)?;
         let result = self.tx(|tx| {
             if let Some((key, _)) = mark {
                 // Another process may have done this one-time write since we looked.
@@ -276,6 +322,7 @@ impl Memory {
             *index = Index::default();
         }
         let mut written = result?;
+        self.save_snapshot_if_due(&mut index);
         let counts = write::count_entries(&index, &self.scope(""));
         for w in &mut written {
             w.total = if w.tenant.is_empty() {
@@ -291,6 +338,44 @@ impl Memory {
     pub fn query(&self, query: &str, tenant: &str, k: usize) -> Result<Vec<QueryHit>> {
         let scope = self.scope(tenant);
         self.read(|index| hits(index, &scope, query, k))
+    }
+
+    /// The project's current untenanted entries of `kinds`: the `k` most relevant to `topic`
+    /// first, then the newest others up to `k` (a rule to respect matters whatever the topic).
+    pub fn entries_of(&self, kinds: &[Kind], topic: &str, k: usize) -> Result<Vec<QueryHit>> {
+        let scope = self.scope("");
+        self.read(|index| {
+            let mut found = if topic.trim().is_empty() {
+                Vec::new()
+            } else {
+                hits_of(index, &scope, topic, kinds, k)
+            };
+            if found.len() < k {
+                let mut newest: Vec<&Node> = index
+                    .nodes()
+                    .map(|(_, n)| n)
+                    .filter(|n| {
+                        kinds.contains(&n.kind)
+                            && n.is_current()
+                            && scope.sees(n.project, &n.tenant)
+                            && !found.iter().any(|f| f.id == n.id)
+                    })
+                    .collect();
+                newest.sort_by_key(|n| std::cmp::Reverse(n.seq));
+                found.extend(newest.into_iter().take(k - found.len()).map(|n| QueryHit {
+                    id: n.id.clone(),
+                    subject: n.subject.clone(),
+                    body: n.body.clone(),
+                    kind: n.kind,
+                    activation: 0.0,
+                    why: Why {
+                        matched: Vec::new(),
+                        via: None,
+                    },
+                }));
+            }
+            found
+        })
     }
 
     /// [`Memory::query`] without waiting: `None` when it would have to.
@@ -383,7 +468,7 @@ impl Memory {
             tx.execute("INSERT INTO memory_changes(node_id) VALUES (?1)", [id])?;
             Ok(deleted)
         })?;
-        index.refresh(&self.store.conn())?;
+        self.catch_up(&mut index)?;
         let count = write::count_entries(&index, &self.scope(&node.tenant));
         Ok(Deleted {
             id: id.to_string(),
@@ -409,7 +494,7 @@ impl Memory {
             tx.execute("INSERT INTO memory_changes(node_id) VALUES (?1)", [&id])?;
             Ok(vec![id])
         })?;
-        index.refresh(&self.store.conn())?;
+        self.catch_up(&mut index)?;
         Ok(marked)
     }
 
@@ -462,7 +547,7 @@ impl Memory {
                 .optional()?
                 .unwrap_or(0))
         })?;
-        index.refresh(&self.store.conn())?;
+        self.catch_up(&mut index)?;
         Ok(count)
     }
 
@@ -544,17 +629,21 @@ impl Memory {
     }
 }
 
+/// The kinds `memory_query` returns.
+const ENTRY_KINDS: &[Kind] = &[
+    Kind::Pattern,
+    Kind::Constraint,
+    Kind::Knowledge,
+    Kind::Procedural,
+];
+
 /// The top `k` current entries of a scope for a query, each with why it was found.
 fn hits(index: &Index, scope: &Scope, query: &str, k: usize) -> Vec<QueryHit> {
-    let filter = retrieve::Filter {
-        scope,
-        kinds: &[
-            Kind::Pattern,
-            Kind::Constraint,
-            Kind::Knowledge,
-            Kind::Procedural,
-        ],
-    };
+    hits_of(index, scope, query, ENTRY_KINDS, k)
+}
+
+fn hits_of(index: &Index, scope: &Scope, query: &str, kinds: &[Kind], k: usize) -> Vec<QueryHit> {
+    let filter = retrieve::Filter { scope, kinds };
     let asked = retrieve::Asked::new(index, query);
     retrieve::retrieve(index, query, &filter, k)
         .into_iter()
@@ -835,5 +924,71 @@ mod tests {
         let reminded = memory.intervene(&request).unwrap();
         assert_eq!(reminded.decision, proactive::Choice::Inject, "{reminded:?}");
         assert_eq!(reminded.selected.map(|s| s.id), Some(bridge));
+    }
+
+    #[test]
+    fn a_fresh_process_starts_from_the_snapshot_and_never_from_another_databases() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = dir.path().join("car.db");
+        let root = dir.path().join("project");
+        let open = || Memory::open(Arc::new(Store::open(&db).unwrap()), Some(&root), None).unwrap();
+        let entries = |prefix: &str| -> Vec<NewEntry> {
+            (0..index::SNAPSHOT_MIN_LIVE + 10)
+                .map(|i| {
+                    NewEntry::new(
+                        Kind::Pattern,
+                        &format!("{prefix} {i}"),
+                        &format!("{prefix} body {i} about ledgers"),
+                    )
+                })
+                .collect()
+        };
+        let first = open();
+        first.write_entries(entries("alpha")).unwrap();
+        let snapshot = db.with_extension("memory-index");
+        assert!(snapshot.exists(), "a large import writes the snapshot");
+        // Another process starts from it, then replays what changed since.
+        let second = open();
+        first
+            .write(NewEntry::new(
+                Kind::Pattern,
+                "falcon",
+                "the falcon ledger closes at noon",
+            ))
+            .unwrap();
+        let found = second
+            .query("when does the falcon ledger close", "", 1)
+            .unwrap();
+        assert_eq!(found[0].subject, "falcon");
+        assert_eq!(
+            second.query("alpha 7", "", 1).unwrap()[0].subject,
+            first.query("alpha 7", "", 1).unwrap()[0].subject
+        );
+        // A database rebuilt with as many changes is not the one the snapshot was taken of.
+        drop((first, second));
+        let kept = std::fs::read(&snapshot).unwrap();
+        for suffix in ["", "-wal", "-shm"] {
+            let _ = std::fs::remove_file(dir.path().join(format!("car.db{suffix}")));
+        }
+        let rebuilt = open();
+        let mut other = entries("beta");
+        other.push(NewEntry::new(
+            Kind::Pattern,
+            "heron",
+            "the heron ledger closes at noon",
+        ));
+        rebuilt.write_entries(other).unwrap();
+        drop(rebuilt);
+        std::fs::write(&snapshot, kept).unwrap();
+        let fresh = open();
+        assert!(fresh
+            .query("alpha 7", "", 5)
+            .unwrap()
+            .iter()
+            .all(|h| !h.subject.starts_with("alpha")));
+        assert_eq!(fresh.query("beta 7", "", 1).unwrap()[0].subject, "beta 7");
+        // A damaged snapshot is ignored.
+        std::fs::write(&snapshot, b"garbage").unwrap();
+        assert_eq!(open().query("beta 7", "", 1).unwrap()[0].subject, "beta 7");
     }
 }

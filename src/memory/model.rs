@@ -71,7 +71,7 @@ impl Kind {
 }
 
 /// How two nodes are linked.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub enum EdgeKind {
     RelatedTo,
     DependsOn,
@@ -137,7 +137,7 @@ impl Scope {
 }
 
 /// One node as the engine holds it.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Node {
     pub seq: i64,
     pub id: String,

@@ -296,7 +296,78 @@ fn bank(index: &Index, scope: &Scope) -> Bank {
     }
 }
 
+/// One entry a prompt's reminders show: grounded in the prompt (at least [`MIN_GROUNDING`] of
+/// its terms' weight), with what tied the two.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+pub struct Reminder {
+    pub id: String,
+    pub kind: Kind,
+    pub subject: String,
+    pub body: String,
+    /// The share of the prompt's term weight the entry matches, in [0, 1].
+    pub grounding: f64,
+    pub why: super::Why,
+}
+
+/// A later reminder must score at least this share of the first one's activation: a second
+/// entry shows only when it is nearly as much about the prompt, not merely grounded.
+pub const NEXT_REMINDER: f64 = 0.6;
+
+/// The longest prompt text reminders read (a pasted log or file is mostly not the question).
+pub const PROMPT_CHARS: usize = 2_000;
+
 impl Memory {
+    /// The reminders for a prompt the user just sent: the selective `intervene` decision over
+    /// it (a prompt is itself the trigger), keeping up to `max` grounded entries not in
+    /// `exclude` (what this session was already shown); each shown entry's injection count
+    /// goes up. Usually none: an entry shows only when the prompt is about it.
+    pub fn remind(&self, prompt: &str, max: usize, exclude: &[String]) -> Result<Vec<Reminder>> {
+        let prompt: String = prompt.chars().take(PROMPT_CHARS).collect();
+        let request = InterveneRequest {
+            query: Some(prompt.clone()),
+            force: true,
+            ..InterveneRequest::default()
+        };
+        let scope = self.scope("");
+        let reminders = self.read(|index| {
+            let decision = decide(index, &scope, &request);
+            let asked = retrieve::Asked::new(index, &prompt);
+            let best = decision
+                .candidates
+                .iter()
+                .find(|c| c.grounding >= MIN_GROUNDING)
+                .map(|c| c.score);
+            decision
+                .candidates
+                .iter()
+                .filter(|c| {
+                    c.grounding >= MIN_GROUNDING
+                        && best.is_some_and(|best| c.score >= best * NEXT_REMINDER)
+                        && !exclude.contains(&c.id)
+                })
+                .take(max)
+                .filter_map(|c| {
+                    let node = index.by_id(&c.id)?;
+                    Some(Reminder {
+                        id: c.id.clone(),
+                        kind: c.kind,
+                        subject: c.subject.clone(),
+                        body: c.body.clone(),
+                        grounding: c.grounding,
+                        why: super::Why {
+                            matched: retrieve::matched_terms(index, &asked, node),
+                            via: None,
+                        },
+                    })
+                })
+                .collect::<Vec<_>>()
+        })?;
+        for reminder in &reminders {
+            self.bump_injections(&reminder.id)?;
+        }
+        Ok(reminders)
+    }
+
     /// Chooses at most one grounded reminder, counting its injection.
     pub fn intervene(&self, request: &InterveneRequest) -> Result<Intervention> {
         let scope = self.scope(request.tenant_id.as_deref().unwrap_or(""));

@@ -19,6 +19,7 @@ pub(crate) mod hook;
 pub(crate) mod preset;
 pub(crate) mod rules;
 mod scripts;
+pub(crate) mod secrets;
 mod shell;
 mod tools;
 

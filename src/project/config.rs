@@ -49,6 +49,21 @@ fn max_ready(value: &str) -> std::result::Result<(), String> {
     whole_number(1..=100)(value)
 }
 
+fn on_off(value: &str) -> std::result::Result<(), String> {
+    match value {
+        "on" | "off" => Ok(()),
+        _ => Err("on or off".into()),
+    }
+}
+
+fn briefing_tokens(value: &str) -> std::result::Result<(), String> {
+    whole_number(200..=20_000)(value)
+}
+
+fn max_reminders(value: &str) -> std::result::Result<(), String> {
+    whole_number(1..=5)(value)
+}
+
 /// Every known setting, in the order `config list` shows them.
 pub const SETTINGS: &[Setting] = &[
     Setting {
@@ -68,6 +83,30 @@ pub const SETTINGS: &[Setting] = &[
         default: "10",
         help: "how many ready tasks a project briefing lists",
         check: max_ready,
+    },
+    Setting {
+        key: "hooks.session_start",
+        default: "on",
+        help: "on: the agent host's session-start hook (`car hook session-start`) injects the project briefing; off: it injects nothing",
+        check: on_off,
+    },
+    Setting {
+        key: "hooks.briefing_tokens",
+        default: "1500",
+        help: "the session-start briefing's budget in tokens (estimated at 4 characters a token; at most what the host takes inline, about 2,350 in Claude Code); the least relevant items are left out first",
+        check: briefing_tokens,
+    },
+    Setting {
+        key: "hooks.prompt",
+        default: "on",
+        help: "on: the prompt hook (`car hook prompt`) injects memory entries a prompt is about; off: it injects nothing",
+        check: on_off,
+    },
+    Setting {
+        key: "hooks.max_reminders",
+        default: "2",
+        help: "the most memory entries one prompt's reminders show",
+        check: max_reminders,
     },
 ];
 
@@ -181,6 +220,21 @@ pub fn unset(project: &Project, key: &str) -> Result<Unset> {
         setting: describe(project, key)?,
         removed: removed > 0,
     })
+}
+
+/// A whole-number setting as a number (its check guarantees the stored value is one).
+pub fn number(project: &Project, key: &str) -> Result<u32> {
+    let value = get(project, key)?;
+    value.parse().map_err(|_| {
+        ProjectError::Invalid(format!(
+            "stored {key} {value:?} is not a number; fix it with `car config set`"
+        ))
+    })
+}
+
+/// An on/off setting: true for `on`.
+pub fn is_on(project: &Project, key: &str) -> Result<bool> {
+    Ok(get(project, key)? != "off")
 }
 
 /// `prune.older_than_days` as a number.

@@ -337,6 +337,70 @@ impl Project {
         })
     }
 
+    /// Where the project stands, as the opaque text [`Project::changes_since`] compares with
+    /// (the session hook keeps it with each briefing).
+    pub fn state(&self) -> Result<String> {
+        Ok(serde_json::to_string(&self.snapshot(String::new())?).unwrap_or_default())
+    }
+
+    /// What changed since `state` (from [`Project::state`]) was taken at `at`.
+    pub fn changes_since(&self, state: &str, at: &str) -> Result<Changes> {
+        let before: Snapshot = serde_json::from_str(state).map_err(|e| {
+            ProjectError::Invalid(format!("a saved project state is unreadable: {e}"))
+        })?;
+        self.changes(&before, at)
+    }
+
+    fn changes(&self, before: &Snapshot, at: &str) -> Result<Changes> {
+        let now_state = self.snapshot(String::new())?;
+        let prefix = super::tasks::prefix(&self.store.conn(), self.id)?;
+        let id = |n: &i64| format!("{prefix}-{n:04}");
+        let tasks_created: Vec<String> = now_state
+            .tasks
+            .keys()
+            .filter(|n| !before.tasks.contains_key(n))
+            .map(id)
+            .collect();
+        let tasks_moved: Vec<TaskMove> = now_state
+            .tasks
+            .iter()
+            .filter_map(|(n, status)| {
+                let was = before.tasks.get(n)?;
+                (was != status).then(|| TaskMove {
+                    display_id: id(n),
+                    from: was.clone(),
+                    to: status.clone(),
+                })
+            })
+            .collect();
+        let tasks_removed: Vec<String> = before
+            .tasks
+            .keys()
+            .filter(|n| !now_state.tasks.contains_key(n))
+            .map(id)
+            .collect();
+        let decisions = self
+            .list_decisions(None, None, 0)?
+            .into_iter()
+            .filter(|d| d.created_at.as_str() > at)
+            .collect::<Vec<_>>();
+        let progress = self
+            .list_progress(&ProgressFilter {
+                status: Some("all".into()),
+                ..ProgressFilter::default()
+            })?
+            .into_iter()
+            .filter(|p| p.id > before.progress)
+            .collect::<Vec<_>>();
+        Ok(Changes {
+            tasks_created,
+            tasks_moved,
+            tasks_removed,
+            decisions,
+            progress,
+        })
+    }
+
     /// A checkpoint (the latest when `name` is `None`): its note and briefing, and what changed
     /// since — tasks created, tasks whose status moved, decisions recorded, progress added.
     pub fn resume(&self, name: Option<&str>) -> Result<Resumed> {
@@ -359,46 +423,7 @@ impl Project {
         let before: Snapshot = serde_json::from_str(&state).map_err(|e| {
             ProjectError::Invalid(format!("checkpoint {name:?} is unreadable: {e}"))
         })?;
-        let now_state = self.snapshot(String::new())?;
-        let prefix = super::tasks::prefix(&self.store.conn(), self.id)?;
-        let id = |n: &i64| format!("{prefix}-{n:04}");
-        let created: Vec<String> = now_state
-            .tasks
-            .keys()
-            .filter(|n| !before.tasks.contains_key(n))
-            .map(id)
-            .collect();
-        let moved: Vec<TaskMove> = now_state
-            .tasks
-            .iter()
-            .filter_map(|(n, status)| {
-                let was = before.tasks.get(n)?;
-                (was != status).then(|| TaskMove {
-                    display_id: id(n),
-                    from: was.clone(),
-                    to: status.clone(),
-                })
-            })
-            .collect();
-        let removed: Vec<String> = before
-            .tasks
-            .keys()
-            .filter(|n| !now_state.tasks.contains_key(n))
-            .map(id)
-            .collect();
-        let decisions = self
-            .list_decisions(None, None, 0)?
-            .into_iter()
-            .filter(|d| d.created_at > created_at)
-            .collect::<Vec<_>>();
-        let progress = self
-            .list_progress(&ProgressFilter {
-                status: Some("all".into()),
-                ..ProgressFilter::default()
-            })?
-            .into_iter()
-            .filter(|p| p.id > before.progress)
-            .collect::<Vec<_>>();
+        let changes = self.changes(&before, &created_at)?;
         Ok(Resumed {
             checkpoint: CheckpointInfo {
                 name,
@@ -406,13 +431,7 @@ impl Project {
                 created_at,
             },
             briefing: before.briefing,
-            changes: Changes {
-                tasks_created: created,
-                tasks_moved: moved,
-                tasks_removed: removed,
-                decisions,
-                progress,
-            },
+            changes,
             now: self.status()?,
         })
     }

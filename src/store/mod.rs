@@ -19,6 +19,10 @@ const MIGRATIONS: &[(&str, &str)] = &[
     ("0004_skills", include_str!("migrations/0004_skills.sql")),
     ("0005_project", include_str!("migrations/0005_project.sql")),
     ("0006_graph", include_str!("migrations/0006_graph.sql")),
+    (
+        "0007_injections",
+        include_str!("migrations/0007_injections.sql"),
+    ),
 ];
 
 /// How many times a writer retries a locked database before giving up (about 30 s in all).

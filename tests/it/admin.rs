@@ -213,6 +213,14 @@ fn config_sets_validated_values_and_refuses_bad_ones_writing_nothing() {
         ("task.prefix".to_string(), "CTX".to_string(), false),
         ("prune.older_than_days".to_string(), "30".to_string(), false),
         ("context.max_ready".to_string(), "10".to_string(), false),
+        ("hooks.session_start".to_string(), "on".to_string(), false),
+        (
+            "hooks.briefing_tokens".to_string(),
+            "1500".to_string(),
+            false,
+        ),
+        ("hooks.prompt".to_string(), "on".to_string(), false),
+        ("hooks.max_reminders".to_string(), "2".to_string(), false),
     ];
     assert_eq!(summary(&defaults), expected_defaults);
 
@@ -220,6 +228,8 @@ fn config_sets_validated_values_and_refuses_bad_ones_writing_nothing() {
         ["config", "set", "task.prefix", "web"],
         ["config", "set", "prune.older_than_days", "0"],
         ["config", "set", "colour", "blue"],
+        ["config", "set", "hooks.prompt", "maybe"],
+        ["config", "set", "hooks.briefing_tokens", "50"],
     ] {
         let (exit, error) = car_fails(&home, &args);
         assert_eq!(
@@ -231,7 +241,7 @@ fn config_sets_validated_values_and_refuses_bad_ones_writing_nothing() {
     let (_, error) = car_fails(&home, &["config", "get", "colour"]);
     assert_eq!(
         error["message"],
-        "unknown setting \"colour\"; known settings: task.prefix, prune.older_than_days, context.max_ready"
+        "unknown setting \"colour\"; known settings: task.prefix, prune.older_than_days, context.max_ready, hooks.session_start, hooks.briefing_tokens, hooks.prompt, hooks.max_reminders"
     );
     assert_eq!(
         summary(&home.car_json(&["config", "list"])),

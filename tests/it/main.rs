@@ -23,6 +23,7 @@ mod connectors;
 mod eval;
 mod gate;
 mod graph;
+mod hooks;
 mod inproc_mcp;
 mod install;
 mod interop;

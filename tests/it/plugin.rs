@@ -178,7 +178,12 @@ fn claude_validates_the_plugin_and_the_marketplace_strictly() {
         provides["hooks"],
         json!([{"event": "PreToolUse",
                 "matcher": "*",
-                "type": "command", "command": "car policy-check-hook; exit 0"}])
+                "type": "command", "command": "car policy-check-hook; exit 0"},
+               {"event": "SessionStart",
+                "matcher": "startup|resume|clear|compact",
+                "type": "command", "command": "car hook session-start; exit 0"},
+               {"event": "UserPromptSubmit",
+                "type": "command", "command": "car hook prompt; exit 0"}])
     );
 
     let marketplace = claude(tmp.path(), NO_MODEL)
@@ -234,10 +239,15 @@ fn claude_loads_the_plugin_with_its_commands_agent_and_connected_mcp_server() {
         .stderr(Stdio::null())
         .spawn()
         .unwrap();
+    // The plugin's SessionStart hook reports first (hook_started, hook_response); then init.
+    let mut reader = BufReader::new(child.stdout.take().unwrap());
     let mut line = String::new();
-    BufReader::new(child.stdout.take().unwrap())
-        .read_line(&mut line)
-        .unwrap();
+    loop {
+        line.clear();
+        if reader.read_line(&mut line).unwrap() == 0 || !line.contains("\"subtype\":\"hook_") {
+            break;
+        }
+    }
     let _ = child.kill();
     let _ = child.wait();
     let first: Value =

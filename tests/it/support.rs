@@ -140,6 +140,20 @@ impl TestHome {
         child.wait_with_output().unwrap()
     }
 
+    /// Runs `car ARGS` with `input` on stdin.
+    pub fn car_with_input(&self, args: &[&str], input: &[u8]) -> Output {
+        let mut child = self
+            .command(CAR)
+            .args(args)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        child.stdin.take().unwrap().write_all(input).unwrap();
+        child.wait_with_output().unwrap()
+    }
+
     /// Starts `car ARGS` once per argument list, all at once, and asserts every one succeeded.
     pub fn car_all_at_once(&self, runs: &[Vec<String>]) {
         let children: Vec<_> = runs
