@@ -75,8 +75,6 @@ const NODE_COLUMNS: &str = "seq, id, project_id, tenant, kind, subject, body, ta
 fn read_node(row: &rusqlite::Row<'_>) -> rusqlite::Result<Node> {
     let subject: String = row.get(5)?;
     let body: String = row.get(6)?;
-    let mut terms = text::terms(&format!("{subject} {body}"));
-    terms.sort_unstable();
     let kind: String = row.get(4)?;
     let tags: String = row.get(7)?;
     Ok(Node {
@@ -95,7 +93,6 @@ fn read_node(row: &rusqlite::Row<'_>) -> rusqlite::Result<Node> {
         invalidated_by: row.get(12)?,
         invalidated_note: row.get(14)?,
         injections: row.get(13)?,
-        terms,
     })
 }
 
@@ -342,7 +339,7 @@ impl Index {
         }
     }
 
-    fn slot_meta(&mut self, node: &Node) -> SlotMeta {
+    fn slot_meta(&mut self, node: &Node, terms: usize) -> SlotMeta {
         let next = self.tenants.len() as u32;
         let tenant = *self.tenants.entry(node.tenant.clone()).or_insert(next);
         SlotMeta {
@@ -350,7 +347,7 @@ impl Index {
             current: node.is_current(),
             project: node.project,
             tenant,
-            terms: node.terms.len() as u32,
+            terms: terms as u32,
             stale: node.needs_review(),
         }
     }
@@ -366,7 +363,8 @@ impl Index {
 
     fn upsert(&mut self, node: Node) {
         self.tally(&node, 1);
-        let meta = self.slot_meta(&node);
+        let terms = node.terms();
+        let meta = self.slot_meta(&node, terms.len());
         if let Some(&slot) = self.by_id.get(&node.id) {
             if let Some(old) = self.slots[slot as usize].take() {
                 self.tally(&old, -1);
@@ -374,10 +372,10 @@ impl Index {
             }
             let same_text = self.slots[slot as usize]
                 .as_ref()
-                .is_some_and(|old| old.terms == node.terms);
+                .is_some_and(|old| old.terms() == terms);
             if !same_text {
                 self.unpost(slot);
-                self.post(slot, &node.terms);
+                self.post(slot, &terms);
             }
             self.pairs[slot as usize] = pairs_of(&node);
             self.slots[slot as usize] = Some(node);
@@ -385,7 +383,7 @@ impl Index {
             return;
         }
         let slot = self.slots.len() as u32;
-        self.post(slot, &node.terms);
+        self.post(slot, &terms);
         self.by_id.insert(node.id.clone(), slot);
         self.pairs.push(pairs_of(&node));
         self.slots.push(Some(node));
@@ -441,8 +439,9 @@ impl Index {
         let Some(Some(node)) = self.slots.get(slot as usize) else {
             return;
         };
-        self.posted_terms = self.posted_terms.saturating_sub(node.terms.len());
-        for term in node.terms.clone() {
+        let terms = node.terms();
+        self.posted_terms = self.posted_terms.saturating_sub(terms.len());
+        for term in terms {
             if let Some(list) = self.postings.get_mut(&term) {
                 list.remove(slot);
                 if list.slots.is_empty() {
@@ -608,7 +607,7 @@ fn pairs_of(node: &Node) -> Box<[u64]> {
 
 /// The snapshot's layout version: bump it whenever a field of [`Index`] or of what it holds
 /// changes (postcard is not self-describing, so an old file must not be read as a new layout).
-const SNAPSHOT_FORMAT: u32 = 1;
+const SNAPSHOT_FORMAT: u32 = 2;
 
 /// Below this many entries, building the index from the database is faster than reading a
 /// snapshot would save.

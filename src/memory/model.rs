@@ -156,8 +156,6 @@ pub struct Node {
     /// Why this entry needs review, when it does.
     pub invalidated_note: Option<String>,
     pub injections: i64,
-    /// Distinct terms of subject and body, sorted (for membership tests).
-    pub terms: Vec<String>,
 }
 
 impl Node {
@@ -168,6 +166,15 @@ impl Node {
     /// Still current, but derived from something that no longer holds.
     pub fn needs_review(&self) -> bool {
         self.invalidated_note.is_some()
+    }
+
+    /// The distinct terms of subject and body, sorted (for membership tests). Computed when
+    /// asked, not kept: a node's terms are needed for a few nodes per query, and keeping them
+    /// would make the index (and its snapshot) several times larger.
+    pub fn terms(&self) -> Vec<String> {
+        let mut terms = super::text::terms(&self.text());
+        terms.sort_unstable();
+        terms
     }
 
     pub fn text(&self) -> String {

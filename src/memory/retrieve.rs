@@ -460,7 +460,7 @@ fn bridges(
         let Some(node) = index.node(seed) else {
             continue;
         };
-        for term in &node.terms {
+        for term in &node.terms() {
             if asked.terms.contains(term) || asked.stems.contains(&index.stem(term)) {
                 continue;
             }
@@ -567,16 +567,17 @@ impl<'a> Asked<'a> {
 
 /// The query's terms an entry matched: exactly, by stem, or as part of a longer term.
 pub fn matched_terms(index: &Index, asked: &Asked<'_>, node: &Node) -> Vec<String> {
-    let node_stems: Vec<_> = node.terms.iter().map(|t| index.stem(t)).collect();
+    let node_terms = node.terms();
+    let node_stems: Vec<_> = node_terms.iter().map(|t| index.stem(t)).collect();
     asked
         .terms
         .iter()
         .zip(&asked.stems)
         .filter(|(term, stem)| {
-            node.terms.binary_search(term).is_ok()
+            node_terms.binary_search(term).is_ok()
                 || node_stems.contains(stem)
                 || (term.chars().count() >= 4
-                    && node.terms.iter().any(|t| t.contains(term.as_str())))
+                    && node_terms.iter().any(|t| t.contains(term.as_str())))
         })
         .map(|(term, _)| term.clone())
         .collect()
