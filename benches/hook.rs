@@ -31,6 +31,10 @@ use std::time::Instant;
 use anyhow::{bail, ensure, Context as _, Result};
 use serde_json::{json, Value};
 
+#[path = "common/stats.rs"]
+mod stats;
+use stats::{round, Stats};
+
 const MANIFEST_DIR: &str = env!("CARGO_MANIFEST_DIR");
 const WARMUP: usize = 10;
 
@@ -268,36 +272,6 @@ impl Hook {
     }
 }
 
-struct Stats {
-    p50: f64,
-    p90: f64,
-    mean: f64,
-    min: f64,
-}
-
-impl Stats {
-    fn of(times: &[f64]) -> Stats {
-        let mut sorted = times.to_vec();
-        sorted.sort_by(f64::total_cmp);
-        let rank = |q: f64| sorted[((sorted.len() - 1) as f64 * q).round() as usize];
-        Stats {
-            p50: rank(0.5),
-            p90: rank(0.9),
-            mean: sorted.iter().sum::<f64>() / sorted.len() as f64,
-            min: sorted[0],
-        }
-    }
-
-    fn json(&self, n: usize) -> Value {
-        json!({"n": n, "p50_ms": round(self.p50), "p90_ms": round(self.p90),
-               "mean_ms": round(self.mean), "min_ms": round(self.min)})
-    }
-}
-
-fn round(x: f64) -> f64 {
-    (x * 1000.0).round() / 1000.0
-}
-
 fn verdict(met: bool) -> &'static str {
     if met {
         "met"
@@ -476,15 +450,15 @@ fn run(config: Config) -> Result<()> {
         "load_average": {"before": load_before, "after": load_after},
         "config": {"calls": config.calls, "warmup": WARMUP, "rules": rule_count,
                    "car": config.car.display().to_string(), "python": config.python},
-        "car": car.json(hooks[0].times.len()),
-        "python": python.json(hooks[1].times.len()),
-        "floor": floor.json(hooks[2].times.len()),
-        "preset": preset.json(hooks[3].times.len()),
+        "car": car.json(),
+        "python": python.json(),
+        "floor": floor.json(),
+        "preset": preset.json(),
         "preset_rules": preset_rules,
         "preset_over_floor_p50": round(preset.p50 / floor.p50),
         "ratio_p50": round(ratio),
-        "cpu": {"car": cpu[0].json(hooks[0].cpu.len()), "python": cpu[1].json(hooks[1].cpu.len()),
-                "floor": cpu[2].json(hooks[2].cpu.len()), "preset": cpu[3].json(hooks[3].cpu.len()), "ratio_p50": round(cpu_ratio)},
+        "cpu": {"car": cpu[0].json(), "python": cpu[1].json(),
+                "floor": cpu[2].json(), "preset": cpu[3].json(), "ratio_p50": round(cpu_ratio)},
         "goals": {"car_p50_ms": GOAL_MEDIAN_MS, "car_p50_met": car.p50 <= GOAL_MEDIAN_MS,
                   "preset_p50_met": preset.p50 <= GOAL_MEDIAN_MS,
                   "ratio": GOAL_RATIO, "ratio_met": ratio >= GOAL_RATIO},

@@ -37,6 +37,10 @@ use anyhow::{bail, ensure, Context as _, Result};
 use car::{Kind, Memory, NewDecision, NewEntry, NewTask, Project, Store};
 use serde_json::{json, Value};
 
+#[path = "common/stats.rs"]
+mod stats;
+use stats::{round, Stats};
+
 const MANIFEST_DIR: &str = env!("CARGO_MANIFEST_DIR");
 
 /// The goal: p50 ≤ 50 ms for the prompt hook at 10k facts, process included.
@@ -330,7 +334,7 @@ impl Tally {
             if b == 0 {
                 0.0
             } else {
-                (a as f64 / b as f64 * 1000.0).round() / 1000.0
+                round(a as f64 / b as f64)
             }
         };
         json!({
@@ -345,27 +349,6 @@ impl Tally {
             "entries_injected": self.entries,
         })
     }
-}
-
-struct Stats {
-    p50: f64,
-    p90: f64,
-}
-
-impl Stats {
-    fn of(times: &[f64]) -> Stats {
-        let mut sorted = times.to_vec();
-        sorted.sort_by(f64::total_cmp);
-        let rank = |q: f64| sorted[((sorted.len() - 1) as f64 * q).round() as usize];
-        Stats {
-            p50: rank(0.5),
-            p90: rank(0.9),
-        }
-    }
-}
-
-fn round(x: f64) -> f64 {
-    (x * 100.0).round() / 100.0
 }
 
 fn main() -> Result<()> {
@@ -392,32 +375,26 @@ fn main() -> Result<()> {
         .collect();
 
     // The small project: the case facts, 5 tasks, 3 decisions.
-    let small = Place::new();
-    load_memory(&small, &cases, 0)?;
-    load_project(&small, 5, 3)?;
-    let (out, _) = run(
-        &[&car, "--json", "hook", "session-start"],
-        &session_payload(&small.project, "size"),
-        &small.project,
-        &small.home,
-    )?;
-    let small_brief: Value = serde_json::from_str(&out)?;
+    let briefed = |distractors: usize, tasks: usize, decisions: usize| -> Result<(Place, Value)> {
+        let place = Place::new();
+        load_memory(&place, &cases, distractors)?;
+        load_project(&place, tasks, decisions)?;
+        let (out, _) = run(
+            &[&car, "--json", "hook", "session-start"],
+            &session_payload(&place.project, "size"),
+            &place.project,
+            &place.home,
+        )?;
+        Ok((place, serde_json::from_str(&out)?))
+    };
+    let (_, small_brief) = briefed(0, 5, 3)?;
 
     // The large project: the case facts among the distractors, 500 tasks, 200 decisions.
     eprintln!(
         "loading {} distractors, 500 tasks, 200 decisions…",
         config.distractors
     );
-    let large = Place::new();
-    load_memory(&large, &cases, config.distractors)?;
-    load_project(&large, 500, 200)?;
-    let (out, _) = run(
-        &[&car, "--json", "hook", "session-start"],
-        &session_payload(&large.project, "size"),
-        &large.project,
-        &large.home,
-    )?;
-    let large_brief: Value = serde_json::from_str(&out)?;
+    let (large, large_brief) = briefed(config.distractors, 500, 200)?;
 
     // Reminders: every prompt in a fresh session, through the hook; the baseline in the same
     // loop.
@@ -496,8 +473,10 @@ fn main() -> Result<()> {
     let floor_stats = Stats::of(&floor);
     let row = |name: &str, times: &[f64]| -> Value {
         let s = Stats::of(times);
-        json!({"name": name, "n": times.len(), "p50_ms": round(s.p50), "p90_ms": round(s.p90),
-               "p50_vs_floor": round(s.p50 / floor_stats.p50)})
+        let mut row = s.json();
+        row["name"] = json!(name);
+        row["p50_vs_floor"] = json!(round(s.p50 / floor_stats.p50));
+        row
     };
     let latency = vec![
         row("/bin/true (floor)", &floor),

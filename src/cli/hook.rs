@@ -129,65 +129,50 @@ pub fn run(
             return ExitCode::SUCCESS;
         }
     };
-    let mut bytes = Vec::new();
-    if let Err(e) = std::io::stdin()
-        .take(16 * 1024 * 1024)
-        .read_to_end(&mut bytes)
-    {
-        note(&format!("cannot read the payload ({e}); nothing injected"));
-        return ExitCode::SUCCESS;
-    }
-    let payload = match hosts::parse(event, &bytes, host) {
-        Ok(payload) => payload,
-        Err(e) => {
-            note(&format!("{e}; nothing injected"));
-            return ExitCode::SUCCESS;
-        }
-    };
-    let cwd = payload
-        .cwd
-        .clone()
-        .or_else(|| std::env::current_dir().ok())
-        .unwrap_or_else(|| PathBuf::from("/"));
-    let root = project
-        .filter(|p| !p.as_os_str().is_empty())
-        .and_then(|p| std::path::absolute(p).ok())
-        .unwrap_or_else(|| home::project_root(&cwd));
     let db = home.db_path();
-    let work = {
-        let payload = payload.clone();
-        move || -> Result<Option<Injection>, String> {
-            let Some(opened) = Opened::open(&db, &root).map_err(|e| e.to_string())? else {
-                return Ok(None);
-            };
-            let injection = match event {
-                Event::SessionStart => capability::session_start(&opened, &payload),
-                Event::Prompt => capability::prompt(&opened, &payload),
-            };
-            let injection = injection.map_err(|e| e.to_string())?;
-            // The process ends right after: freeing the index would only cost time.
-            std::mem::forget(opened);
-            Ok(Some(injection))
-        }
+    // Everything, reading the payload included, runs under the deadline: a host that never
+    // closes stdin costs the session nothing.
+    let work = move || -> Result<(Host, Option<Injection>), String> {
+        let mut bytes = Vec::new();
+        std::io::stdin()
+            .take(16 * 1024 * 1024)
+            .read_to_end(&mut bytes)
+            .map_err(|e| format!("cannot read the payload ({e})"))?;
+        let payload = hosts::parse(event, &bytes, host).map_err(|e| e.to_string())?;
+        let cwd = payload
+            .cwd
+            .clone()
+            .or_else(|| std::env::current_dir().ok())
+            .unwrap_or_else(|| PathBuf::from("/"));
+        let root = project
+            .filter(|p| !p.as_os_str().is_empty())
+            .and_then(|p| std::path::absolute(p).ok())
+            .unwrap_or_else(|| home::project_root(&cwd));
+        let Some(opened) = Opened::open(&db, &root).map_err(|e| e.to_string())? else {
+            return Ok((payload.host, None));
+        };
+        let injection = match event {
+            Event::SessionStart => capability::session_start(&opened, &payload),
+            Event::Prompt => capability::prompt(&opened, &payload),
+        };
+        let injection = injection.map_err(|e| e.to_string())?;
+        // The process ends right after: freeing the index would only cost time.
+        std::mem::forget(opened);
+        Ok((payload.host, Some(injection)))
     };
-    let outcome = within(deadline(event), work);
-    let injection = match outcome {
-        Ok(Ok(Some(injection))) => injection,
-        Ok(Ok(None)) => {
+    let (host, injection) = match within(deadline(event), work) {
+        Ok(Ok((host, Some(injection)))) => (host, injection),
+        Ok(Ok((_, None))) => {
             if json {
                 print_envelope(
                     command,
-                    &serde_json::json!({"silent": "no CAR database yet"}),
+                    &serde_json::json!({"silent": "no CAR database here yet, or CAR was never used in this project"}),
                 );
             }
             return ExitCode::SUCCESS;
         }
-        Ok(Err(e)) => {
+        Ok(Err(e)) | Err(e) => {
             note(&format!("{e}; nothing injected"));
-            return ExitCode::SUCCESS;
-        }
-        Err(why) => {
-            note(&format!("{why}; nothing injected"));
             return ExitCode::SUCCESS;
         }
     };
@@ -196,7 +181,7 @@ pub fn run(
             command,
             &serde_json::to_value(&injection).unwrap_or_default(),
         );
-    } else if let Some(answer) = hosts::answer(payload.host, event, &injection.text) {
+    } else if let Some(answer) = hosts::answer(host, event, &injection.text) {
         super::console::stdout(&format!("{answer}\n"));
     }
     ExitCode::SUCCESS

@@ -1,7 +1,7 @@
 //! The agent hosts' session-start and prompt hooks: each host's payload in, its way of adding
 //! context for the model out. `car hook session-start` and `car hook prompt` serve every host;
 //! the host is told by `--host` or read from the payload (see [`detect`]). Sources are cited in
-//! `docs/hosts.md`.
+//! `docs/hooks.md`.
 //!
 //! | host        | session event                      | prompt event        | context goes out as                                         |
 //! |-------------|------------------------------------|---------------------|-------------------------------------------------------------|
@@ -136,19 +136,19 @@ pub struct Payload {
 pub enum PayloadError {
     #[error("the hook payload is not a JSON object: {0}")]
     NotJson(String),
-    #[error("the hook payload is for {found:?}, not {expected} (run `car hook {command}` from that event's hook)")]
+    #[error("the hook payload is for {found:?}, not {expected} ({hint})")]
     WrongEvent {
         found: String,
         expected: &'static str,
-        command: &'static str,
+        hint: &'static str,
     },
 }
 
 /// The host a payload comes from: Cursor's events are camelCase and carry `conversation_id`
 /// and `workspace_roots`; Gemini CLI's prompt event is `BeforeAgent`, and its payloads carry a
-/// `timestamp`; Codex's prompt payloads carry a `turn_id`, its session-start ones `model` and
-/// `permission_mode` together (Claude Code sends neither pair). Anything else is read as
-/// Claude Code's.
+/// `timestamp`; Codex's prompt payloads carry a `turn_id`. Anything else is read as Claude
+/// Code's — Codex's session-start payload has no field Claude Code's lacks, and both take the
+/// same answer, so only the recorded host differs; a host's own wiring passes `--host`.
 pub fn detect(payload: &Value) -> Host {
     let event = payload["hook_event_name"].as_str().unwrap_or("");
     let has = |key: &str| payload.get(key).is_some();
@@ -160,7 +160,7 @@ pub fn detect(payload: &Value) -> Host {
         Host::Cursor
     } else if event == "BeforeAgent" || (has("timestamp") && !has("permission_mode")) {
         Host::Gemini
-    } else if has("turn_id") || (has("model") && has("permission_mode")) {
+    } else if has("turn_id") {
         Host::Codex
     } else {
         Host::ClaudeCode
@@ -176,19 +176,25 @@ pub fn parse(event: Event, bytes: &[u8], host: Option<Host>) -> Result<Payload, 
     }
     let host = host.unwrap_or_else(|| detect(&value));
     if let Some(found) = value["hook_event_name"].as_str() {
-        let expected = host.event_name(event);
-        // A host may name an event in another case; the other event is refused.
-        let other = Host::ALL
-            .iter()
-            .map(|h| h.event_name(other_event(event)))
-            .any(|name| name.eq_ignore_ascii_case(found));
-        if other {
+        // A host may name an event in another case; any other event is refused.
+        let named = |event: Event| {
+            Host::ALL
+                .iter()
+                .any(|h| h.event_name(event).eq_ignore_ascii_case(found))
+        };
+        if !named(event) {
             return Err(PayloadError::WrongEvent {
                 found: found.to_string(),
-                expected,
-                command: match other_event(event) {
-                    Event::SessionStart => "session-start",
-                    Event::Prompt => "prompt",
+                expected: host.event_name(event),
+                hint: if named(other_event(event)) {
+                    match other_event(event) {
+                        Event::SessionStart => {
+                            "run `car hook session-start` from that event's hook"
+                        }
+                        Event::Prompt => "run `car hook prompt` from that event's hook",
+                    }
+                } else {
+                    "car hook answers only session-start and prompt events"
                 },
             });
         }
@@ -270,6 +276,22 @@ mod tests {
         let payload = parse(Event::SessionStart, start, None).unwrap();
         assert_eq!(payload.source, Source::Compact);
         assert!(payload.source.continues());
+        // Claude Code's full SessionStart (model and permission mode too) stays Claude Code's.
+        let full = br#"{"session_id":"s5","transcript_path":"/t.jsonl","cwd":"/w","permission_mode":"default","hook_event_name":"SessionStart","source":"fork","model":"claude-sonnet-4-5","agent_type":"main"}"#;
+        let payload = parse(Event::SessionStart, full, None).unwrap();
+        assert_eq!(payload.host, Host::ClaudeCode);
+        assert_eq!(payload.source, Source::Fork);
+        // Another hook's well-formed payload is refused by both commands.
+        let tool = br#"{"session_id":"s1","cwd":"/w","hook_event_name":"PreToolUse","tool_name":"Bash","tool_input":{"command":"ls"}}"#;
+        for event in [Event::SessionStart, Event::Prompt] {
+            let refused = parse(event, tool, None).unwrap_err();
+            assert!(
+                refused
+                    .to_string()
+                    .contains("only session-start and prompt"),
+                "{refused}"
+            );
+        }
         // The wrong command for the event, garbage, and a relative cwd.
         assert!(matches!(
             parse(Event::SessionStart, claude, None),

@@ -29,8 +29,10 @@ use serde::Serialize;
 use crate::memory::{Kind, Memory, MemoryError, Reminder};
 use crate::policy::secrets;
 use crate::project::config;
-use crate::project::lifecycle::{Changes, Status};
+use crate::project::lifecycle::{decision_line, progress_line, task_line, Changes};
+use crate::project::tasks::Task;
 use crate::project::{Project, ProjectError};
+use crate::runtime::executions::{finish_in, ExecStatus, Finished};
 use crate::store::{now, Store, StoreError};
 use briefing::{clip, Item, Section};
 use hosts::{Event, Payload};
@@ -63,13 +65,16 @@ pub struct Opened {
 
 impl Opened {
     /// Opens the database at `db` for the project rooted at `root`; `None` when there is no
-    /// database yet (CAR was never used here: nothing to say, and nothing is created).
+    /// database yet or CAR was never used in this project (nothing to say, and nothing is
+    /// created or recorded: a session in some other directory leaves no trace).
     pub fn open(db: &Path, root: &Path) -> Result<Option<Opened>, HookError> {
         if !db.exists() {
             return Ok(None);
         }
         let store = Arc::new(Store::open(db)?);
-        let project = Project::open(store.clone(), root)?;
+        let Some(project) = Project::registered(store.clone(), root)? else {
+            return Ok(None);
+        };
         let memory = Memory::open(store.clone(), Some(root), None)?;
         Ok(Some(Opened {
             store,
@@ -123,24 +128,82 @@ impl Injection {
     }
 }
 
-/// An item's text, or the reason it is withheld.
-fn screened(text: &str) -> Result<(), &'static str> {
-    match secrets::find(text) {
-        Some(kind) => Err(kind),
-        None => Ok(()),
+/// What a hook may show: every item's full text is screened for secrets before it is cut to
+/// its line; what holds one is withheld, and the injection says so.
+#[derive(Default)]
+struct Screen {
+    withheld: Vec<(String, &'static str)>,
+}
+
+impl Screen {
+    /// `text` as an item of the briefing, or `None` when it is withheld.
+    fn item(&mut self, id: &str, text: &str) -> Option<Item> {
+        match secrets::find(text) {
+            Some(kind) => {
+                self.withheld.push((id.to_string(), kind));
+                None
+            }
+            None => Some(Item {
+                id: Some(id.to_string()),
+                line: clip(text),
+            }),
+        }
+    }
+
+    /// A section of the `(id, text)` candidates that pass, of `total` such items in all (the
+    /// withheld ones are said once, in the withheld note, not also counted as left out).
+    fn section(
+        &mut self,
+        title: impl Into<String>,
+        noun: &'static str,
+        total: usize,
+        candidates: impl IntoIterator<Item = (String, String)>,
+    ) -> Section {
+        let before = self.withheld.len();
+        let items: Vec<Item> = candidates
+            .into_iter()
+            .filter_map(|(id, text)| self.item(&id, &text))
+            .collect();
+        let held = self.withheld.len() - before;
+        Section {
+            title: title.into(),
+            noun,
+            lead: false,
+            total: total.saturating_sub(held).max(items.len()),
+            items,
+        }
+    }
+
+    /// The closing line that says what was withheld ("" when nothing was).
+    fn note(&self) -> String {
+        if self.withheld.is_empty() {
+            return String::new();
+        }
+        let mut parts: Vec<String> = self
+            .withheld
+            .iter()
+            .take(MAX_WITHHELD_LISTED)
+            .map(|(id, kind)| format!("{id} (looks like a {kind})"))
+            .collect();
+        if self.withheld.len() > MAX_WITHHELD_LISTED {
+            parts.push(format!(
+                "and {} more",
+                self.withheld.len() - MAX_WITHHELD_LISTED
+            ));
+        }
+        format!(
+            "Withheld because it may hold a secret: {}. It stays in CAR, where a person can read it (`car memory show ID`, `car task show ID`).\n",
+            parts.join(", ")
+        )
+    }
+
+    fn ids(&self) -> Vec<String> {
+        self.withheld.iter().map(|(id, _)| id.clone()).collect()
     }
 }
 
-fn task_line(task: &crate::project::tasks::Task) -> String {
-    let mut line = format!("- {} [{}] {}", task.display_id, task.priority, task.title);
-    if let Some(by) = &task.claimed_by {
-        line.push_str(&format!(" (claimed by {by})"));
-    }
-    if let Some(reason) = &task.blocked_reason {
-        line.push_str(&format!(" — blocked: {reason}"));
-    }
-    clip(&line)
-}
+/// How many withheld ids the note names before it only counts the rest.
+const MAX_WITHHELD_LISTED: usize = 5;
 
 /// The session-start briefing for `payload`'s session.
 pub fn session_start(opened: &Opened, payload: &Payload) -> Result<Injection, HookError> {
@@ -155,117 +218,80 @@ pub fn session_start(opened: &Opened, payload: &Payload) -> Result<Injection, Ho
     let budget = (config::number(project, "hooks.briefing_tokens")? as usize).min(host_limit);
     let status = project.status()?;
     let state = project.state()?;
-    let mut withheld: Vec<(String, &'static str)> = Vec::new();
+    let mut screen = Screen::default();
     let mut sections = Vec::new();
     let t = &status.tasks;
-    let count = |t: &std::collections::BTreeMap<String, i64>, key: &str| {
-        t.get(key).copied().unwrap_or(0).max(0) as usize
-    };
+    let count = |key: &str| t.get(key).copied().unwrap_or(0).max(0) as usize;
 
     // What changed since this session's last briefing (or, for a session CAR never briefed,
     // the project's last one).
     if payload.source.continues() {
         if let Some((since, at, same)) = last_briefing(opened, payload)? {
-            let changes = project.changes_since(&since, &at)?;
-            let items = change_items(project, &changes, &mut withheld);
-            if !items.is_empty() {
-                sections.push(Section {
-                    title: format!(
-                        "Since {} briefing ({at})",
-                        if same {
-                            "this session's last"
-                        } else {
-                            "the last"
-                        }
-                    ),
-                    noun: "change",
-                    lead: true,
-                    total: items.len(),
-                    items,
-                });
+            let changes = project.changes_since(&since)?;
+            let candidates = change_items(project, &changes);
+            let mut section = screen.section(
+                format!(
+                    "Since {} briefing ({at})",
+                    if same {
+                        "this session's last"
+                    } else {
+                        "the last"
+                    }
+                ),
+                "change",
+                candidates.len(),
+                candidates,
+            );
+            section.lead = true;
+            if !section.items.is_empty() {
+                sections.push(section);
             }
         }
     }
 
-    let keep = |id: &str, text: String, withheld: &mut Vec<(String, &'static str)>| match screened(
-        &text,
-    ) {
-        Ok(()) => Some(Item {
-            id: Some(id.to_string()),
-            line: clip(&text),
-        }),
-        Err(kind) => {
-            withheld.push((id.to_string(), kind));
-            None
-        }
-    };
-    let tasks = |list: &[crate::project::tasks::Task],
-                 withheld: &mut Vec<(String, &'static str)>|
-     -> Vec<Item> {
+    let tasks = |list: &[Task]| -> Vec<(String, String)> {
         list.iter()
-            .filter_map(|t| keep(&t.display_id, task_line(t), withheld))
+            .map(|t| (t.display_id.clone(), task_line(t)))
             .collect()
     };
-    sections.push(Section {
-        title: "In progress".into(),
-        noun: "task in progress",
-        lead: false,
-        items: tasks(&status.in_progress, &mut withheld),
-        total: count(t, "claimed"),
-    });
-    sections.push(Section {
-        title: "Ready (highest priority first)".into(),
-        noun: "ready task",
-        lead: false,
-        items: tasks(&status.ready, &mut withheld),
-        total: count(t, "ready"),
-    });
-    let mut blocked = tasks(&status.blocked, &mut withheld);
-    for b in &status.blockers {
-        let id = format!("blocker-{}", b.id);
-        let on = b
-            .task
-            .as_ref()
-            .map(|t| format!(" on {t}"))
-            .unwrap_or_default();
-        blocked.extend(keep(
-            &id,
-            format!("- blocker #{}{on}: {}", b.id, b.body),
-            &mut withheld,
-        ));
-    }
-    sections.push(Section {
-        title: "Blocked".into(),
-        noun: "blocker",
-        lead: false,
-        total: blocked.len(),
-        items: blocked,
-    });
-    sections.push(Section {
-        title: "Recent decisions".into(),
-        noun: "decision",
-        lead: false,
-        total: live_decisions(project)?,
-        items: status
-            .decisions
-            .iter()
-            .filter(|d| d.status != "superseded" && d.status != "rejected")
-            .filter_map(|d| {
-                keep(
-                    &d.display_id,
-                    format!(
-                        "- {} ({}) {}: {}",
-                        d.display_id, d.status, d.title, d.decision
-                    ),
-                    &mut withheld,
-                )
-            })
-            .collect(),
-    });
+    sections.push(screen.section(
+        "In progress",
+        "task in progress",
+        count("claimed"),
+        tasks(&status.in_progress),
+    ));
+    sections.push(screen.section(
+        "Ready (highest priority first)",
+        "ready task",
+        count("ready"),
+        tasks(&status.ready),
+    ));
+    let blocked: Vec<(String, String)> = tasks(&status.blocked)
+        .into_iter()
+        .chain(
+            status
+                .blockers
+                .iter()
+                .map(|b| (format!("blocker-{}", b.id), progress_line(b))),
+        )
+        .collect();
+    sections.push(screen.section("Blocked", "blocker", blocked.len(), blocked));
+    sections.push(
+        screen.section(
+            "Recent decisions",
+            "decision",
+            live_decisions(project)?,
+            status
+                .decisions
+                .iter()
+                .filter(|d| d.status != "superseded" && d.status != "rejected")
+                .map(|d| (d.display_id.clone(), decision_line(d))),
+        ),
+    );
 
     // Memory: constraints first (rules to respect whatever the work), then what bears on the
     // work in progress and ready.
-    let topic = topic(&status);
+    let topic = status.topic();
     let constraints = opened
         .memory
         .entries_of(&[Kind::Constraint], &topic, BRIEF_CONSTRAINTS)?;
@@ -282,32 +308,32 @@ pub fn session_start(opened: &Opened, payload: &Payload) -> Result<Injection, Ho
             .take(BRIEF_MEMORY)
             .collect()
     };
-    let entry =
-        |hit: &crate::memory::QueryHit| format!("- {} {}: {}", hit.id, hit.subject, hit.body);
-    sections.push(Section {
-        title: "Constraints".into(),
-        noun: "constraint",
-        lead: false,
-        total: constraints.len(),
-        items: constraints
-            .iter()
-            .filter_map(|h| keep(&h.id, entry(h), &mut withheld))
-            .collect(),
-    });
-    sections.push(Section {
-        title: if topic.is_empty() {
-            "Recently remembered".into()
+    let entries = |hits: &[crate::memory::QueryHit]| -> Vec<(String, String)> {
+        hits.iter()
+            .map(|hit| {
+                (
+                    hit.id.clone(),
+                    format!("- {} {}: {}", hit.id, hit.subject, hit.body),
+                )
+            })
+            .collect()
+    };
+    sections.push(screen.section(
+        "Constraints",
+        "constraint",
+        constraints.len(),
+        entries(&constraints),
+    ));
+    sections.push(screen.section(
+        if topic.is_empty() {
+            "Recently remembered"
         } else {
-            "Memory that bears on this work".into()
+            "Memory that bears on this work"
         },
-        noun: "memory entry",
-        lead: false,
-        total: relevant.len(),
-        items: relevant
-            .iter()
-            .filter_map(|h| keep(&h.id, entry(h), &mut withheld))
-            .collect(),
-    });
+        "memory entry",
+        relevant.len(),
+        entries(&relevant),
+    ));
 
     let header = format!(
         "# CAR briefing: {} (this project's tasks, decisions and memory)\n\
@@ -315,7 +341,7 @@ pub fn session_start(opened: &Opened, payload: &Payload) -> Result<Injection, Ho
          MCP tools (memory_query, context_manager) and the `car` CLI.\n",
         status.project.name, t["ready"], t["claimed"], t["blocked"], t["open"], t["done"]
     );
-    let withheld_line = withheld_note(&withheld);
+    let withheld_line = screen.note();
     let footer = |left: &[(&'static str, usize)]| {
         let mut out = String::new();
         if !left.is_empty() {
@@ -328,7 +354,7 @@ pub fn session_start(opened: &Opened, payload: &Payload) -> Result<Injection, Ho
         out.push_str(&withheld_line);
         out
     };
-    let has_anything = sections.iter().any(|s| !s.items.is_empty()) || !withheld.is_empty();
+    let has_anything = sections.iter().any(|s| !s.items.is_empty()) || !screen.withheld.is_empty();
     let fitted = briefing::fit(&header, &sections, budget, footer);
     let (text, tokens) = if has_anything || t.values().any(|n| *n > 0) {
         (fitted.text, fitted.tokens)
@@ -346,7 +372,7 @@ pub fn session_start(opened: &Opened, payload: &Payload) -> Result<Injection, Ho
         tokens,
         budget: Some(budget),
         entries: fitted.ids,
-        withheld: withheld.into_iter().map(|(id, _)| id).collect(),
+        withheld: screen.ids(),
         left_out: fitted.left_out.iter().map(|(_, n)| n).sum(),
         execution_id: None,
     };
@@ -384,30 +410,27 @@ pub fn prompt(opened: &Opened, payload: &Payload) -> Result<Injection, HookError
     } else {
         opened.memory.remind(&payload.prompt, max, &shown)?
     };
-    let mut withheld = Vec::new();
-    let mut lines = Vec::new();
-    let mut entries = Vec::new();
-    for reminder in &reminders {
-        let line = reminder_line(reminder);
-        match screened(&line) {
-            Ok(()) => {
-                lines.push(line);
-                entries.push(reminder.id.clone());
-            }
-            Err(kind) => withheld.push((reminder.id.clone(), kind)),
-        }
-    }
+    let mut screen = Screen::default();
+    let shown: Vec<(String, String)> = reminders
+        .iter()
+        .filter_map(|reminder| {
+            let item = screen.item(&reminder.id, &reminder_text(reminder))?;
+            Some((reminder.id.clone(), item.line))
+        })
+        .collect();
+    let entries: Vec<String> = shown.iter().map(|(id, _)| id.clone()).collect();
     let mut text = String::new();
-    if !lines.is_empty() || !withheld.is_empty() {
+    if !shown.is_empty() || !screen.withheld.is_empty() {
         text.push_str(
             "CAR memory this prompt is about (ids for memory_query / `car memory show`):\n",
         );
-        for line in &lines {
+        for (_, line) in &shown {
             text.push_str(line);
             text.push('\n');
         }
-        text.push_str(&withheld_note(&withheld));
+        text.push_str(&screen.note());
     }
+    opened.memory.count_injections(&entries)?;
     let silent = text.is_empty().then(|| {
         if reminders.is_empty() {
             "no remembered entry is about this prompt".to_string()
@@ -423,7 +446,7 @@ pub fn prompt(opened: &Opened, payload: &Payload) -> Result<Injection, HookError
         text,
         budget: None,
         entries,
-        withheld: withheld.into_iter().map(|(id, _)| id).collect(),
+        withheld: screen.ids(),
         left_out: 0,
         silent,
         execution_id: None,
@@ -526,9 +549,10 @@ pub fn evaluation_cases(logged: &[Logged]) -> serde_json::Value {
 }
 
 /// `- [constraint fact-12] Schema migrations: need sign-off … (matched schema, migrations)`
-fn reminder_line(reminder: &Reminder) -> String {
+/// (whole: it is screened before it is cut to a line).
+fn reminder_text(reminder: &Reminder) -> String {
     let why = reminder.why.to_string();
-    clip(&format!(
+    format!(
         "- [{} {}] {}: {}{}",
         reminder.kind.as_str(),
         reminder.id,
@@ -539,7 +563,7 @@ fn reminder_line(reminder: &Reminder) -> String {
         } else {
             format!(" ({why})")
         }
-    ))
+    )
 }
 
 fn plural(n: usize, noun: &str) -> String {
@@ -554,20 +578,6 @@ fn plural(n: usize, noun: &str) -> String {
     }
 }
 
-fn withheld_note(withheld: &[(String, &'static str)]) -> String {
-    if withheld.is_empty() {
-        return String::new();
-    }
-    let parts: Vec<String> = withheld
-        .iter()
-        .map(|(id, kind)| format!("{id} (looks like a {kind})"))
-        .collect();
-    format!(
-        "Withheld because it may hold a secret: {}. It stays in CAR; a person can read it with `car memory show ID`.\n",
-        parts.join(", ")
-    )
-}
-
 /// How many decisions are in force (not superseded or rejected).
 fn live_decisions(project: &Project) -> Result<usize, HookError> {
     let n: i64 = project.store.conn().query_row(
@@ -578,23 +588,8 @@ fn live_decisions(project: &Project) -> Result<usize, HookError> {
     Ok(n.max(0) as usize)
 }
 
-/// What the session is working on: the titles of the tasks in progress and ready.
-fn topic(status: &Status) -> String {
-    status
-        .in_progress
-        .iter()
-        .chain(status.ready.iter())
-        .map(|t| t.title.as_str())
-        .collect::<Vec<_>>()
-        .join(" ")
-}
-
-/// The items of what changed since a briefing.
-fn change_items(
-    project: &Project,
-    changes: &Changes,
-    withheld: &mut Vec<(String, &'static str)>,
-) -> Vec<Item> {
+/// What changed since a briefing, as `(id, text)` candidates for the lead section.
+fn change_items(project: &Project, changes: &Changes) -> Vec<(String, String)> {
     let title = |id: &str| {
         project
             .task_detail(id)
@@ -602,16 +597,9 @@ fn change_items(
             .unwrap_or_default()
     };
     let mut items = Vec::new();
-    let mut push = |id: &str, line: String| match screened(&line) {
-        Ok(()) => items.push(Item {
-            id: Some(id.to_string()),
-            line: clip(&line),
-        }),
-        Err(kind) => withheld.push((id.to_string(), kind)),
-    };
     for moved in &changes.tasks_moved {
-        push(
-            &moved.display_id,
+        items.push((
+            moved.display_id.clone(),
             format!(
                 "- {} {} → {}: {}",
                 moved.display_id,
@@ -619,33 +607,28 @@ fn change_items(
                 moved.to,
                 title(&moved.display_id)
             ),
-        );
+        ));
     }
     for created in &changes.tasks_created {
-        push(created, format!("- new task {created}: {}", title(created)));
+        items.push((
+            created.clone(),
+            format!("- new task {created}: {}", title(created)),
+        ));
     }
     for removed in &changes.tasks_removed {
-        push(removed, format!("- {removed} archived or deleted"));
+        items.push((removed.clone(), format!("- {removed} archived or deleted")));
     }
     for d in &changes.decisions {
-        push(
-            &d.display_id,
+        items.push((
+            d.display_id.clone(),
             format!(
-                "- new decision {} ({}) {}: {}",
-                d.display_id, d.status, d.title, d.decision
+                "- new decision {}",
+                decision_line(d).trim_start_matches("- ")
             ),
-        );
+        ));
     }
     for p in &changes.progress {
-        let on = p
-            .task
-            .as_ref()
-            .map(|t| format!(" on {t}"))
-            .unwrap_or_default();
-        push(
-            &format!("{}-{}", p.kind, p.id),
-            format!("- {} #{}{on}: {}", p.kind, p.id, p.body),
-        );
+        items.push((format!("{}-{}", p.kind, p.id), progress_line(p)));
     }
     items
 }
@@ -682,14 +665,19 @@ fn last_briefing(
     .map(|(state, at)| (state, at, false)))
 }
 
-/// The memory entries this session has been shown (by its briefing or earlier reminders).
+/// The memory entries this session has been shown (by its briefing or earlier reminders)
+/// since its context last started over (a compaction or a `/clear` drops what was shown).
 fn shown_in_session(opened: &Opened, payload: &Payload) -> Result<Vec<String>, HookError> {
     if payload.session_id.is_empty() {
         return Ok(Vec::new());
     }
     let conn = opened.store.conn();
     let mut stmt = conn.prepare_cached(
-        "SELECT entries FROM injections WHERE session_id = ?1 AND project_id = ?2",
+        "SELECT entries FROM injections
+         WHERE session_id = ?1 AND project_id = ?2 AND rowid >= ifnull(
+             (SELECT max(rowid) FROM injections
+              WHERE session_id = ?1 AND project_id = ?2 AND event = 'session_start'
+                AND source IN ('compact', 'clear')), 0)",
     )?;
     let rows = stmt.query_map(params![payload.session_id, opened.project.id], |r| {
         r.get::<_, String>(0)
@@ -724,13 +712,20 @@ fn record(
             .take(LOGGED_PROMPT_CHARS)
             .collect::<String>()
     });
-    let duration = started.elapsed().as_millis() as i64;
+    let done = Finished {
+        id: id.clone(),
+        tool: tool.to_string(),
+        request_id: None,
+        face: "hook".to_string(),
+        started_at: started_at.to_string(),
+        status: ExecStatus::Ok,
+        duration_ms: started.elapsed().as_millis() as u64,
+        error: None,
+        result: None,
+        release: false,
+    };
     opened.store.write(|tx| -> Result<(), HookError> {
-        tx.execute(
-            "INSERT INTO executions(id, tool, status, face, started_at, duration_ms)
-             VALUES (?1, ?2, 'ok', 'hook', ?3, ?4)",
-            params![id, tool, started_at, duration],
-        )?;
+        finish_in(tx, &done)?;
         tx.execute(
             "INSERT INTO injections(execution_id, project_id, host, session_id, event, source,
                  prompt, entries, withheld, text, tokens, state, created_at)

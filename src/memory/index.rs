@@ -163,7 +163,10 @@ impl Index {
     pub fn load_snapshot(path: &Path, conn: &Connection) -> Option<Index> {
         let bytes = std::fs::read(path).ok()?;
         let snapshot: Snapshot = postcard::from_bytes(&bytes).ok()?;
-        if snapshot.format != SNAPSHOT_FORMAT || snapshot.version != env!("CARGO_PKG_VERSION") {
+        if snapshot.format != SNAPSHOT_FORMAT
+            || snapshot.version != env!("CARGO_PKG_VERSION")
+            || snapshot.tokenizer != tokenizer_fingerprint()
+        {
             return None;
         }
         if Some(snapshot.database) != database_id(conn) {
@@ -180,14 +183,7 @@ impl Index {
             ]
             .iter()
             .all(|&len| len == n);
-        let at: Option<String> = conn
-            .query_row(
-                "SELECT node_id FROM memory_changes WHERE seq = ?1",
-                [index.last_change],
-                |r| r.get(0),
-            )
-            .optional()
-            .ok()?;
+        let at = node_at(conn, index.last_change).ok()?;
         if !consistent || at != snapshot.last_node {
             return None;
         }
@@ -207,26 +203,23 @@ impl Index {
 
     /// Writes the snapshot (atomically: a reader sees the old file or the new one).
     pub fn save_snapshot(&mut self, path: &Path, conn: &Connection) -> std::io::Result<()> {
-        let last_node: Option<String> = conn
-            .query_row(
-                "SELECT node_id FROM memory_changes WHERE seq = ?1",
-                [self.last_change],
-                |r| r.get(0),
-            )
-            .optional()
-            .map_err(std::io::Error::other)?;
+        let last_node = node_at(conn, self.last_change).map_err(std::io::Error::other)?;
         let database = database_id(conn)
             .ok_or_else(|| std::io::Error::other("the database has no database_id"))?;
         let bytes = postcard::to_stdvec(&SnapshotRef {
             format: SNAPSHOT_FORMAT,
             version: env!("CARGO_PKG_VERSION"),
+            tokenizer: tokenizer_fingerprint(),
             database: &database,
             last_node,
             index: self,
         })
         .map_err(std::io::Error::other)?;
         let dir = path.parent().unwrap_or(Path::new("."));
-        let mut file = tempfile::NamedTempFile::new_in(dir)?;
+        remove_stale_temporaries(dir);
+        let mut file = tempfile::Builder::new()
+            .prefix(SNAPSHOT_TEMP_PREFIX)
+            .tempfile_in(dir)?;
         std::io::Write::write_all(&mut file, &bytes)?;
         file.persist(path).map_err(|e| e.error)?;
         self.snapshot_at = self.last_change;
@@ -607,26 +600,75 @@ fn pairs_of(node: &Node) -> Box<[u64]> {
 
 /// The snapshot's layout version: bump it whenever a field of [`Index`] or of what it holds
 /// changes (postcard is not self-describing, so an old file must not be read as a new layout).
-const SNAPSHOT_FORMAT: u32 = 2;
+const SNAPSHOT_FORMAT: u32 = 3;
+
+/// The name a snapshot being written has until it is complete.
+const SNAPSHOT_TEMP_PREFIX: &str = ".car.memory-index.";
+
+/// Removes what a process that ended mid-write left (a hook past its deadline exits without
+/// unwinding): snapshot temporaries older than ten minutes.
+fn remove_stale_temporaries(dir: &Path) {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let stale = entry
+            .file_name()
+            .to_str()
+            .is_some_and(|name| name.starts_with(SNAPSHOT_TEMP_PREFIX))
+            && entry
+                .metadata()
+                .and_then(|m| m.modified())
+                .ok()
+                .and_then(|at| at.elapsed().ok())
+                .is_some_and(|age| age.as_secs() > 600);
+        if stale {
+            let _ = std::fs::remove_file(entry.path());
+        }
+    }
+}
 
 /// Below this many entries, building the index from the database is faster than reading a
 /// snapshot would save.
 pub const SNAPSHOT_MIN_LIVE: usize = 1_000;
 
-/// The database's random identity (`meta.database_id`, written by migration 0007).
-fn database_id(conn: &Connection) -> Option<String> {
+/// The node the change `seq` of the log was made to.
+fn node_at(conn: &Connection, seq: i64) -> rusqlite::Result<Option<String>> {
     conn.query_row(
-        "SELECT value FROM meta WHERE key = 'database_id'",
-        [],
+        "SELECT node_id FROM memory_changes WHERE seq = ?1",
+        [seq],
         |r| r.get(0),
     )
-    .ok()
+    .optional()
+}
+
+/// The database's random identity (`meta.database_id`, written by migration 0007).
+fn database_id(conn: &Connection) -> Option<String> {
+    store::meta_value(conn, "database_id").ok().flatten()
+}
+
+/// What the tokenizer and stemmer make of a fixed text, hashed: a snapshot holds terms and
+/// pair hashes computed by them, so a build that splits or stems differently (a new stop word,
+/// another stemmer version) must not read one written by another, even at the same version.
+fn tokenizer_fingerprint() -> u64 {
+    const PROBE: &str = "The Deploy-pipeline's migrations aren't running: re-run `cargo test` \
+        on PostgreSQL_15 (schema v2.3), then approve ÜBER-naïve caching of user_ids & URLs \
+        like https://example.com/a?b=c; sign-offs by the DBA team were given yesterday.";
+    let mut hash: u64 = 0;
+    let mut previous = String::new();
+    text::each_term(PROBE, |term| {
+        hash = hash.rotate_left(7) ^ pair_hash(&previous, term);
+        previous.clear();
+        previous.push_str(term);
+    });
+    hash ^ pair_hash(&text::terms(PROBE).join(" "), &text::stem("approvals"))
 }
 
 #[derive(Serialize)]
 struct SnapshotRef<'a> {
     format: u32,
     version: &'a str,
+    tokenizer: u64,
     database: &'a str,
     /// The node id of the change at `index.last_change`: a rebuilt database with as many
     /// changes has another node there.
@@ -638,6 +680,7 @@ struct SnapshotRef<'a> {
 struct Snapshot {
     format: u32,
     version: String,
+    tokenizer: u64,
     database: String,
     last_node: Option<String>,
     index: Index,

@@ -530,14 +530,26 @@ impl Memory {
     }
 
     /// Counts an injection of an entry by proactive memory.
+    /// Counts one injection of each entry in `ids` (what a hook put in front of a model).
+    pub fn count_injections(&self, ids: &[String]) -> Result<()> {
+        if ids.is_empty() {
+            return Ok(());
+        }
+        let mut index = self.lock();
+        self.tx(|tx| {
+            for id in ids {
+                count_injection(tx, id)?;
+            }
+            Ok(())
+        })?;
+        self.catch_up(&mut index)?;
+        Ok(())
+    }
+
     pub(crate) fn bump_injections(&self, id: &str) -> Result<i64> {
         let mut index = self.lock();
         let count = self.tx(|tx| {
-            tx.execute(
-                "UPDATE memory_nodes SET injections = injections + 1 WHERE id = ?1",
-                [id],
-            )?;
-            tx.execute("INSERT INTO memory_changes(node_id) VALUES (?1)", [id])?;
+            count_injection(tx, id)?;
             Ok(tx
                 .query_row(
                     "SELECT injections FROM memory_nodes WHERE id = ?1",
@@ -673,6 +685,16 @@ fn hits_of(index: &Index, scope: &Scope, query: &str, kinds: &[Kind], k: usize) 
             })
         })
         .collect()
+}
+
+/// One more injection of entry `id` (a change the index replays).
+fn count_injection(tx: &rusqlite::Transaction<'_>, id: &str) -> rusqlite::Result<()> {
+    tx.execute(
+        "UPDATE memory_nodes SET injections = injections + 1 WHERE id = ?1",
+        [id],
+    )?;
+    tx.execute("INSERT INTO memory_changes(node_id) VALUES (?1)", [id])?;
+    Ok(())
 }
 
 #[cfg(test)]
@@ -947,6 +969,39 @@ mod tests {
         first.write_entries(entries("alpha")).unwrap();
         let snapshot = db.with_extension("memory-index");
         assert!(snapshot.exists(), "a large import writes the snapshot");
+        let loads = || {
+            let store = Store::open(&db).unwrap();
+            let conn = store.conn();
+            index::Index::load_snapshot(&snapshot, &conn).is_some()
+        };
+        assert!(loads(), "the snapshot is of this database");
+        // The same database where another node holds the snapshot's last change (a log
+        // rewritten under it) is not what the snapshot was taken of.
+        {
+            let store = Store::open(&db).unwrap();
+            let last = "(SELECT max(seq) FROM memory_changes)";
+            let node: String = store
+                .conn()
+                .query_row(
+                    &format!("SELECT node_id FROM memory_changes WHERE seq = {last}"),
+                    [],
+                    |r| r.get(0),
+                )
+                .unwrap();
+            let set = |node: &str| {
+                store
+                    .conn()
+                    .execute(
+                        &format!("UPDATE memory_changes SET node_id = ?1 WHERE seq = {last}"),
+                        [node],
+                    )
+                    .unwrap();
+            };
+            set("elsewhere");
+            assert!(!loads(), "another node at the snapshot's last change");
+            set(&node);
+            assert!(loads());
+        }
         // Another process starts from it, then replays what changed since.
         let second = open();
         first
@@ -980,6 +1035,7 @@ mod tests {
         rebuilt.write_entries(other).unwrap();
         drop(rebuilt);
         std::fs::write(&snapshot, kept).unwrap();
+        assert!(!loads(), "a snapshot of another database");
         let fresh = open();
         assert!(fresh
             .query("alpha 7", "", 5)
@@ -989,6 +1045,7 @@ mod tests {
         assert_eq!(fresh.query("beta 7", "", 1).unwrap()[0].subject, "beta 7");
         // A damaged snapshot is ignored.
         std::fs::write(&snapshot, b"garbage").unwrap();
+        assert!(!loads());
         assert_eq!(open().query("beta 7", "", 1).unwrap()[0].subject, "beta 7");
     }
 }

@@ -319,8 +319,9 @@ pub const PROMPT_CHARS: usize = 2_000;
 impl Memory {
     /// The reminders for a prompt the user just sent: the selective `intervene` decision over
     /// it (a prompt is itself the trigger), keeping up to `max` grounded entries not in
-    /// `exclude` (what this session was already shown); each shown entry's injection count
-    /// goes up. Usually none: an entry shows only when the prompt is about it.
+    /// `exclude` (what this session was already shown). Usually none: an entry shows only when
+    /// the prompt is about it. Nothing is counted here: the caller counts what it really
+    /// showed with [`Memory::count_injections`] (it may withhold some).
     pub fn remind(&self, prompt: &str, max: usize, exclude: &[String]) -> Result<Vec<Reminder>> {
         let prompt: String = prompt.chars().take(PROMPT_CHARS).collect();
         let request = InterveneRequest {
@@ -362,9 +363,6 @@ impl Memory {
                 })
                 .collect::<Vec<_>>()
         })?;
-        for reminder in &reminders {
-            self.bump_injections(&reminder.id)?;
-        }
         Ok(reminders)
     }
 

@@ -43,9 +43,17 @@ const PATTERNS: &[(&str, &str)] = &[
     ),
     (
         "assigned secret",
-        r#"(?i)\b(?:password|passwd|pwd|secret|api[_-]?key|access[_-]?key|access[_-]?token|auth[_-]?token|client[_-]?secret|private[_-]?key|token)\b["']?\s*(?:=|:|\bis\b)\s*["']?[^\s"'$<{\[(]{8,}"#,
+        r#"(?i)(?:\b|_)(?:password|passwd|pwd|secret|api[_-]?key|access[_-]?key|access[_-]?token|auth[_-]?token|client[_-]?secret|private[_-]?key|token)\b["']?\s*(?:=|:)\s*["']?[^\s"'$<{\[(]{8,}"#,
+    ),
+    (
+        "stated secret",
+        r#"(?i)(?:\b|_)(?:password|passwd|secret|api[_-]?key|access[_-]?key|access[_-]?token|auth[_-]?token|client[_-]?secret|token)\s+is\s+["']?[^\s"'$<{\[(]{8,}"#,
     ),
 ];
+
+/// Patterns whose matches are secrets only if [`is_credential`] says so of the value.
+const ASSIGNED: usize = PATTERNS.len() - 2;
+const STATED: usize = PATTERNS.len() - 1;
 
 struct Compiled {
     set: RegexSet,
@@ -64,22 +72,44 @@ static COMPILED: LazyLock<Option<Compiled>> = LazyLock::new(|| {
     })
 });
 
-/// Values an `assigned secret` match may hold that are not secrets: placeholders and
-/// references to where the secret really is.
-fn is_placeholder(matched: &str) -> bool {
-    let value = matched
-        .rsplit(['=', ':', ' ', '"', '\''])
+/// The value an `assigned secret` or `stated secret` match ends with.
+fn value_of(matched: &str) -> &str {
+    matched
+        .rsplit(['=', ':', ' ', '\t', '\n', '"', '\''])
         .find(|part| !part.is_empty())
         .unwrap_or(matched)
-        .to_ascii_lowercase();
-    value.starts_with("os.environ")
+}
+
+/// Whether the match of pattern `i` in a text is a secret: the two patterns that find a name
+/// and a value (`API_KEY=…`, `the password is …`) also match placeholders, references to where
+/// the secret really is, and, for `is`, plain prose ("the password is required").
+fn is_credential(i: usize, matched: &str) -> bool {
+    if i != ASSIGNED && i != STATED {
+        return true;
+    }
+    let raw = value_of(matched);
+    let value = raw.to_ascii_lowercase();
+    let placeholder = value.starts_with("os.environ")
         || value.starts_with("process.env")
         || value.starts_with("env(")
         || value.starts_with("getenv")
         || value.contains("example")
         || value.contains("placeholder")
         || value.contains("changeme")
-        || value.chars().all(|c| c == '*' || c == 'x' || c == '.')
+        || value.chars().all(|c| c == '*' || c == 'x' || c == '.');
+    if placeholder {
+        return false;
+    }
+    if i == ASSIGNED {
+        return true;
+    }
+    // Prose says "is required", "is stored in the vault"; a stated credential has a digit or a
+    // symbol in it, or capitals past its first letter.
+    let word = raw.trim_end_matches(['.', ',', ';', ':', '!', '?', ')']);
+    word.len() >= 8
+        && (word.chars().any(|c| c.is_ascii_digit())
+            || word.chars().any(|c| !c.is_alphanumeric())
+            || word.chars().skip(1).any(|c| c.is_uppercase()))
 }
 
 /// The kind of the first secret `text` holds, if any (`"GitHub token"`, `"private key"`, …).
@@ -91,7 +121,7 @@ pub fn find(text: &str) -> Option<&'static str> {
         let (name, _) = PATTERNS[i];
         let real = compiled.each[i]
             .find_iter(text)
-            .any(|m| i != PATTERNS.len() - 1 || !is_placeholder(m.as_str()));
+            .any(|m| is_credential(i, m.as_str()));
         real.then_some(name)
     })
 }
@@ -111,7 +141,7 @@ pub fn redact(text: &str) -> Cow<'_, str> {
         out = compiled.each[i]
             .replace_all(&out, |caps: &regex::Captures<'_>| {
                 let m = &caps[0];
-                if i == PATTERNS.len() - 1 && is_placeholder(m) {
+                if !is_credential(i, m) {
                     m.to_string()
                 } else {
                     format!("[redacted {name}]")
@@ -134,8 +164,12 @@ mod tests {
             ("AKIAIOSFODNN7EXAMPLE is the CI user's key", "AWS access key"),
             ("-----BEGIN OPENSSH PRIVATE KEY-----\nb3BlbnNzaC1rZXk", "private key"),
             ("staging: postgres://app:s3cr3t-pw@db.internal/app", "password in a URL"),
-            ("the staging password is Hunter2Hunter2!", "assigned secret"),
+            ("the staging password is Hunter2Hunter2!", "stated secret"),
             ("API_KEY=9f8e7d6c5b4a39281706", "assigned secret"),
+            ("DB_PASSWORD=correct-horse-battery", "assigned secret"),
+            ("export AWS_SECRET_ACCESS_KEY=wJalrXUtnFEMIK7MDENGbPxRfiCY", "assigned secret"),
+            ("GITHUB_TOKEN: 0123456789abcdef0123", "assigned secret"),
+            ("the admin password is Tr0ub4dor&3.", "stated secret"),
             ("use sk-ant-api03-abcdefghijklmnopqrstuvwx for the bot", "API key"),
             ("xoxb-1234567890-abcdefghij is the Slack bot", "Slack token"),
             ("eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0.dozjgNryP4J3jVmNHl0w5N_XgL0n3I9PlFUP0THsR8U", "JWT"),
@@ -148,6 +182,11 @@ mod tests {
         let harmless = [
             "rotate the API key every 90 days through the vault",
             "the password policy needs 12 characters",
+            "a password is required before deploying",
+            "the API token is rotated monthly by the platform team",
+            "the client secret is stored in the vault, never in git",
+            "DB_PASSWORD=$DATABASE_PASSWORD from the environment",
+            "password_hash = bcrypt(password) before saving",
             "API_KEY=$STAGING_API_KEY comes from the CI secrets",
             "api_key = os.environ[\"API_KEY\"]",
             "token: <your token here>",

@@ -237,13 +237,7 @@ impl Project {
         let status = self.status()?;
         let topic = match query.map(str::trim).filter(|q| !q.is_empty()) {
             Some(q) => q.to_string(),
-            None => status
-                .in_progress
-                .iter()
-                .chain(status.ready.iter())
-                .map(|t| t.title.as_str())
-                .collect::<Vec<_>>()
-                .join(" "),
+            None => status.topic(),
         };
         let facts: Vec<Fact> = match memory {
             Some(memory) if !topic.is_empty() => memory
@@ -343,15 +337,15 @@ impl Project {
         Ok(serde_json::to_string(&self.snapshot(String::new())?).unwrap_or_default())
     }
 
-    /// What changed since `state` (from [`Project::state`]) was taken at `at`.
-    pub fn changes_since(&self, state: &str, at: &str) -> Result<Changes> {
+    /// What changed since `state` (from [`Project::state`]) was taken.
+    pub fn changes_since(&self, state: &str) -> Result<Changes> {
         let before: Snapshot = serde_json::from_str(state).map_err(|e| {
             ProjectError::Invalid(format!("a saved project state is unreadable: {e}"))
         })?;
-        self.changes(&before, at)
+        self.changes(&before)
     }
 
-    fn changes(&self, before: &Snapshot, at: &str) -> Result<Changes> {
+    fn changes(&self, before: &Snapshot) -> Result<Changes> {
         let now_state = self.snapshot(String::new())?;
         let prefix = super::tasks::prefix(&self.store.conn(), self.id)?;
         let id = |n: &i64| format!("{prefix}-{n:04}");
@@ -379,11 +373,22 @@ impl Project {
             .filter(|n| !now_state.tasks.contains_key(n))
             .map(id)
             .collect();
-        let decisions = self
-            .list_decisions(None, None, 0)?
-            .into_iter()
-            .filter(|d| d.created_at.as_str() > at)
-            .collect::<Vec<_>>();
+        // Decisions are numbered in order: the new ones are those past the snapshot's highest
+        // (clock skew between writers cannot hide one, as a timestamp comparison could).
+        let new = (now_state.decisions - before.decisions).max(0) as usize;
+        let decisions = if new == 0 {
+            Vec::new()
+        } else {
+            self.list_decisions(None, None, new)?
+                .into_iter()
+                .filter(|d| {
+                    d.display_id
+                        .rsplit_once('-')
+                        .and_then(|(_, n)| n.parse::<i64>().ok())
+                        .is_some_and(|n| n > before.decisions)
+                })
+                .collect::<Vec<_>>()
+        };
         let progress = self
             .list_progress(&ProgressFilter {
                 status: Some("all".into()),
@@ -423,7 +428,7 @@ impl Project {
         let before: Snapshot = serde_json::from_str(&state).map_err(|e| {
             ProjectError::Invalid(format!("checkpoint {name:?} is unreadable: {e}"))
         })?;
-        let changes = self.changes(&before, &created_at)?;
+        let changes = self.changes(&before)?;
         Ok(Resumed {
             checkpoint: CheckpointInfo {
                 name,
@@ -494,7 +499,8 @@ impl Project {
     }
 }
 
-fn task_line(task: &Task) -> String {
+/// `- CTX-0003 [high] Wire the API (claimed by agent)`: a task as the briefings list it.
+pub fn task_line(task: &Task) -> String {
     let mut line = format!("- {} [{}] {}", task.display_id, task.priority, task.title);
     if let Some(by) = &task.claimed_by {
         line.push_str(&format!(" (claimed by {by})"));
@@ -503,6 +509,42 @@ fn task_line(task: &Task) -> String {
         line.push_str(&format!(" — blocked: {reason}"));
     }
     line
+}
+
+/// `- ADR-0002 (accepted) Use PostgreSQL: …`: a decision as the briefings list it.
+pub fn decision_line(decision: &Decision) -> String {
+    format!(
+        "- {} ({}) {}: {}",
+        decision.display_id, decision.status, decision.title, decision.decision
+    )
+}
+
+/// `- blocker #4 on CTX-0002: …`: a progress entry (a blocker, a note) as the briefings list it.
+pub fn progress_line(progress: &Progress) -> String {
+    format!(
+        "- {} #{}{}: {}",
+        progress.kind,
+        progress.id,
+        progress
+            .task
+            .as_ref()
+            .map(|t| format!(" on {t}"))
+            .unwrap_or_default(),
+        progress.body
+    )
+}
+
+impl Status {
+    /// What the project is working on: the titles of the tasks in progress and ready (the
+    /// query the briefings find relevant memory with).
+    pub fn topic(&self) -> String {
+        self.in_progress
+            .iter()
+            .chain(self.ready.iter())
+            .map(|t| t.title.as_str())
+            .collect::<Vec<_>>()
+            .join(" ")
+    }
 }
 
 /// The briefing as Markdown.
@@ -529,31 +571,12 @@ fn briefing(status: &Status, facts: &[Fact]) -> String {
             .blocked
             .iter()
             .map(task_line)
-            .chain(status.blockers.iter().map(|b| {
-                format!(
-                    "- blocker #{}{}: {}",
-                    b.id,
-                    b.task
-                        .as_ref()
-                        .map(|t| format!(" on {t}"))
-                        .unwrap_or_default(),
-                    b.body
-                )
-            }))
+            .chain(status.blockers.iter().map(progress_line))
             .collect(),
     );
     section(
         "Recent decisions",
-        status
-            .decisions
-            .iter()
-            .map(|d| {
-                format!(
-                    "- {} ({}) {}: {}",
-                    d.display_id, d.status, d.title, d.decision
-                )
-            })
-            .collect(),
+        status.decisions.iter().map(decision_line).collect(),
     );
     section(
         "Relevant memory",

@@ -113,4 +113,13 @@ impl Project {
             root: root.to_path_buf(),
         })
     }
+
+    /// The project rooted at `root` if CAR was ever used there; registers nothing.
+    pub fn registered(store: Arc<Store>, root: &Path) -> Result<Option<Project>> {
+        Ok(store.registered_project_id(root)?.map(|id| Project {
+            store,
+            id,
+            root: root.to_path_buf(),
+        }))
+    }
 }

@@ -152,7 +152,7 @@ pub fn finish(store: &Store, done: &Finished) -> store::Result<()> {
 
 /// [`finish`] inside a transaction: the row, and for a keyed call that did not complete
 /// (`release`), its key given back so the client can retry.
-fn finish_in(tx: &rusqlite::Transaction<'_>, done: &Finished) -> store::Result<()> {
+pub(crate) fn finish_in(tx: &rusqlite::Transaction<'_>, done: &Finished) -> store::Result<()> {
     let result_text = done.result.as_ref().map(Value::to_string);
     tx.prepare_cached(
         "INSERT INTO executions(id, tool, status, request_id, face, started_at, duration_ms, error, result)

@@ -248,22 +248,25 @@ impl Store {
         Ok(())
     }
 
+    /// The id of the project rooted at `root`, if CAR was ever used there (registers nothing).
+    pub fn registered_project_id(&self, root: &Path) -> Result<Option<i64>> {
+        use rusqlite::OptionalExtension;
+        Ok(self
+            .conn()
+            .query_row(
+                "SELECT id FROM projects WHERE root = ?1",
+                [root.to_string_lossy()],
+                |r| r.get(0),
+            )
+            .optional()?)
+    }
+
     /// The id of the project rooted at `root`, registering it on first use.
     pub fn project_id(&self, root: &Path) -> Result<i64> {
-        let root_text = root.to_string_lossy().to_string();
-        let existing: Option<i64> = {
-            use rusqlite::OptionalExtension;
-            self.conn()
-                .query_row(
-                    "SELECT id FROM projects WHERE root = ?1",
-                    [&root_text],
-                    |r| r.get(0),
-                )
-                .optional()?
-        };
-        if let Some(id) = existing {
+        if let Some(id) = self.registered_project_id(root)? {
             return Ok(id);
         }
+        let root_text = root.to_string_lossy().to_string();
         let name = root
             .file_name()
             .map(|n| n.to_string_lossy().to_string())
@@ -284,12 +287,16 @@ impl Store {
 
     /// A `meta` value.
     pub fn meta(&self, key: &str) -> Result<Option<String>> {
-        use rusqlite::OptionalExtension;
-        Ok(self
-            .conn()
-            .query_row("SELECT value FROM meta WHERE key = ?1", [key], |r| r.get(0))
-            .optional()?)
+        meta_value(&self.conn(), key)
     }
+}
+
+/// A `meta` value, read on `conn` (inside a transaction, or where the store is not at hand).
+pub fn meta_value(conn: &rusqlite::Connection, key: &str) -> Result<Option<String>> {
+    use rusqlite::OptionalExtension;
+    Ok(conn
+        .query_row("SELECT value FROM meta WHERE key = ?1", [key], |r| r.get(0))
+        .optional()?)
 }
 
 /// The format of every timestamp CAR stores: RFC 3339 UTC with milliseconds, fixed width, so

@@ -116,6 +116,8 @@ fn a_session_starts_with_the_briefing_and_a_prompt_gets_only_what_it_is_about() 
         brief.contains("Withheld because it may hold a secret: fact-4"),
         "{brief}"
     );
+    // Everything else fits: nothing is said to be left out (the withheld entry is not).
+    assert!(!brief.contains("Left out"), "{brief}");
 
     // A prompt one fact answers gets that fact, with its id and why; one no fact concerns gets
     // nothing at all.
@@ -149,6 +151,10 @@ fn a_session_starts_with_the_briefing_and_a_prompt_gets_only_what_it_is_about() 
     );
     let withheld = context_of(&out, "UserPromptSubmit");
     assert!(!withheld.contains("Sup3rS3cretPw"), "{withheld}");
+    assert!(
+        withheld.contains("Withheld because it may hold a secret: fact-4"),
+        "{withheld}"
+    );
 
     // Every call is in the execution log, with exactly what was injected.
     let log = t.car_json(&["executions", "--limit", "20"]);
@@ -227,6 +233,33 @@ fn a_session_starts_with_the_briefing_and_a_prompt_gets_only_what_it_is_about() 
         "{again}"
     );
     assert!(again.contains("new decision ADR-0002"), "{again}");
+    // A compaction drops what the session was shown: an entry may be reminded of again.
+    let out = t.car_with_input(
+        &["hook", "session-start"],
+        &session_start(&sub, "s2", "compact"),
+    );
+    assert!(out.status.success(), "{out:?}");
+    let out = t.car_with_input(&["hook", "prompt"], &prompt(&sub, "s2", asked));
+    assert!(
+        context_of(&out, "UserPromptSubmit").contains(TARGET),
+        "{out:?}"
+    );
+
+    // The prompt the log keeps has its secrets redacted.
+    let leaky = "deploy with DB_PASSWORD=correct-horse-battery and ghp_0123456789abcdefghijABCDEFGHIJ012345 please";
+    let out = t.car_with_input(&["hook", "prompt"], &prompt(&sub, "s6", leaky));
+    assert!(out.status.success(), "{out:?}");
+    let kept: String = db
+        .query_row(
+            "SELECT prompt FROM injections WHERE session_id = 's6'",
+            [],
+            |r| r.get(0),
+        )
+        .unwrap();
+    assert!(kept.starts_with("deploy with "), "{kept}");
+    for secret in ["correct-horse-battery", "ghp_0123456789"] {
+        assert!(!kept.contains(secret), "{kept}");
+    }
 
     // `--json` gives the record instead of the host's answer.
     let out = t.car_with_input(&["--json", "hook", "prompt"], &prompt(&sub, "s4", asked));
@@ -279,6 +312,25 @@ fn each_host_gets_the_briefing_and_reminders_its_own_way() {
         .as_str()
         .unwrap()
         .contains("Wire the billing webhook"));
+    // Codex's prompt, told by its turn id.
+    let codex_prompt = run(
+        &["hook", "prompt"],
+        json!({"session_id": "x1", "turn_id": "t1", "cwd": cwd, "model": "gpt-5",
+               "hook_event_name": "UserPromptSubmit", "prompt": asked}),
+    );
+    let codex_prompt: Value = serde_json::from_str(&codex_prompt).unwrap();
+    assert!(codex_prompt["hookSpecificOutput"]["additionalContext"]
+        .as_str()
+        .unwrap()
+        .contains(TARGET));
+    let logged = t.car_json(&["hook", "log", "--session", "x1"]);
+    let hosts: Vec<&str> = logged["injections"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|row| row["host"].as_str().unwrap())
+        .collect();
+    assert_eq!(hosts, ["codex", "codex"], "{logged}");
     // Cursor: sessionStart takes `additional_context`; beforeSubmitPrompt takes no context.
     let cursor = run(
         &["hook", "session-start"],
@@ -323,6 +375,46 @@ fn a_broken_database_or_a_garbage_payload_injects_nothing_and_exits_0() {
         assert!(out.status.success(), "{out:?}");
         assert!(out.stdout.is_empty(), "{payload:?}: {out:?}");
     }
+    // Another hook's well-formed payload is refused by both, however much it looks like one.
+    let tool_call = json!({"session_id": "s1", "cwd": t.project, "hook_event_name": "PreToolUse",
+                           "tool_name": "Bash", "tool_input": {"command": TARGET}, "prompt": TARGET})
+    .to_string();
+    for command in ["prompt", "session-start"] {
+        let out = t.car_with_input(&["hook", command], tool_call.as_bytes());
+        assert!(out.status.success(), "{out:?}");
+        assert!(out.stdout.is_empty(), "{command}: {out:?}");
+        assert!(
+            String::from_utf8_lossy(&out.stderr).contains("PreToolUse"),
+            "{out:?}"
+        );
+    }
+    // A session in a directory CAR was never used in: nothing said, nothing created.
+    let elsewhere = t.project.parent().unwrap().join("elsewhere");
+    std::fs::create_dir_all(&elsewhere).unwrap();
+    let projects = || -> i64 {
+        rusqlite::Connection::open(t.home.join("car.db"))
+            .unwrap()
+            .query_row("SELECT COUNT(*) FROM projects", [], |r| r.get(0))
+            .unwrap()
+    };
+    let before = projects();
+    let out = t.car_with_input(
+        &["hook", "session-start"],
+        &session_start(&elsewhere, "e1", "startup"),
+    );
+    assert_eq!(context_of(&out, "SessionStart"), "");
+    let out = t.car_with_input(&["hook", "prompt"], &prompt(&elsewhere, "e1", TARGET));
+    assert_eq!(context_of(&out, "UserPromptSubmit"), "");
+    assert_eq!(projects(), before);
+    let recorded: i64 = rusqlite::Connection::open(t.home.join("car.db"))
+        .unwrap()
+        .query_row(
+            "SELECT COUNT(*) FROM injections WHERE session_id = 'e1'",
+            [],
+            |r| r.get(0),
+        )
+        .unwrap();
+    assert_eq!(recorded, 0);
     // The session-start payload handed to the prompt hook is named in the note.
     let out = t.car_with_input(
         &["hook", "prompt"],

@@ -180,7 +180,6 @@ fn claude_validates_the_plugin_and_the_marketplace_strictly() {
                 "matcher": "*",
                 "type": "command", "command": "car policy-check-hook; exit 0"},
                {"event": "SessionStart",
-                "matcher": "startup|resume|clear|compact",
                 "type": "command", "command": "car hook session-start; exit 0"},
                {"event": "UserPromptSubmit",
                 "type": "command", "command": "car hook prompt; exit 0"}])
