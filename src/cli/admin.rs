@@ -1,17 +1,23 @@
 //! Admin commands: `car stats`, `car project …` (list, show, rename, forget projects whose root
 //! is gone), `car config …` (per-project settings) and `car prune` (cold storage in
-//! `CAR_HOME/archive.db`, and `--restore`). Each has an `execute` that returns what it printed,
-//! so the `project_admin` MCP tool can run the same code in-process.
+//! `CAR_HOME/archive.db`, and `--restore`). The first three are the project capability's
+//! commands (`project::commands::admin`, which the `project_admin` tool runs too); this face
+//! renders their outcome.
 
 use std::sync::Arc;
 use std::time::Duration;
 
-use clap::{Args, Subcommand};
+use clap::Args;
 
-use super::{open_project, render, render_typed, Env, Failure, Printed};
+use super::{open_project, render_typed, Env, Failure, Printed};
 use crate::project::admin::{self, Counts, ProjectInfo, ProjectStats, Stats};
 use crate::project::archive::{self, Archived, Report, Restore};
-use crate::project::{config, Mode, Project};
+use crate::project::commands::admin::{
+    config_command_name, project_command_name, run_config, run_project, run_stats, AdminOutcome,
+    Place,
+};
+pub use crate::project::commands::admin::{ConfigCommand, ProjectCommand, StatsArgs};
+use crate::project::{config, Mode, Project, ProjectError};
 use crate::store::Store;
 
 pub const STATS_HELP: &str = "\
@@ -22,64 +28,6 @@ Examples:
 Counts tasks by status (ready = open with every dependency done), dependency links, progress notes
 and open blockers, decisions by status, context-graph nodes and edges, checkpoints, memory entries,
 what `car prune` archived, and the size of car.db and archive.db.";
-
-/// Options of `car stats`.
-#[derive(Debug, Args)]
-pub struct StatsArgs {
-    /// Every project CAR knows, not only this one.
-    #[arg(long)]
-    pub all: bool,
-}
-
-#[derive(Debug, Subcommand)]
-pub enum ProjectCommand {
-    /// Every project CAR knows: id, name, root and whether the root still exists.
-    List,
-    /// One project (default: this one) with what it holds.
-    #[command(
-        after_help = "Examples:\n  car project show\n  car project show 3\n  car project show ~/src/payments\n  car project show payments"
-    )]
-    Show {
-        /// Its id, root directory or name.
-        #[arg(value_name = "ROOT|NAME|ID")]
-        reference: Option<String>,
-    },
-    /// Rename a project (default: this one). The root, not the name, identifies it.
-    #[command(
-        after_help = "Examples:\n  car project rename \"Payments API\"\n  car project rename legacy --project-id 3"
-    )]
-    Rename {
-        name: String,
-        /// The project to rename (see `car project list`).
-        #[arg(long, value_name = "ID")]
-        project_id: Option<i64>,
-    },
-    /// Forget every project whose root directory is gone: all its tasks, progress, decisions,
-    /// graph, checkpoints, settings, memory and archived rows. Projects whose root exists are never touched.
-    #[command(
-        after_help = "Examples:\n  car project prune --dry-run   # list them with what each holds\n  car project prune\n\nTo move old closed tasks of a live project to cold storage, see `car prune`."
-    )]
-    Prune {
-        /// List what would be forgotten; change nothing.
-        #[arg(long)]
-        dry_run: bool,
-    },
-}
-
-#[derive(Debug, Subcommand)]
-pub enum ConfigCommand {
-    /// A setting's value (its default when not set).
-    Get { key: String },
-    /// Set a setting for this project (validated; a bad value writes nothing).
-    #[command(
-        after_help = "Examples:\n  car config set task.prefix WEB\n  car config set prune.older_than_days 90"
-    )]
-    Set { key: String, value: String },
-    /// Remove a setting so its default applies again.
-    Unset { key: String },
-    /// Every known setting: value, default and whether it is set.
-    List,
-}
 
 pub fn config_help() -> String {
     let mut text = String::from("Settings (per project):\n");
@@ -133,20 +81,25 @@ fn open_store(env: &Env) -> Result<Arc<Store>, Failure> {
     Ok(Arc::new(Store::open(&env.home.db_path())?))
 }
 
+/// Where this command's admin commands run.
+fn with_place<T>(
+    env: &Env,
+    run: impl FnOnce(&Place<'_>) -> Result<T, ProjectError>,
+) -> Result<T, Failure> {
+    let store = open_store(env)?;
+    let archive = env.home.archive_db_path();
+    let cwd = std::env::current_dir().unwrap_or_default();
+    Ok(run(&Place {
+        store: &store,
+        root: &env.project_root,
+        archive: &archive,
+        cwd: &cwd,
+    })?)
+}
+
 /// `car stats`.
 pub(crate) fn stats(env: &Env, args: &StatsArgs) -> Printed {
-    let result = (|| {
-        let store = open_store(env)?;
-        let projects = if args.all {
-            admin::projects(&store)?
-        } else {
-            vec![admin::project(
-                &store,
-                store.project_id(&env.project_root)?,
-            )?]
-        };
-        Ok(admin::stats(&store, &env.home.archive_db_path(), projects)?)
-    })();
+    let result = with_place(env, |place| run_stats(place, args));
     render_typed(env.json, "stats", result, human_stats)
 }
 
@@ -221,91 +174,23 @@ fn human_stats(stats: &Stats) -> String {
     out
 }
 
-fn project_command_name(command: &ProjectCommand) -> &'static str {
-    match command {
-        ProjectCommand::List => "project.list",
-        ProjectCommand::Show { .. } => "project.show",
-        ProjectCommand::Rename { .. } => "project.rename",
-        ProjectCommand::Prune { .. } => "project.prune",
-    }
-}
-
 /// `car project …`.
 pub(crate) fn project(env: &Env, command: &ProjectCommand) -> Printed {
-    let name = project_command_name(command);
-    match command {
-        ProjectCommand::List => {
-            let listed = open_store(env).and_then(|store| {
-                Ok(admin::Listed {
-                    projects: admin::projects(&store)?,
-                })
-            });
-            render_typed(env.json, name, listed, human_project_list)
-        }
-        ProjectCommand::Show { reference } => render_typed(
-            env.json,
-            name,
-            show_project(env, reference.as_deref()),
-            human_project_stats,
-        ),
-        ProjectCommand::Rename {
-            name: new_name,
-            project_id,
-        } => render_typed(
-            env.json,
-            name,
-            rename_project(env, new_name, *project_id),
-            |renamed| format!("Renamed: {}\n", project_line(&renamed.project)),
-        ),
-        ProjectCommand::Prune { dry_run } => {
-            let forgetting = open_store(env).and_then(|store| {
-                let mode = Mode::dry_run_if(*dry_run);
-                Ok(admin::Forgetting {
-                    projects: admin::forget_gone(&store, &env.home.archive_db_path(), mode)?,
-                    dry_run: *dry_run,
-                })
-            });
-            render_typed(env.json, name, forgetting, human_forgetting)
-        }
-    }
-}
-
-/// `project show`: the project named by id, root or name, else this one.
-fn show_project(env: &Env, reference: Option<&str>) -> Result<ProjectStats, Failure> {
-    let store = open_store(env)?;
-    let info = match reference {
-        Some(reference) => {
-            let cwd = std::env::current_dir().unwrap_or_default();
-            admin::find(&store, reference, &cwd)?
-        }
-        None => {
-            let current = open_project(env)?;
-            admin::project(&store, current.id)?
-        }
-    };
-    Ok(admin::project_stats(
-        &store,
-        &env.home.archive_db_path(),
-        info,
-    )?)
-}
-
-/// `project rename`: the project with this id, else this one.
-fn rename_project(
-    env: &Env,
-    name: &str,
-    project_id: Option<i64>,
-) -> Result<admin::Renamed, Failure> {
-    let (store, id) = match project_id {
-        Some(id) => (open_store(env)?, id),
-        None => {
-            let current = open_project(env)?;
-            (current.store.clone(), current.id)
-        }
-    };
-    Ok(admin::Renamed {
-        project: admin::rename(&store, id, name)?,
-    })
+    let result = with_place(env, |place| run_project(place, command));
+    render_typed(
+        env.json,
+        project_command_name(command),
+        result,
+        |outcome| match outcome {
+            AdminOutcome::Listed(listed) => human_project_list(listed),
+            AdminOutcome::Project(stats) => human_project_stats(stats),
+            AdminOutcome::Renamed(renamed) => {
+                format!("Renamed: {}\n", project_line(&renamed.project))
+            }
+            AdminOutcome::Forgetting(forgetting) => human_forgetting(forgetting),
+            other => human_setting(other),
+        },
+    )
 }
 
 fn human_project_list(listed: &admin::Listed) -> String {
@@ -348,59 +233,39 @@ fn human_forgetting(forgetting: &admin::Forgetting) -> String {
     out
 }
 
-fn config_command_name(command: &ConfigCommand) -> &'static str {
-    match command {
-        ConfigCommand::Get { .. } => "config.get",
-        ConfigCommand::Set { .. } => "config.set",
-        ConfigCommand::Unset { .. } => "config.unset",
-        ConfigCommand::List => "config.list",
-    }
-}
-
 /// `car config …`.
 pub(crate) fn config(env: &Env, command: &ConfigCommand) -> Printed {
-    let name = config_command_name(command);
-    let project = match open_project(env) {
-        Ok(project) => project,
-        Err(failure) => return render(env.json, name, Err(failure), |_| String::new()),
-    };
-    match command {
-        ConfigCommand::Get { key } => render_typed(
-            env.json,
-            name,
-            config::describe(&project, key).map_err(Failure::from),
-            |setting| format!("{}\n", setting.value),
-        ),
-        ConfigCommand::Set { key, value } => render_typed(
-            env.json,
-            name,
-            config::set(&project, key, value).map_err(Failure::from),
-            setting_line,
-        ),
-        ConfigCommand::Unset { key } => render_typed(
-            env.json,
-            name,
-            config::unset(&project, key).map_err(Failure::from),
-            |unset| setting_line(&unset.setting),
-        ),
-        ConfigCommand::List => render_typed(
-            env.json,
-            name,
-            config::list(&project).map_err(Failure::from),
-            |list| {
-                list.settings
-                    .iter()
-                    .map(|s| {
-                        format!(
-                            "{:<22} {:<6} {}\n",
-                            s.key,
-                            s.value,
-                            if s.set { "(set)" } else { "(default)" }
-                        )
-                    })
-                    .collect()
-            },
-        ),
+    let result = open_project(env).and_then(|project| Ok(run_config(&project, command)?));
+    let get = matches!(command, ConfigCommand::Get { .. });
+    render_typed(
+        env.json,
+        config_command_name(command),
+        result,
+        |outcome| match outcome {
+            AdminOutcome::Setting(setting) if get => format!("{}\n", setting.value),
+            other => human_setting(other),
+        },
+    )
+}
+
+/// A config command's outcome for a person.
+fn human_setting(outcome: &AdminOutcome) -> String {
+    match outcome {
+        AdminOutcome::Setting(setting) => setting_line(setting),
+        AdminOutcome::Unset(unset) => setting_line(&unset.setting),
+        AdminOutcome::Settings(list) => list
+            .settings
+            .iter()
+            .map(|s| {
+                format!(
+                    "{:<22} {:<6} {}\n",
+                    s.key,
+                    s.value,
+                    if s.set { "(set)" } else { "(default)" }
+                )
+            })
+            .collect(),
+        _ => String::new(),
     }
 }
 

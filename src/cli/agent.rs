@@ -10,7 +10,7 @@ use std::time::Duration;
 use clap::Args;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 
-use super::{console, inproc, Env};
+use super::{console, Env};
 use crate::agent::model::{Model, ModelConfig, Provider};
 use crate::agent::runs::{Launch, Runs, StartArgs};
 use crate::agent::sandbox::{Request, Sandbox, SandboxChoice};
@@ -251,11 +251,11 @@ pub(crate) fn prepare(env: &Env, options: &Options) -> Result<Launch, Box<Refuse
         invoked_by: options.invoked_by.clone(),
         allow_git_writes: options.allow_git_writes,
     });
-    let app = App::open(&env.home, &env.project_root, |memory| {
-        let mut tools = inproc::tools(&env.home, &env.project_root, memory.clone());
-        tools.extend(agent::tools::tools(workspace.clone()));
-        tools
-    })
+    let app = App::open_with(
+        &env.home,
+        &env.project_root,
+        agent::tools::tools(workspace.clone()),
+    )
     .map_err(|e| {
         Box::new(Refused {
             failure: Failure {

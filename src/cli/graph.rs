@@ -1,192 +1,43 @@
-//! `car graph …`: the project's context graph — scan files and their imports into nodes and
-//! edges, list a node's edges, link and add nodes by hand, export the whole graph. `execute`
-//! returns what it would print, so an MCP tool can run the same command in-process.
+//! `car graph …`: the project's context graph. The commands are the project capability's
+//! (`project::commands::graph`); this face shows a scan's progress and renders the outcome.
 
-use std::path::{Path, PathBuf};
+use super::{open_project, render_typed, Env, Printed};
+use crate::project::commands::graph::{self, command_name, GraphCommand, GraphOutcome};
+use crate::project::graph::{Added, Content, Exported, Linked, NodeEdges, Progress, ScanReport};
 
-use clap::{Subcommand, ValueEnum};
-use serde::Serialize;
-
-use super::{open_project, render_typed, Env, Failure, Printed};
-use crate::project::graph::{
-    self, Added, Content, Direction, ExportFormat, Exported, Linked, NodeEdges, Progress,
-    ScanReport,
-};
-use crate::project::Project;
-
-#[derive(Debug, Subcommand)]
-pub enum GraphCommand {
-    /// Walk the project (honouring .gitignore) and make file nodes and edges from Rust mod/use, Python and JS/TS and Go imports, C includes. A rescan reads only changed files.
-    #[command(
-        after_help = "Examples:\n  car graph scan\n  car graph scan src          # only nodes under src/\n  car --json graph scan       # the report: files_seen, parsed, unchanged, removed, edges, by_language\n\nFiles are keyed by their path relative to the project root. Hidden files and directories (.git) are skipped."
-    )]
-    Scan {
-        /// The directory to scan: relative to the project root, or absolute inside it. Default: the project root.
-        path: Option<PathBuf>,
-    },
-    /// The edges of a node, sorted: what it imports (out) and what imports it (in).
-    #[command(
-        after_help = "Examples:\n  car graph edges src/lib.rs\n  car graph edges src/lib.rs --direction in"
-    )]
-    Edges {
-        /// The node: a path relative to the project root (or absolute inside it), or a key from add-node.
-        node: String,
-        #[arg(long, value_enum, default_value_t = DirectionArg::Both)]
-        direction: DirectionArg,
-    },
-    /// Link two existing nodes by hand; manual links survive every rescan.
-    #[command(
-        after_help = "Examples:\n  car graph link src/payout.rs ADR-0007 --kind decided-by\n  car graph link web/api.ts server/routes.go --kind calls"
-    )]
-    Link {
-        from: String,
-        to: String,
-        /// The edge kind: letters, digits, '_', '-' or '.'.
-        #[arg(long)]
-        kind: String,
-    },
-    /// Add a node that is not a file: a decision, a concept, a service.
-    #[command(
-        after_help = "Example:\n  car graph add-node ADR-0007 --kind decision --label \"Payouts run hourly\""
-    )]
-    AddNode {
-        key: String,
-        /// The node kind: letters, digits, '_', '-' or '.'.
-        #[arg(long)]
-        kind: String,
-        #[arg(long)]
-        label: Option<String>,
-    },
-    /// Write the whole graph, sorted: JSON, Graphviz dot or a Mermaid flowchart.
-    #[command(
-        after_help = "Examples:\n  car graph export --format dot -o graph.dot && dot -Tsvg graph.dot > graph.svg\n  car graph export --format mermaid\n  car --json graph export --format dot   # data.content holds the text"
-    )]
-    Export {
-        #[arg(long, value_enum, default_value_t = FormatArg::Json)]
-        format: FormatArg,
-        /// Write to FILE instead of stdout.
-        #[arg(short, long, value_name = "FILE")]
-        output: Option<PathBuf>,
-    },
-}
-
-#[derive(Debug, Clone, Copy, ValueEnum)]
-pub enum DirectionArg {
-    Out,
-    In,
-    Both,
-}
-
-#[derive(Debug, Clone, Copy, ValueEnum)]
-pub enum FormatArg {
-    Json,
-    Dot,
-    Mermaid,
-}
-
-fn command_name(command: &GraphCommand) -> &'static str {
-    match command {
-        GraphCommand::Scan { .. } => "graph.scan",
-        GraphCommand::Edges { .. } => "graph.edges",
-        GraphCommand::Link { .. } => "graph.link",
-        GraphCommand::AddNode { .. } => "graph.add-node",
-        GraphCommand::Export { .. } => "graph.export",
-    }
-}
-
-/// What a graph command did, each by its own type (serialized as that type alone).
-#[derive(Serialize)]
-#[serde(untagged)]
-enum Done {
-    Scanned(ScanReport),
-    Edges(NodeEdges),
-    Linked(Linked),
-    Added(Added),
-    Exported(Exported),
-}
-
-impl Done {
-    fn render(&self) -> String {
-        match self {
-            Done::Scanned(report) => human_scan(report),
-            Done::Edges(edges) => human_edges(edges),
-            Done::Linked(linked) => human_link(linked),
-            Done::Added(added) => human_add_node(added),
-            Done::Exported(exported) => human_export(exported),
-        }
+/// How a person reads a graph command's outcome.
+fn render(done: &GraphOutcome) -> String {
+    match done {
+        GraphOutcome::Scanned(report) => human_scan(report),
+        GraphOutcome::Edges(edges) => human_edges(edges),
+        GraphOutcome::Linked(linked) => human_link(linked),
+        GraphOutcome::Added(added) => human_add_node(added),
+        GraphOutcome::Exported(exported) => human_export(exported),
     }
 }
 
 /// Runs a graph command and returns what it prints.
 pub(crate) fn execute(env: &Env, command: GraphCommand) -> Printed {
     let name = command_name(&command);
-    let result = open_project(env).and_then(|project| run(&project, &command, env));
-    render_typed(env.json, name, result, Done::render)
-}
-
-fn run(project: &Project, command: &GraphCommand, env: &Env) -> Result<Done, Failure> {
-    let key = |text: &str| graph::node_key(&project.root, text);
-    Ok(match command {
-        GraphCommand::Scan { path } => Done::Scanned(scan(project, path.as_deref(), env)?),
-        GraphCommand::Edges { node, direction } => {
-            let direction = match direction {
-                DirectionArg::Out => Direction::Out,
-                DirectionArg::In => Direction::In,
-                DirectionArg::Both => Direction::Both,
-            };
-            Done::Edges(project.graph_edges(&key(node)?, direction)?)
+    // A scan's progress on stderr: a bar for a person, JSON Lines under --json.
+    let reporter = matches!(command, GraphCommand::Scan { .. })
+        .then(|| super::progress::Reporter::new("graph.scan", env.json));
+    let progress = |stage: Progress| {
+        let Some(reporter) = &reporter else { return };
+        match stage {
+            Progress::Walked(n) => reporter.update("walk", n as u64, None),
+            Progress::Writing(done, total) => {
+                reporter.update("write", done as u64, Some(total as u64))
+            }
+            Progress::Resolving => reporter.update("resolve", 0, None),
         }
-        GraphCommand::Link { from, to, kind } => {
-            Done::Linked(project.graph_link(&key(from)?, &key(to)?, kind)?)
-        }
-        GraphCommand::AddNode {
-            key: node,
-            kind,
-            label,
-        } => Done::Added(project.graph_add_node(&key(node)?, kind, label.as_deref())?),
-        GraphCommand::Export { format, output } => {
-            Done::Exported(export(project, *format, output.as_deref())?)
-        }
-    })
-}
-
-/// `graph scan`, its progress on stderr (a bar for a person, JSON Lines under `--json`).
-fn scan(project: &Project, path: Option<&Path>, env: &Env) -> Result<ScanReport, Failure> {
-    let path = path.unwrap_or(Path::new("."));
-    let reporter = super::progress::Reporter::new("graph.scan", env.json);
-    let progress = |stage: Progress| match stage {
-        Progress::Walked(n) => reporter.update("walk", n as u64, None),
-        Progress::Writing(done, total) => reporter.update("write", done as u64, Some(total as u64)),
-        Progress::Resolving => reporter.update("resolve", 0, None),
     };
-    let report = graph::scan(project, path, &progress);
-    reporter.finish();
-    Ok(report?)
-}
-
-/// `graph export`: to a file when `output` names one (not `-`), else in the result.
-fn export(
-    project: &Project,
-    format: FormatArg,
-    output: Option<&Path>,
-) -> Result<Exported, Failure> {
-    let format = match format {
-        FormatArg::Json => ExportFormat::Json,
-        FormatArg::Dot => ExportFormat::Dot,
-        FormatArg::Mermaid => ExportFormat::Mermaid,
-    };
-    let dump = project.graph_dump()?;
-    let written = match output {
-        Some(path) if path.as_os_str() != "-" => {
-            let path = std::path::absolute(path)
-                .map_err(|e| Failure::usage(format!("bad output path {}: {e}", path.display())))?;
-            std::fs::write(&path, dump.render(format))
-                .map_err(|e| Failure::new("io", format!("cannot write {}: {e}", path.display())))?;
-            Some(path)
-        }
-        Some(_) | None => None,
-    };
-    Ok(dump.exported(format, written))
+    let result =
+        open_project(env).and_then(|project| Ok(graph::run(&project, &command, &progress)?));
+    if let Some(reporter) = &reporter {
+        reporter.finish();
+    }
+    render_typed(env.json, name, result, render)
 }
 
 fn human_scan(report: &ScanReport) -> String {

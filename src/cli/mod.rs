@@ -11,7 +11,6 @@ mod docs;
 mod doctor;
 mod graph;
 mod hook;
-mod inproc;
 mod journal;
 mod keys;
 mod memory;
@@ -98,19 +97,19 @@ pub enum Command {
     Memory(memory::MemoryCommand),
     /// The project's context graph: scan files and imports into nodes and edges, link, export.
     #[command(subcommand)]
-    Graph(graph::GraphCommand),
+    Graph(crate::project::commands::graph::GraphCommand),
     /// Check, simulate, compare and tidy an action proposal before running it.
     #[command(subcommand, after_help = plan::group_help())]
     Plan(plan::PlanCommand),
     /// Track the project's tasks: create, claim, complete, block, dependencies.
     #[command(subcommand)]
-    Task(task::TaskCommand),
+    Task(crate::project::commands::task::TaskCommand),
     /// Progress notes and blockers on tasks or on the project.
     #[command(subcommand)]
-    Progress(journal::ProgressCommand),
+    Progress(crate::project::commands::journal::ProgressCommand),
     /// Architecture decision records: record, list and search, resolve.
     #[command(subcommand)]
-    Decision(journal::DecisionCommand),
+    Decision(crate::project::commands::journal::DecisionCommand),
     /// Hand a task to CAR's governed agent: a model calls tools through the registry (policy gate,
     /// execution log), shell commands run sandboxed, and the result says what backs its claims.
     #[command(after_help = agent::HELP)]
@@ -124,11 +123,11 @@ pub enum Command {
     /// Where the project stands: task counts, ready work, blockers, decisions, last checkpoint.
     Status,
     /// The briefing an agent reads at session start (ready work, blockers, decisions, relevant memory).
-    Context(session::ContextArgs),
+    Context(crate::project::commands::session::ContextArgs),
     /// Save a named snapshot of where the project stands, with a note.
-    Checkpoint(session::CheckpointArgs),
+    Checkpoint(crate::project::commands::session::CheckpointArgs),
     /// A checkpoint's briefing and what changed since (default: the latest checkpoint).
-    Resume(session::ResumeArgs),
+    Resume(crate::project::commands::session::ResumeArgs),
     /// Save, find and judge reusable skills; share them as .car/skills/*.json.
     #[command(subcommand)]
     Skill(skill::SkillCommand),
@@ -149,11 +148,7 @@ pub enum Command {
     /// Show the execution log: every tool call, its status and duration.
     Executions(tools::ExecutionsArgs),
     /// Check CAR's home, database, policies and project data and say what to fix.
-    Doctor {
-        /// Repair what can be repaired (dependency counts, the decision search index).
-        #[arg(long)]
-        fix: bool,
-    },
+    Doctor(crate::project::commands::session::DoctorArgs),
     /// Count what a project holds (tasks, progress, decisions, graph, memory, archive) and the database size.
     #[command(after_help = admin::STATS_HELP)]
     Stats(admin::StatsArgs),
@@ -233,7 +228,7 @@ impl From<ToolError> for Failure {
             | ToolError::Cancelled
             | ToolError::Timeout(_)
             | ToolError::Failed(_)
-            | ToolError::CommandFailed(_) => 1,
+            | ToolError::Reported { .. } => 1,
         };
         Failure {
             code: err.code(),
@@ -300,20 +295,15 @@ pub fn init_logging_to(log: Option<crate::server::logfile::LogWriter>) {
 
 /// Opens the store and memory of a project and builds the runtime over them, behind the
 /// policy engine of `<CAR_HOME>/policies` and every enclosing `.car/policies` (loaded once).
-/// CAR for this command, opened through the composition root (with the project commands the
-/// MCP tools run in-process).
+/// CAR for this command, opened through the composition root.
 pub(crate) fn open_app(env: &Env) -> Result<App, Failure> {
     open_app_with(env, Vec::new())
 }
 
 /// [`open_app`] with a face's own tools too (the daemon's `assistant_*`).
-pub(crate) fn open_app_with(env: &Env, extra: Vec<crate::runtime::Tool>) -> Result<App, Failure> {
-    App::open(&env.home, &env.project_root, |memory| {
-        let mut tools = inproc::tools(&env.home, &env.project_root, memory.clone());
-        tools.extend(extra);
-        tools
-    })
-    .map_err(|e| Failure::new("open", e.to_string()))
+pub(crate) fn open_app_with(env: &Env, tools: Vec<crate::runtime::Tool>) -> Result<App, Failure> {
+    App::open_with(&env.home, &env.project_root, tools)
+        .map_err(|e| Failure::new("open", e.to_string()))
 }
 
 /// The project this command works on, in the store under CAR_HOME.
@@ -387,8 +377,7 @@ pub(crate) async fn call_tool(
     Ok(outcome.result?)
 }
 
-/// What a command printed: its stdout, its stderr and its exit status. Commands that MCP tools
-/// run in-process build one of these, so the tool returns exactly what `car … --json` prints.
+/// What a command printed: its stdout, its stderr and its exit status.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Printed {
     pub stdout: String,
@@ -584,7 +573,7 @@ async fn run(cli: Cli) -> ExitCode {
         Command::Connector(command) => connector::run(&env, command).await,
         Command::Tools(command) => tools::run(&env, command).await,
         Command::Executions(args) => tools::executions(&env, args).await,
-        Command::Doctor { fix } => doctor::execute(&env, Mode::dry_run_if(!fix)).emit(),
+        Command::Doctor(args) => doctor::execute(&env, Mode::dry_run_if(!args.fix)).emit(),
         Command::Task(command) => task::execute(&env, command).emit(),
         Command::Progress(command) => journal::execute_progress(&env, command).emit(),
         Command::Decision(command) => journal::execute_decision(&env, command).emit(),
@@ -592,9 +581,9 @@ async fn run(cli: Cli) -> ExitCode {
         Command::Keys(command) => keys::run(&env, command),
         Command::Reason(args) => reason::run(&env, args).await,
         Command::Status => session::execute_status(&env).emit(),
-        Command::Context(args) => session::execute_context(&env, &args, None).emit(),
-        Command::Checkpoint(args) => session::execute_checkpoint(&env, &args).emit(),
-        Command::Resume(args) => session::execute_resume(&env, &args).emit(),
+        Command::Context(args) => session::execute_context(&env, args).emit(),
+        Command::Checkpoint(args) => session::execute_checkpoint(&env, args).emit(),
+        Command::Resume(args) => session::execute_resume(&env, args).emit(),
         Command::Stats(args) => admin::stats(&env, &args).emit(),
         Command::Project(command) => admin::project(&env, &command).emit(),
         Command::Config(command) => admin::config(&env, &command).emit(),

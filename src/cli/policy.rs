@@ -15,7 +15,6 @@ use crate::home::{Home, HomeError};
 use crate::policy::hook::{self, HookAnswer};
 use crate::policy::preset::{self, Overwrite, PresetError};
 use crate::policy::{rules, Decision, Evaluation, PolicyEngine};
-use crate::project::lifecycle::Check;
 
 const INIT_HELP: &str = "\
 Presets:
@@ -116,29 +115,6 @@ fn human_init(done: &Initialized) -> String {
         done.rules,
         done.preset
     )
-}
-
-/// The `policies` check of `car doctor`.
-pub(crate) fn doctor_check(env: &Env) -> Check {
-    let engine = PolicyEngine::load(
-        &env.home.policies_dir(),
-        &env.project_root,
-        &env.project_root,
-    );
-    let set = engine.rules();
-    let detail = match &set.failure {
-        Some(failure) => format!("{failure}; every tool call is denied until it is fixed"),
-        None => format!(
-            "{} rule(s) from {}",
-            set.rules.len(),
-            set.sources
-                .iter()
-                .map(|s| s.path.display().to_string())
-                .collect::<Vec<_>>()
-                .join(" then ")
-        ),
-    };
-    Check::new("policies", set.failure.is_none(), detail)
 }
 
 /// What `policy list` shows: where rules are read from and every rule loaded.

@@ -1,40 +1,16 @@
 //! `car status`, `car context`, `car checkpoint`, `car resume`: where the project stands, the
-//! session-start briefing, and named snapshots to come back to. They render to [`Printed`] so
-//! the `context_manager` MCP tool runs them in-process.
+//! session-start briefing, and named snapshots to come back to. The commands are the project
+//! capability's (`project::commands::session`); this face renders their outcome.
 
 use std::sync::Arc;
 
-use clap::Args;
-
 use super::{open_project, render_typed, Env, Failure, Printed};
 use crate::memory::Memory;
-use crate::project::lifecycle::{Briefing, Check, Resumed, Status};
+use crate::project::commands::session::{
+    self, CheckpointArgs, ContextArgs, ResumeArgs, SessionCommand, SessionOutcome,
+};
+use crate::project::lifecycle::{Resumed, Status};
 use crate::project::tasks::Task;
-use crate::project::Mode;
-
-#[derive(Debug, Args)]
-pub struct ContextArgs {
-    /// What the session is about (default: the titles of the tasks in progress and ready).
-    #[arg(long)]
-    pub query: Option<String>,
-}
-
-#[derive(Debug, Args)]
-#[command(
-    after_help = "Examples:\n  car checkpoint before-refactor --note \"API half done, tests red\"\n  car checkpoint                       # named cp-<timestamp>\n  car resume before-refactor"
-)]
-pub struct CheckpointArgs {
-    /// A name (default: cp-<timestamp>); names are unique per project.
-    pub name: Option<String>,
-    #[arg(long, default_value = "")]
-    pub note: String,
-}
-
-#[derive(Debug, Args)]
-pub struct ResumeArgs {
-    /// The checkpoint (default: the latest).
-    pub name: Option<String>,
-}
 
 fn status_text(status: &Status) -> String {
     let count = |key: &str| status.tasks.get(key).copied().unwrap_or(0);
@@ -88,24 +64,16 @@ fn status_text(status: &Status) -> String {
     out
 }
 
-/// `car status`.
-pub(crate) fn execute_status(env: &Env) -> Printed {
-    let result = open_project(env).and_then(|p| Ok(p.status()?));
-    render_typed(env.json, "status", result, status_text)
-}
-
-/// `car context`: with `memory`, the briefing includes the most relevant facts.
-pub(crate) fn execute_context(
-    env: &Env,
-    args: &ContextArgs,
-    memory: Option<&Arc<Memory>>,
-) -> Printed {
-    let result = (|| -> Result<Briefing, Failure> {
+/// Runs a session command (not `doctor`: see `cli::doctor`). `memory` gives `context` its
+/// relevant entries; without it the command opens the project's memory itself.
+fn execute(env: &Env, command: SessionCommand, memory: Option<&Arc<Memory>>) -> Printed {
+    let name = command.name();
+    let result = (|| -> Result<SessionOutcome, Failure> {
         let project = open_project(env)?;
         let opened;
-        let memory = match memory {
-            Some(m) => Some(m.as_ref()),
-            None => {
+        let memory = match (memory, &command) {
+            (Some(m), _) => Some(m.as_ref()),
+            (None, SessionCommand::Context(_)) => {
                 opened = Memory::open(
                     project.store.clone(),
                     Some(&env.project_root),
@@ -113,30 +81,40 @@ pub(crate) fn execute_context(
                 )?;
                 Some(&opened)
             }
+            (None, _) => None,
         };
-        Ok(project.context(memory, args.query.as_deref())?)
+        Ok(session::run(&project, memory, &command)?)
     })();
-    render_typed(env.json, "context", result, |context| {
-        context.briefing.clone()
+    render_typed(env.json, name, result, |outcome| match outcome {
+        SessionOutcome::Status(status) => status_text(status),
+        SessionOutcome::Briefing(context) => context.briefing.clone(),
+        SessionOutcome::Checkpoint(checkpoint) => format!(
+            "Checkpoint {0} saved ({1}). `car resume {0}` comes back to it.\n",
+            checkpoint.name, checkpoint.created_at
+        ),
+        SessionOutcome::Resumed(resumed) => resumed_text(resumed),
+        SessionOutcome::Doctor(_) => String::new(),
     })
+}
+
+/// `car status`.
+pub(crate) fn execute_status(env: &Env) -> Printed {
+    execute(env, SessionCommand::Status, None)
+}
+
+/// `car context`.
+pub(crate) fn execute_context(env: &Env, args: ContextArgs) -> Printed {
+    execute(env, SessionCommand::Context(args), None)
 }
 
 /// `car checkpoint`.
-pub(crate) fn execute_checkpoint(env: &Env, args: &CheckpointArgs) -> Printed {
-    let result =
-        open_project(env).and_then(|p| Ok(p.checkpoint(args.name.as_deref(), &args.note)?));
-    render_typed(env.json, "checkpoint", result, |checkpoint| {
-        format!(
-            "Checkpoint {0} saved ({1}). `car resume {0}` comes back to it.\n",
-            checkpoint.name, checkpoint.created_at
-        )
-    })
+pub(crate) fn execute_checkpoint(env: &Env, args: CheckpointArgs) -> Printed {
+    execute(env, SessionCommand::Checkpoint(args), None)
 }
 
 /// `car resume`.
-pub(crate) fn execute_resume(env: &Env, args: &ResumeArgs) -> Printed {
-    let result = open_project(env).and_then(|p| Ok(p.resume(args.name.as_deref())?));
-    render_typed(env.json, "resume", result, resumed_text)
+pub(crate) fn execute_resume(env: &Env, args: ResumeArgs) -> Printed {
+    execute(env, SessionCommand::Resume(args), None)
 }
 
 fn resumed_text(resumed: &Resumed) -> String {
@@ -183,12 +161,4 @@ fn resumed_text(resumed: &Resumed) -> String {
     }
     out.extend(lines);
     out
-}
-
-/// The project checks of `car doctor` (with [`Mode::Apply`], repairing what they can).
-pub(crate) fn doctor_checks(env: &Env, mode: Mode) -> Vec<Check> {
-    match open_project(env).and_then(|p| Ok(p.check(mode)?)) {
-        Ok(checks) => checks,
-        Err(failure) => vec![Check::new("project data", false, failure.message)],
-    }
 }

@@ -220,7 +220,10 @@ async fn remote_call(
         .map_err(|e| ToolError::Failed(e.to_string()))?;
     match live.session.call(tool, args).await {
         Ok(result) if result.get("isError").and_then(Value::as_bool) == Some(true) => {
-            Err(ToolError::CommandFailed(content_text(&result)))
+            Err(ToolError::Reported {
+                code: "remote_error",
+                text: content_text(&result),
+            })
         }
         Ok(result) => Ok(result),
         Err(err) if err.auth_challenge().is_some() => {

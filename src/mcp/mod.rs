@@ -30,7 +30,8 @@ use crate::memory::surfaces::{
     Briefing, EntryPage, EntryText, CONTEXT_PROMPT, FACT_RESOURCE, FACT_RESOURCES,
 };
 use crate::runtime::{
-    CallOptions, CallOutcome, Client, Context, DispatchError, Face, JobState, JobStatus, ToolError,
+    CallOptions, CallOutcome, Client, Context, DispatchError, Face, JobState, JobStatus,
+    ResultText, ToolError,
 };
 
 /// The protocol revisions CAR serves (newest preferred). 2025-03-26 is left out on purpose: it
@@ -343,17 +344,17 @@ fn tool_result(outcome: CallOutcome) -> Value {
         meta["car/replayed"] = json!(true);
     }
     match outcome.result {
-        // A tool that answers with a string (the commands run in-process) returns it as the
-        // text as is, with no structured content.
-        Ok(Value::String(text)) => json!({
-            "content": [{"type": "text", "text": text}], "isError": false, "_meta": meta,
-        }),
-        Err(ToolError::CommandFailed(text)) => {
-            meta["car/error"] = json!({"code": "command_failed", "message": text});
+        // A tool's own account of its failure (a connector's error content, a project
+        // action's failure envelope) goes to the client as it gave it.
+        Err(ToolError::Reported { code, text }) => {
+            meta["car/error"] = json!({"code": code, "message": text});
             json!({"content": [{"type": "text", "text": text}], "isError": true, "_meta": meta})
         }
         Ok(value) => {
-            let text = value.to_string();
+            let text = match outcome.text {
+                ResultText::Json => value.to_string(),
+                ResultText::JsonLine => format!("{value}\n"),
+            };
             let mut result = json!({"content": [{"type": "text", "text": text}], "isError": false});
             if value.is_object() {
                 result["structuredContent"] = value;

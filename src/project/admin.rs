@@ -12,7 +12,7 @@ use super::{Mode, ProjectError, Result};
 use crate::store::Store;
 
 /// A row of `projects`.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct ProjectInfo {
     pub id: i64,
     pub name: String,
@@ -118,7 +118,7 @@ pub fn rename(store: &Store, id: i64, name: &str) -> Result<ProjectInfo> {
 }
 
 /// What one project holds.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Counts {
     pub tasks: TaskCounts,
     /// Dependency links between tasks of the project.
@@ -136,7 +136,7 @@ pub struct Counts {
     pub memory_nodes: i64,
 }
 
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct TaskCounts {
     pub total: i64,
     /// Open with no dependency left undone.
@@ -148,14 +148,14 @@ pub struct TaskCounts {
     pub cancelled: i64,
 }
 
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct ProgressCounts {
     pub open: i64,
     pub resolved: i64,
     pub blockers_open: i64,
 }
 
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct DecisionCounts {
     pub total: i64,
     pub proposed: i64,
@@ -260,14 +260,14 @@ pub fn db_bytes(store: &Store) -> Result<i64> {
 }
 
 /// A project forgotten (or, in a dry run, that would be) and what it held.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Forgotten {
     pub project: ProjectInfo,
     pub counts: Counts,
 }
 
 /// What `project prune` did: the projects whose root is gone, forgotten unless a dry run.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Forgetting {
     /// True when nothing was forgotten, only listed.
     pub dry_run: bool,
@@ -275,19 +275,19 @@ pub struct Forgetting {
 }
 
 /// Every project CAR knows.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Listed {
     pub projects: Vec<ProjectInfo>,
 }
 
 /// A project after its rename.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Renamed {
     pub project: ProjectInfo,
 }
 
 /// One project with what it holds and what `car prune` archived of it.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct ProjectStats {
     pub project: ProjectInfo,
     pub counts: Counts,
@@ -295,7 +295,7 @@ pub struct ProjectStats {
 }
 
 /// What `car stats` reports: each project's counts and the sizes of the two databases.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Stats {
     pub projects: Vec<ProjectStats>,
     /// The size of car.db in bytes (see [`db_bytes`]).

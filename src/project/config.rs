@@ -122,7 +122,7 @@ pub fn setting(key: &str) -> Result<&'static Setting> {
 }
 
 /// One setting's current value and whether it was set for this project.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, schemars::JsonSchema)]
 pub struct Value {
     pub key: &'static str,
     pub value: String,
@@ -163,14 +163,14 @@ pub fn describe(project: &Project, key: &str) -> Result<Value> {
 }
 
 /// Every known setting of a project.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, schemars::JsonSchema)]
 pub struct Settings {
     /// In the order of [`SETTINGS`].
     pub settings: Vec<Value>,
 }
 
 /// A setting after `unset`.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, schemars::JsonSchema)]
 pub struct Unset {
     /// The setting as it is now: its default.
     #[serde(flatten)]

@@ -17,7 +17,7 @@ pub const STATUSES: &[&str] = &[
     "superseded",
 ];
 
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, schemars::JsonSchema)]
 pub struct Decision {
     #[serde(rename = "displayId")]
     pub display_id: String,

@@ -55,7 +55,7 @@ fn reference(value: &Value) -> String {
 }
 
 /// What an import did.
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone, serde::Serialize, schemars::JsonSchema)]
 pub struct Imported {
     pub created: usize,
     pub dependencies: usize,

@@ -21,7 +21,7 @@ const BRIEF_DECISIONS: usize = 5;
 const BRIEF_FACTS: usize = 8;
 
 /// Where the project stands.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
 pub struct Status {
     pub project: ProjectInfo,
     pub tasks: BTreeMap<String, i64>,
@@ -35,13 +35,13 @@ pub struct Status {
     pub last_checkpoint: Option<CheckpointInfo>,
 }
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
 pub struct ProjectInfo {
     pub name: String,
     pub root: String,
 }
 
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct CheckpointInfo {
     pub name: String,
     pub note: String,
@@ -50,7 +50,7 @@ pub struct CheckpointInfo {
 }
 
 /// What a checkpoint stores: enough to say later what changed.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
 struct Snapshot {
     /// Task number → stored status.
     tasks: BTreeMap<i64, String>,
@@ -60,7 +60,7 @@ struct Snapshot {
 }
 
 /// One memory fact in a briefing.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Fact {
     pub id: String,
     pub subject: String,
@@ -68,7 +68,7 @@ pub struct Fact {
 }
 
 /// The session-start briefing (`context`) and what it was made from.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
 pub struct Briefing {
     /// The briefing as Markdown.
     pub briefing: String,
@@ -78,7 +78,7 @@ pub struct Briefing {
 }
 
 /// A checkpoint's briefing and what changed since (`resume`).
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
 pub struct Resumed {
     pub checkpoint: CheckpointInfo,
     /// The briefing as it was at the checkpoint.
@@ -89,7 +89,7 @@ pub struct Resumed {
 }
 
 /// What changed since a checkpoint.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
 pub struct Changes {
     /// Tasks created since, by display id.
     #[serde(rename = "tasksCreated")]
@@ -107,7 +107,7 @@ pub struct Changes {
 }
 
 /// A task whose stored status changed since a checkpoint.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct TaskMove {
     #[serde(rename = "displayId")]
     pub display_id: String,
@@ -118,7 +118,7 @@ pub struct TaskMove {
 }
 
 /// One check of `car doctor`: what was checked, whether it passed, and what to do if not.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Check {
     pub check: String,
     pub ok: bool,

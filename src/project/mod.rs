@@ -5,6 +5,7 @@
 
 pub mod admin;
 pub mod archive;
+pub mod commands;
 pub mod config;
 pub mod decisions;
 pub mod graph;
@@ -14,6 +15,7 @@ pub mod progress;
 pub mod tasks;
 #[cfg(test)]
 mod test_rows;
+pub mod tools;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;

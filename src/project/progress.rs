@@ -8,7 +8,7 @@ use super::tasks::prefix;
 use super::{Project, ProjectError, Result};
 use crate::store::now;
 
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, schemars::JsonSchema)]
 pub struct Progress {
     pub id: i64,
     pub task: Option<String>,

@@ -70,6 +70,8 @@ pub struct CallOutcome {
     pub replayed: bool,
     /// The result is an MCP `CallToolResult` to serve as is ([`ToolSpec::passthrough`]).
     pub passthrough: bool,
+    /// How a face writes the result as text ([`ToolSpec::text`]).
+    pub text: super::spec::ResultText,
 }
 
 /// A call that could not be routed at all (a protocol error, not a tool error).
@@ -204,6 +206,7 @@ impl Dispatcher {
                             result,
                             replayed: true,
                             passthrough: spec.passthrough,
+                            text: spec.text,
                         });
                     }
                 }
@@ -244,6 +247,7 @@ impl Dispatcher {
             result,
             replayed: false,
             passthrough: spec.passthrough,
+            text: spec.text,
         })
     }
 

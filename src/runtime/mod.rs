@@ -23,7 +23,7 @@ pub use executions::ExecStatus;
 pub use jobs::{JobState, JobStatus, Jobs};
 pub(crate) use registry::LazyValidator;
 pub use registry::{Registry, RegistryError};
-pub use spec::{Confirmation, Effect, Gating, Idempotence, Parallelism, ToolSpec};
+pub use spec::{Confirmation, Effect, Gating, Idempotence, Parallelism, ResultText, ToolSpec};
 pub use tool::{Tool, ToolCall, ToolError};
 
 use crate::store::{Store, StoreError};

@@ -68,6 +68,17 @@ pub enum Idempotence {
     NotIdempotent,
 }
 
+/// How a result is written where a face shows it as text (the MCP `content` text).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum ResultText {
+    /// Its JSON.
+    #[default]
+    Json,
+    /// Its JSON and a newline, exactly as `car --json` prints it: the project tools, whose text
+    /// is the CLI's envelope byte for byte (the seed's contract).
+    JsonLine,
+}
+
 /// The declaration of one tool.
 #[derive(Debug, Clone)]
 pub struct ToolSpec {
@@ -85,6 +96,8 @@ pub struct ToolSpec {
     /// The handler returns an MCP `CallToolResult` (a connector's tool): the MCP face serves its
     /// content as is instead of wrapping the value.
     pub passthrough: bool,
+    /// How a face that shows a result as text writes it.
+    pub text: ResultText,
     pub gating: Gating,
     /// Listed in `tools/list` and `car tools list`. An unlisted tool is an operation a face
     /// serves another way (the MCP prompt, the resources): it still passes the dispatcher —
@@ -108,6 +121,7 @@ impl ToolSpec {
             parallelism: Parallelism::Safe,
             timeout: std::time::Duration::from_secs(300),
             passthrough: false,
+            text: ResultText::Json,
             gating: Gating::Gated,
             listed: true,
         }
@@ -158,6 +172,12 @@ impl ToolSpec {
     pub fn typed<A: schemars::JsonSchema, R: schemars::JsonSchema>(mut self) -> Self {
         self.input_schema = super::schema::input_of::<A>();
         self.output_schema = Some(super::schema::output_of::<R>());
+        self
+    }
+
+    /// Writes the result's text as a JSON line (see [`ResultText::JsonLine`]).
+    pub fn text(mut self, text: ResultText) -> Self {
+        self.text = text;
         self
     }
 

@@ -46,10 +46,10 @@ pub enum ToolError {
     Timeout(u64),
     #[error("{0}")]
     Failed(String),
-    /// A command run in-process failed; the text is what it printed (stdout, then
-    /// `--- STDERR ---` and stderr), returned to the client as is.
-    #[error("{0}")]
-    CommandFailed(String),
+    /// The tool failed and gives its own account, returned to the client as is: a connector's
+    /// remote error content, a project action's failure envelope. `code` is the envelope's.
+    #[error("{text}")]
+    Reported { code: &'static str, text: String },
 }
 
 impl ToolError {
@@ -64,7 +64,7 @@ impl ToolError {
             ToolError::Cancelled => "cancelled",
             ToolError::Timeout(_) => "timeout",
             ToolError::Failed(_) => "failed",
-            ToolError::CommandFailed(_) => "command_failed",
+            ToolError::Reported { code, .. } => code,
         }
     }
 }

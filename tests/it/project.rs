@@ -67,18 +67,10 @@ fn cli_words<'a>(tool: &str, action: &'a str, args: &[&'a str]) -> Vec<&'a str> 
     words
 }
 
-#[test]
-fn every_mcp_action_prints_what_the_cli_prints() {
-    let cli_home = TestHome::new();
-    let mcp_home = TestHome::new();
-    // Same project directory name, so names in the output agree; the same files to scan.
-    for home in [&cli_home, &mcp_home] {
-        std::fs::create_dir_all(home.project.join("src")).unwrap();
-        std::fs::write(home.project.join("src/lib.rs"), "mod a;\n").unwrap();
-        std::fs::write(home.project.join("src/a.rs"), "pub fn f() {}\n").unwrap();
-    }
-    let mut mcp = spawn_mcp(&mcp_home);
-    let steps: Vec<(&str, &str, Vec<&str>)> = vec![
+/// Calls of every project tool's actions, in an order that works on a fresh project, with
+/// failures at the end: (tool, action, args).
+fn steps() -> Vec<(&'static str, &'static str, Vec<&'static str>)> {
+    vec![
         (
             "task_manager",
             "create",
@@ -223,7 +215,21 @@ fn every_mcp_action_prints_what_the_cli_prints() {
         ("task_manager", "show", vec!["CTX-0099"]),
         ("task_manager", "create", vec!["x", "--priority", "P9"]),
         ("task_manager", "list", vec!["--bogus"]),
-    ];
+    ]
+}
+
+#[test]
+fn every_mcp_action_prints_what_the_cli_prints() {
+    let cli_home = TestHome::new();
+    let mcp_home = TestHome::new();
+    // Same project directory name, so names in the output agree; the same files to scan.
+    for home in [&cli_home, &mcp_home] {
+        std::fs::create_dir_all(home.project.join("src")).unwrap();
+        std::fs::write(home.project.join("src/lib.rs"), "mod a;\n").unwrap();
+        std::fs::write(home.project.join("src/a.rs"), "pub fn f() {}\n").unwrap();
+    }
+    let mut mcp = spawn_mcp(&mcp_home);
+    let steps = steps();
     for (tool, action, args) in &steps {
         let out = car(&cli_home, &cli_words(tool, action, args));
         let result = mcp.call(tool, json!({"action": action, "args": args}));
@@ -259,6 +265,87 @@ fn every_mcp_action_prints_what_the_cli_prints() {
         json!({"action": "list", "args": ["--home", "/tmp"]}),
     );
     assert_eq!(refused["isError"], true);
+    mcp.finish();
+}
+
+#[test]
+fn every_project_tool_answers_typed_data_its_output_schema_describes() {
+    let home = TestHome::new();
+    std::fs::create_dir_all(home.project.join("src")).unwrap();
+    std::fs::write(home.project.join("src/lib.rs"), "mod a;\n").unwrap();
+    std::fs::write(home.project.join("src/a.rs"), "pub fn f() {}\n").unwrap();
+    let mut mcp = spawn_mcp(&home);
+    let tools = mcp.tools();
+    for tool in &tools {
+        assert!(
+            tool["outputSchema"].is_object(),
+            "{} declares no outputSchema",
+            tool["name"]
+        );
+    }
+    let mut checked = std::collections::BTreeSet::new();
+    for (tool, action, args) in steps() {
+        let result = mcp.call(tool, json!({"action": action, "args": args}));
+        let text = result["content"][0]["text"].as_str().unwrap();
+        if result["isError"] == true {
+            // A failure carries its envelope's code, and no structured content.
+            assert!(result.get("structuredContent").is_none(), "{result}");
+            let code = result["_meta"]["car/error"]["code"].as_str().unwrap();
+            if let Some((envelope, _)) = text.split_once("--- STDERR ---") {
+                if !envelope.is_empty() {
+                    let doc: Value = serde_json::from_str(envelope).unwrap();
+                    assert_eq!(doc["error"]["code"], code, "{tool} {action} {args:?}");
+                }
+            }
+            continue;
+        }
+        // The structured content is the envelope the text holds, and its schema describes it.
+        let structured = &result["structuredContent"];
+        assert_eq!(
+            structured,
+            &serde_json::from_str::<Value>(text).unwrap(),
+            "{tool} {action}"
+        );
+        crate::mcp::assert_matches_output_schema(&tools, tool, structured);
+        checked.insert(format!("{tool} {action}"));
+    }
+    // Every action of every tool was checked at least once.
+    for expected in [
+        "task_manager list",
+        "task_manager create",
+        "task_manager update",
+        "task_manager claim",
+        "task_manager complete",
+        "task_manager block",
+        "task_manager unblock",
+        "task_manager show",
+        "progress_tracker list",
+        "progress_tracker create",
+        "progress_tracker update",
+        "progress_tracker resolve",
+        "decision_logger list",
+        "decision_logger record",
+        "decision_logger resolve",
+        "context_manager status",
+        "context_manager context",
+        "context_manager checkpoint",
+        "context_manager resume",
+        "context_manager doctor",
+        "project_admin stats",
+        "project_admin prune",
+        "project_admin config",
+        "project_admin project",
+        "graph_explorer scan",
+        "graph_explorer edges",
+        "graph_explorer link",
+        "graph_explorer add-node",
+        "graph_explorer export",
+    ] {
+        assert!(
+            checked.contains(expected),
+            "{expected} not checked: {checked:?}"
+        );
+    }
     mcp.finish();
 }
 

@@ -44,7 +44,7 @@ fn ids_json(ids: &[i64]) -> String {
 }
 
 /// A task that moved (or would move).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct MovedTask {
     pub id: i64,
     pub number: i64,
@@ -54,7 +54,7 @@ pub struct MovedTask {
 }
 
 /// What a prune or a restore moved (or, in a dry run, would move).
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Moved {
     pub tasks: Vec<MovedTask>,
     pub dependencies: usize,
@@ -63,7 +63,7 @@ pub struct Moved {
 }
 
 /// What `car prune` (or `car prune --restore`) moved, between car.db and which archive.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Report {
     #[serde(flatten)]
     pub moved: Moved,
@@ -79,7 +79,7 @@ pub struct Report {
 }
 
 /// What the archive holds for a project.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Archived {
     pub tasks: i64,
     pub dependencies: i64,

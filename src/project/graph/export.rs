@@ -9,7 +9,7 @@ use serde::{Deserialize, Serialize};
 use super::Node;
 
 /// One edge of an export, by node keys.
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq, schemars::JsonSchema)]
 pub struct Edge {
     pub src: String,
     pub dst: String,
@@ -18,14 +18,14 @@ pub struct Edge {
 }
 
 /// Every node and edge of a project, sorted.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct GraphDump {
     pub nodes: Vec<Node>,
     pub edges: Vec<Edge>,
 }
 
 /// The formats of `graph export`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum ExportFormat {
     Json,
@@ -44,7 +44,7 @@ impl ExportFormat {
 }
 
 /// What `graph export` did: the counts and either the file written or the content itself.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Exported {
     pub format: ExportFormat,
     /// How many nodes the graph has.
@@ -60,7 +60,7 @@ pub struct Exported {
 }
 
 /// An exported graph: the structure for JSON, the text for dot and Mermaid.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(untagged)]
 pub enum Content {
     Graph(GraphDump),

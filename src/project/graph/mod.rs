@@ -70,7 +70,7 @@ pub(crate) const UNDER_PREFIX: &str =
     "(?2 = '' OR key = ?2 OR substr(key, 1, length(?2) + 1) = ?2 || '/')";
 
 /// One node as shown to users.
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq, schemars::JsonSchema)]
 pub struct Node {
     /// A path relative to the project root, or the name of a node that is not a file.
     pub key: String,
@@ -82,7 +82,7 @@ pub struct Node {
 }
 
 /// An edge seen from one node: the node at its other end.
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq, schemars::JsonSchema)]
 pub struct Neighbour {
     pub key: String,
     /// The edge kind: what a scan found (`imports`, …) or the one given to link.
@@ -100,7 +100,7 @@ pub enum Direction {
 }
 
 /// A node and its edges.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct NodeEdges {
     pub node: Node,
     /// What the node points at (absent when only incoming edges were asked for).
@@ -112,7 +112,7 @@ pub struct NodeEdges {
 }
 
 /// What `link` did.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Linked {
     pub src: String,
     pub dst: String,
@@ -122,7 +122,7 @@ pub struct Linked {
 }
 
 /// What `add_node` did.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Added {
     pub node: Node,
     /// False when a node with this key existed.

@@ -38,7 +38,7 @@ pub enum Progress {
 }
 
 /// What a scan did.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct ScanReport {
     /// The scanned directory (absolute).
     pub root: String,

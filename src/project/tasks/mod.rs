@@ -25,7 +25,7 @@ const MAX_TITLE_CHARS: usize = 500;
 
 /// A task's status as every face shows it: the stored one, or `ready` for an open task whose
 /// dependencies are all done (derived in one place, [`TaskStatus::shown`]).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum TaskStatus {
     Open,
@@ -81,7 +81,7 @@ impl PartialEq<&str> for TaskStatus {
 }
 
 /// One task as every face shows it.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Task {
     #[serde(rename = "displayId")]
     pub display_id: String,
@@ -108,7 +108,7 @@ pub struct Task {
 }
 
 /// A task with everything `task show` prints.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
 pub struct TaskDetail {
     #[serde(flatten)]
     pub task: Task,
@@ -123,7 +123,7 @@ pub struct TaskDetail {
 }
 
 /// Another task, by id, title and status.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, schemars::JsonSchema)]
 pub struct Link {
     #[serde(rename = "displayId")]
     pub display_id: String,
@@ -131,7 +131,7 @@ pub struct Link {
     pub status: TaskStatus,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, schemars::JsonSchema)]
 pub struct Event {
     pub at: String,
     pub actor: Option<String>,
@@ -140,7 +140,7 @@ pub struct Event {
 }
 
 /// What adding or removing a dependency did.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct DependencyChange {
     /// The task that waits (or no longer waits), as it is now.
     pub task: Task,

@@ -6,12 +6,15 @@
 //! Faces (the CLI, `car-mcp`, the hook, the daemon to come) open CAR through here; `runtime`
 //! names no capability, and no capability names this module.
 
+pub mod doctor;
+
 use std::path::Path;
 use std::sync::Arc;
 
 use crate::home::Home;
 use crate::memory::Memory;
 use crate::policy::PolicyEngine;
+use crate::project::tools::ProjectTools;
 use crate::runtime::{BuildError, PolicyGate, Runtime, RuntimeBuilder, Tool, ToolSource};
 use crate::skills::Skills;
 use crate::store::{Store, StoreError};
@@ -42,12 +45,17 @@ impl App {
 
     /// CAR as the CLI and `car-mcp` open it for a project: the database under `home` (opened
     /// once), memory scoped to the project (importing `memory/assistant.json` once), skills,
-    /// the policy rules of `home` and the project as the gate, the enabled connector tools, and
-    /// the face's own tools, built over the same memory by `extra`.
-    pub fn open(
+    /// the project's tools, the policy rules of `home` and the project as the gate, and the
+    /// enabled connector tools.
+    pub fn open(home: &Home, project_root: &Path) -> Result<App, AppError> {
+        App::open_with(home, project_root, Vec::new())
+    }
+
+    /// [`App::open`] with a face's own tools too (the daemon's `assistant_*`).
+    pub fn open_with(
         home: &Home,
         project_root: &Path,
-        extra: impl FnOnce(&Arc<Memory>) -> Vec<Tool>,
+        face_tools: Vec<Tool>,
     ) -> Result<App, AppError> {
         let store = Arc::new(Store::open(&home.db_path())?);
         let memory = Memory::open(
@@ -60,7 +68,16 @@ impl App {
             tracing::warn!("policy rules did not load, every call will be denied: {failure}");
         }
         let memory = Arc::new(memory);
-        let extra = extra(&memory);
+        let project_tools = ProjectTools {
+            store: store.clone(),
+            root: project_root.to_path_buf(),
+            archive: home.archive_db_path(),
+            memory: Some(memory.clone()),
+            doctor: {
+                let (home, root) = (home.clone(), project_root.to_path_buf());
+                Arc::new(move |mode| doctor::run(&home, &root, mode))
+            },
+        };
         let mut builder = App::builder()
             .store(store.clone())
             .memory(memory)
@@ -69,7 +86,7 @@ impl App {
             .source(Arc::new(crate::connectors::ConnectorTools::new(
                 home.root().to_path_buf(),
             )));
-        for tool in extra {
+        for tool in project_tools.tools().into_iter().chain(face_tools) {
             builder = builder.tool(tool);
         }
         builder.build()
