@@ -7,6 +7,8 @@
 //! names no capability, and no capability names this module.
 
 pub mod doctor;
+pub mod launch;
+pub mod location;
 
 use std::path::Path;
 use std::sync::Arc;

@@ -1,4 +1,4 @@
 //! `car-mcp`: the stdio MCP server.
 fn main() -> std::process::ExitCode {
-    car::cli::mcp_main()
+    car::mcp::process::main()
 }

@@ -4,7 +4,7 @@
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use car::cli::console;
+use car::console;
 use clap::{CommandFactory, Parser, ValueEnum};
 
 const AFTER_HELP: &str = "\
@@ -66,7 +66,7 @@ const COMMAND: &str = "memgine-eval";
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    car::cli::init_logging();
+    car::logging::init_logging();
     let Some(data) = cli.data.clone() else {
         let message = format!(
             "no StateBench file given; pass --data PATH (a checkout of CAR has a sample in {})",

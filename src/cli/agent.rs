@@ -11,13 +11,10 @@ use clap::Args;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 
 use super::{console, Env};
-use crate::agent::model::{Model, ModelConfig, Provider};
-use crate::agent::runs::{Launch, Runs, StartArgs};
-use crate::agent::sandbox::{Request, Sandbox, SandboxChoice};
-use crate::agent::tools::Workspace;
-use crate::agent::{self, Checkpoint, Document, Event, Failure, Task};
-use crate::app::App;
-use crate::runtime::{Context, Face};
+use crate::agent::model::Provider;
+use crate::agent::sandbox::SandboxChoice;
+use crate::agent::{self, Document, Event};
+use crate::app::launch::{prepare, Options};
 
 pub const HELP: &str = "Examples:
   car do \"make the failing test in tests/parse.rs pass\" --model claude-sonnet-4-5
@@ -87,235 +84,32 @@ pub struct DoArgs {
     pub until: Option<String>,
 }
 
-/// What a run is asked for, from `car do`'s flags or `assistant_start`'s arguments.
-#[derive(Debug, Clone)]
-pub(crate) struct Options {
-    pub task: String,
-    pub model: Option<String>,
-    pub provider: Option<Provider>,
-    pub base_url: Option<String>,
-    pub max_turns: u32,
-    pub token_budget: u64,
-    pub max_tokens: u32,
-    pub no_sandbox: bool,
-    pub sandbox: SandboxChoice,
-    pub image: String,
-    pub allow_git_writes: bool,
-    pub until: Option<String>,
-    pub invoked_by: Option<String>,
-    pub resume: Option<String>,
-}
-
-impl Options {
-    fn of(args: &DoArgs) -> Options {
-        Options {
-            task: args.task.join(" "),
-            model: args.model.clone(),
-            provider: args.provider,
-            base_url: args.base_url.clone(),
-            max_turns: args.max_turns,
-            token_budget: args.token_budget,
-            max_tokens: args.max_tokens,
-            no_sandbox: args.no_sandbox,
-            sandbox: args.sandbox,
-            image: args.image.clone(),
-            allow_git_writes: args.allow_git_writes,
-            until: args.until.clone(),
-            resume: args.resume.clone(),
-            invoked_by: std::env::var("CAR_INVOKED_BY")
-                .ok()
-                .filter(|v| !v.trim().is_empty()),
-        }
+/// What `car do`'s flags ask for.
+fn options_of(args: &DoArgs) -> Options {
+    Options {
+        task: args.task.join(" "),
+        model: args.model.clone(),
+        provider: args.provider,
+        base_url: args.base_url.clone(),
+        max_turns: args.max_turns,
+        token_budget: args.token_budget,
+        max_tokens: args.max_tokens,
+        no_sandbox: args.no_sandbox,
+        sandbox: args.sandbox,
+        image: args.image.clone(),
+        allow_git_writes: args.allow_git_writes,
+        until: args.until.clone(),
+        resume: args.resume.clone(),
+        invoked_by: std::env::var("CAR_INVOKED_BY")
+            .ok()
+            .filter(|v| !v.trim().is_empty()),
     }
-
-    /// `assistant_start`'s arguments, with the daemon's defaults for the rest.
-    pub(crate) fn of_start(args: &StartArgs) -> Options {
-        Options {
-            task: args.task.clone(),
-            model: args
-                .model
-                .clone()
-                .or_else(|| std::env::var("CAR_DO_MODEL").ok()),
-            provider: None,
-            base_url: None,
-            max_turns: args.max_turns.unwrap_or(40),
-            token_budget: 1_000_000,
-            max_tokens: 8192,
-            no_sandbox: false,
-            sandbox: args.sandbox.unwrap_or(SandboxChoice::Auto),
-            image: args
-                .image
-                .clone()
-                .or_else(|| std::env::var("CAR_DO_IMAGE").ok())
-                .unwrap_or_else(|| crate::agent::sandbox::DEFAULT_IMAGE.into()),
-            allow_git_writes: false,
-            until: args.until.clone(),
-            invoked_by: args.invoked_by.clone(),
-            resume: None,
-        }
-    }
-}
-
-/// Why a run could not start: the failure, the sandbox if one was chosen, the exit code.
-pub(crate) struct Refused {
-    pub failure: Failure,
-    pub sandbox: Option<Sandbox>,
-    pub exit: u8,
-}
-
-/// The model, the sandbox and an `App` with the workspace tools, for one run.
-pub(crate) fn prepare(env: &Env, options: &Options) -> Result<Launch, Box<Refused>> {
-    let model_name = options.model.clone().unwrap_or_default();
-    let provider = options
-        .provider
-        .unwrap_or_else(|| Provider::infer(&model_name));
-    let runs_dir = env.home.root().join("runs");
-    let resume = match &options.resume {
-        Some(id) => Some(Checkpoint::load(&runs_dir, id).map_err(|message| {
-            Box::new(Refused {
-                failure: Failure {
-                    kind: "InvalidArguments",
-                    message,
-                    suggestions: vec![format!(
-                        "the runs that can be resumed are in {}",
-                        runs_dir.display()
-                    )],
-                },
-                sandbox: None,
-                exit: 2,
-            })
-        })?),
-        None => None,
-    };
-    if model_name.trim().is_empty() {
-        return Err(Box::new(Refused {
-            failure: Failure {
-                kind: "InvalidArguments",
-                message: "no model named: pass --model or set CAR_DO_MODEL".into(),
-                suggestions: vec!["car do --model claude-sonnet-4-5 \"…\"".into()],
-            },
-            sandbox: None,
-            exit: 2,
-        }));
-    }
-    let request = match (options.no_sandbox, options.sandbox) {
-        (true, _) => Request::Off,
-        (false, SandboxChoice::Auto) => Request::Auto,
-        (false, SandboxChoice::Docker) => Request::Docker {
-            image: options.image.clone(),
-        },
-    };
-    let sandbox =
-        Sandbox::choose(request, &env.project_root, options.allow_git_writes).map_err(|why| {
-            Refused {
-                failure: Failure {
-                    kind: "SandboxUnavailable",
-                    message: why,
-                    suggestions: match options.sandbox {
-                        SandboxChoice::Auto => vec![
-                            "apt install bubblewrap".into(),
-                            "car do --sandbox docker --image IMAGE …".into(),
-                            "car do --no-sandbox …".into(),
-                        ],
-                        SandboxChoice::Docker => vec![
-                            "start the Docker engine (or set DOCKER_HOST)".into(),
-                            "car do --sandbox auto … (bubblewrap)".into(),
-                        ],
-                    },
-                },
-                sandbox: None,
-                exit: 1,
-            }
-        })?;
-    let model = Model::new(ModelConfig {
-        provider,
-        model: model_name,
-        base_url: options.base_url.clone(),
-        max_tokens: options.max_tokens,
-        api_key: super::keys::key_for(env, provider),
-    })
-    .map_err(|e| {
-        Box::new(Refused {
-            failure: Failure {
-                kind: "AssistantLoopFailed",
-                message: e.to_string(),
-                suggestions: vec![format!("export {}=…", provider.key_env())],
-            },
-            sandbox: Some(sandbox.clone()),
-            exit: 1,
-        })
-    })?;
-    let workspace = Arc::new(Workspace {
-        root: sandbox.root.clone(),
-        sandbox: sandbox.clone(),
-        invoked_by: options.invoked_by.clone(),
-        allow_git_writes: options.allow_git_writes,
-    });
-    let app = App::open_with(
-        &env.home,
-        &env.project_root,
-        agent::tools::tools(workspace.clone()),
-    )
-    .map_err(|e| {
-        Box::new(Refused {
-            failure: Failure {
-                kind: "AssistantLoopFailed",
-                message: e.to_string(),
-                suggestions: vec![],
-            },
-            sandbox: Some(sandbox.clone()),
-            exit: 1,
-        })
-    })?;
-    Ok(Launch {
-        model,
-        sandbox,
-        runtime: Arc::new(app),
-        context: Context::new(Face::Agent).grants(crate::home::confirm_grants_from_env()),
-        task: Task {
-            task: resume
-                .as_ref()
-                .map_or_else(|| options.task.clone(), |c| c.task.clone()),
-            run_id: resume.as_ref().map_or_else(
-                || uuid::Uuid::new_v4().simple().to_string(),
-                |c| c.run_id.clone(),
-            ),
-            checkpoints: std::fs::create_dir_all(&runs_dir)
-                .ok()
-                .map(|()| runs_dir.clone()),
-            resume,
-            max_turns: options.max_turns.max(1),
-            token_budget: options.token_budget,
-            until: options.until.clone(),
-        },
-    })
-}
-
-/// The daemon's runs: `assistant_start|poll|cancel` over runs prepared like `car do`'s.
-pub(crate) fn daemon_runs(env: &Env) -> Runs {
-    let home = env.home.clone();
-    let root = env.project_root.clone();
-    Runs::new(Arc::new(move |args: &StartArgs| {
-        let env = Env {
-            home: home.clone(),
-            project_root: root.clone(),
-            json: true,
-            store: None,
-        };
-        prepare(&env, &Options::of_start(args)).map_err(|refused| {
-            let mut message = refused.failure.message;
-            for suggestion in refused.failure.suggestions {
-                message.push_str(&format!("; try: {suggestion}"));
-            }
-            message
-        })
-    }))
 }
 
 pub async fn run(env: &Env, args: DoArgs) -> ExitCode {
     let json = env.json;
-    let options = Options::of(&args);
-    let launch = match prepare(env, &options) {
+    let options = options_of(&args);
+    let launch = match prepare(&env.home, &env.project_root, &options) {
         Ok(launch) => launch,
         Err(refused) => {
             let model = options.model.clone().unwrap_or_default();

@@ -185,7 +185,7 @@ pub async fn run(env: &Env, command: DaemonCommand) -> ExitCode {
             })
         }
         DaemonCommand::Token => {
-            let result = super::server::token(&env.home)
+            let result = crate::server::process::token(&env.home)
                 .map(|token| Token {
                     path: dir.token().display().to_string(),
                     token,

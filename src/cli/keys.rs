@@ -29,24 +29,7 @@ pub enum KeysCommand {
     },
 }
 
-fn account(provider: Provider) -> String {
-    format!("model/{}", provider.as_str())
-}
-
-/// A provider's key: the environment first, then the keychain.
-pub(crate) fn key_for(env: &Env, provider: Provider) -> Option<String> {
-    if let Some(key) = std::env::var(provider.key_env())
-        .ok()
-        .filter(|k| !k.trim().is_empty())
-    {
-        return Some(key);
-    }
-    Secrets::open(env.home.root())
-        .ok()?
-        .get(&account(provider))
-        .ok()
-        .flatten()
-}
+use crate::app::launch::key_account as account;
 
 #[derive(Debug, Serialize)]
 struct Stored {

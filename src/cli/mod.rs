@@ -5,7 +5,6 @@
 mod admin;
 mod agent;
 mod connector;
-pub mod console;
 mod daemon;
 mod docs;
 mod doctor;
@@ -18,7 +17,6 @@ mod plan;
 mod policy;
 pub mod progress;
 mod reason;
-pub mod server;
 mod session;
 mod skill;
 mod task;
@@ -31,9 +29,11 @@ use std::sync::Arc;
 use clap::{Args, Parser, Subcommand};
 use serde_json::Value;
 
+use crate::app::location::Location;
 use crate::app::App;
+pub use crate::console;
 use crate::home::{self, Home};
-use crate::mcp::McpServer;
+pub use crate::logging::{init_logging, init_logging_to};
 use crate::output;
 use crate::project::Mode;
 use crate::runtime::{CallOptions, Context, DispatchError, Face, ToolError};
@@ -76,18 +76,7 @@ pub struct GlobalArgs {
     #[arg(long, global = true)]
     pub json: bool,
     #[command(flatten)]
-    pub location: LocationArgs,
-}
-
-/// Where CAR's data and the project are.
-#[derive(Debug, Args)]
-pub struct LocationArgs {
-    /// CAR's data directory (absolute path). Default: ~/.car.
-    #[arg(long, global = true, env = home::env::CAR_HOME, hide_env_values = true, value_name = "DIR")]
-    pub home: Option<PathBuf>,
-    /// The project directory (default: the nearest ancestor with .car/, else the git root, else the current directory).
-    #[arg(long, global = true, env = home::env::CAR_PROJECT_DIR, hide_env_values = true, value_name = "DIR")]
-    pub project: Option<PathBuf>,
+    pub location: Location,
 }
 
 #[derive(Debug, Subcommand)]
@@ -165,21 +154,13 @@ pub enum Command {
     #[command(subcommand, after_help = daemon::HELP)]
     Daemon(daemon::DaemonCommand),
     /// Serve the MCP protocol over stdio (what car-mcp does).
-    Mcp(McpArgs),
+    Mcp(crate::mcp::process::McpArgs),
     /// Print a shell completion script (bash, zsh, fish, powershell, elvish).
     #[command(after_help = docs::COMPLETIONS_HELP)]
     Completions(docs::CompletionsArgs),
     /// Print the man page, or write one page per command with --out DIR.
     #[command(after_help = docs::MAN_HELP)]
     Man(docs::ManArgs),
-}
-
-/// Options of the stdio MCP server.
-#[derive(Debug, Args)]
-pub struct McpArgs {
-    /// Serve over stdio (the default and only transport of this command; accepted for compatibility).
-    #[arg(long)]
-    pub stdio: bool,
 }
 
 /// What a command resolved before doing work.
@@ -266,44 +247,11 @@ impl From<crate::store::StoreError> for Failure {
     }
 }
 
-/// Sets up stderr logging (`RUST_LOG`, default warnings only). stdout stays the protocol's.
-pub fn init_logging() {
-    init_logging_to(None);
-}
-
-/// Sets up logging to `log` (a rotating file) instead of stderr when given.
-pub fn init_logging_to(log: Option<crate::server::logfile::LogWriter>) {
-    let filter = tracing_subscriber::EnvFilter::try_from_env(home::env::RUST_LOG)
-        // rmcp logs transport failures at error level that CAR reports itself, better worded.
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn,rmcp=off"));
-    // rmcp's OAuth module logs the authorization code and token-endpoint details at debug:
-    // never below info, whatever RUST_LOG says.
-    let filter = match "rmcp::transport::auth=info".parse() {
-        Ok(directive) => filter.add_directive(directive),
-        Err(_) => filter,
-    };
-    let writer = match log {
-        Some(log) => tracing_subscriber::fmt::writer::BoxMakeWriter::new(log),
-        None => tracing_subscriber::fmt::writer::BoxMakeWriter::new(std::io::stderr),
-    };
-    let _ = tracing_subscriber::fmt()
-        .with_writer(writer)
-        .with_env_filter(filter)
-        .with_ansi(false)
-        .try_init();
-}
-
 /// Opens the store and memory of a project and builds the runtime over them, behind the
 /// policy engine of `<CAR_HOME>/policies` and every enclosing `.car/policies` (loaded once).
 /// CAR for this command, opened through the composition root.
 pub(crate) fn open_app(env: &Env) -> Result<App, Failure> {
-    open_app_with(env, Vec::new())
-}
-
-/// [`open_app`] with a face's own tools too (the daemon's `assistant_*`).
-pub(crate) fn open_app_with(env: &Env, tools: Vec<crate::runtime::Tool>) -> Result<App, Failure> {
-    App::open_with(&env.home, &env.project_root, tools)
-        .map_err(|e| Failure::new("open", e.to_string()))
+    App::open(&env.home, &env.project_root).map_err(|e| Failure::new("open", e.to_string()))
 }
 
 /// The project this command works on, in the store under CAR_HOME.
@@ -329,19 +277,12 @@ impl From<crate::project::ProjectError> for Failure {
     }
 }
 
-fn resolve(location: &LocationArgs, json: bool) -> Result<Env, Failure> {
-    let home =
-        Home::resolve(location.home.as_deref()).map_err(|e| Failure::usage(e.to_string()))?;
-    let project_root = match &location.project {
-        Some(dir) if !dir.as_os_str().is_empty() => std::path::absolute(dir)
-            .map_err(|e| Failure::usage(format!("bad --project {}: {e}", dir.display())))?,
-        Some(_) | None => {
-            let cwd = std::env::current_dir().map_err(|e| {
-                Failure::new("io", format!("cannot read the current directory: {e}"))
-            })?;
-            home::project_root(&cwd)
-        }
-    };
+fn resolve(location: &Location, json: bool) -> Result<Env, Failure> {
+    let (home, project_root) = location.resolve().map_err(|e| Failure {
+        code: e.code,
+        message: e.message,
+        exit: e.exit,
+    })?;
     Ok(Env {
         home,
         project_root,
@@ -589,71 +530,6 @@ async fn run(cli: Cli) -> ExitCode {
         Command::Config(command) => admin::config(&env, &command).emit(),
         Command::Prune(args) => admin::prune(&env, &args).emit(),
         Command::Daemon(command) => daemon::run(&env, command).await,
-        Command::Mcp(_) => serve_mcp(&env).await,
-    }
-}
-
-/// Serves MCP on stdio for `car mcp` and `car-mcp`.
-async fn serve_mcp(env: &Env) -> ExitCode {
-    let app = match open_app(env) {
-        Ok(app) => app,
-        Err(failure) => {
-            console::stderr_line(&format!("car-mcp: {}", failure.message));
-            return ExitCode::from(failure.exit);
-        }
-    };
-    if let Some(memory) = app.memory().cloned() {
-        // Build the index beside the handshake rather than on the first query.
-        tokio::task::spawn_blocking(move || {
-            if let Err(e) = memory.warm() {
-                tracing::warn!("warming the memory index failed: {e}");
-            }
-        });
-    }
-    let context = Context::new(Face::Mcp).grants(home::confirm_grants_from_env());
-    match McpServer::new(app).context(context).serve_stdio().await {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(e) => {
-            tracing::error!("{e}");
-            ExitCode::FAILURE
-        }
-    }
-}
-
-/// `car-mcp`: the stdio MCP server, configured by CAR_HOME and CAR_CONFIRM.
-#[derive(Debug, Parser)]
-#[command(
-    name = "car-mcp",
-    version,
-    about = "CAR's MCP server over stdio: memory, skill, plan, policy_check and the six project tools (tasks, progress, decisions, context graph, sessions, admin), plus the enabled tools of remote MCP servers (car connector), behind the policy gate; the car_context prompt and memory and skill resources.",
-    after_help = "Point an MCP client at this binary, e.g. Claude Code:\n  claude mcp add car -- car-mcp\nEnvironment: CAR_HOME (data directory), CAR_CONFIRM (comma-separated tools the host confirms), RUST_LOG (stderr log level)."
-)]
-pub struct McpCli {
-    #[command(flatten)]
-    pub location: LocationArgs,
-    #[command(flatten)]
-    pub mcp: McpArgs,
-}
-
-/// Runs `car-mcp`.
-pub fn mcp_main() -> ExitCode {
-    let cli = McpCli::parse();
-    init_logging();
-    let env = match resolve(&cli.location, false) {
-        Ok(env) => env,
-        Err(failure) => {
-            console::stderr_line(&format!("car-mcp: {}", failure.message));
-            return ExitCode::from(failure.exit);
-        }
-    };
-    match tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-    {
-        Ok(rt) => rt.block_on(serve_mcp(&env)),
-        Err(e) => {
-            console::stderr_line(&format!("car-mcp: cannot start the async runtime: {e}"));
-            ExitCode::FAILURE
-        }
+        Command::Mcp(_) => crate::mcp::process::serve(&env.home, &env.project_root).await,
     }
 }

@@ -115,7 +115,7 @@ pub async fn run(env: &Env, args: ReasonArgs) -> ExitCode {
         model: name,
         base_url: args.base_url.clone(),
         max_tokens: 4096,
-        api_key: super::keys::key_for(env, provider),
+        api_key: crate::app::launch::key_for(&env.home, provider),
     }) {
         Ok(model) => model,
         Err(e) => return fail(e.to_string(), 1),

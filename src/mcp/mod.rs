@@ -4,6 +4,7 @@
 #![deny(clippy::print_stdout, clippy::print_stderr)]
 
 mod channel;
+pub mod process;
 mod stdio;
 
 use std::borrow::Cow;

@@ -15,6 +15,7 @@
 
 pub mod lifecycle;
 pub mod logfile;
+pub mod process;
 pub mod ws;
 
 use std::net::SocketAddr;

@@ -1,15 +1,19 @@
-//! `car-server`: the shared engine over streamable HTTP MCP (see `crate::server`).
+//! The `car-server` process: the shared engine over streamable HTTP MCP (see `crate::server`),
+//! opened through the composition root. It starts from here, not from the command line's face.
 
 use std::net::SocketAddr;
 use std::process::ExitCode;
 
 use clap::Parser;
 
-use super::{console, init_logging_to, open_app_with, resolve, LocationArgs};
+use crate::app::location::Location;
+use crate::app::App;
+use crate::console;
 use crate::home::{self, Home};
+use crate::logging::init_logging_to;
 use crate::runtime::{Context, Face};
 use crate::server::lifecycle::{DaemonDir, DaemonLock, DaemonState};
-use crate::server::{self, Exposure, ServeOptions};
+use crate::server::{self as server, Exposure, ServeOptions};
 
 /// `car-server`: CAR's shared engine over HTTP.
 #[derive(Debug, Parser)]
@@ -21,7 +25,7 @@ use crate::server::{self, Exposure, ServeOptions};
 )]
 pub struct ServerCli {
     #[command(flatten)]
-    pub location: LocationArgs,
+    pub location: Location,
     /// Where MCP listens (host:port).
     #[arg(long, env = "CAR_MCP_BIND", default_value = server::DEFAULT_MCP_BIND, value_name = "HOST:PORT")]
     pub mcp_bind: SocketAddr,
@@ -100,11 +104,11 @@ pub fn main() -> ExitCode {
                 .record(format!("{} car-server: panic: {info}\n", crate::store::now()).as_bytes());
         }));
     }
-    let env = match resolve(&cli.location, false) {
-        Ok(env) => env,
-        Err(failure) => {
-            say.line(&format!("car-server: {}", failure.message));
-            return ExitCode::from(failure.exit);
+    let (home, project_root) = match cli.location.resolve() {
+        Ok(location) => location,
+        Err(e) => {
+            say.line(&format!("car-server: {}", e.message));
+            return ExitCode::from(e.exit);
         }
     };
     if !cli.mcp_bind.ip().is_loopback() && !cli.allow_remote {
@@ -115,12 +119,12 @@ pub fn main() -> ExitCode {
         return ExitCode::from(2);
     }
     // The token admits WebSocket sessions always, and HTTP requests beyond loopback.
-    let secret = match token(&env.home) {
+    let secret = match token(&home) {
         Ok(token) => token,
         Err(e) => {
             say.line(&format!(
                 "car-server: cannot read or make the token under {}: {e}",
-                env.home.root().display()
+                home.root().display()
             ));
             return ExitCode::FAILURE;
         }
@@ -142,7 +146,7 @@ pub fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    let lock = match DaemonLock::acquire(&DaemonDir::new(env.home.root())) {
+    let lock = match DaemonLock::acquire(&DaemonDir::new(home.root())) {
         Ok(lock) => lock,
         Err(e) => {
             say.line(&format!("car-server: {e}"));
@@ -151,12 +155,12 @@ pub fn main() -> ExitCode {
     };
     runtime.block_on(async move {
         // `car do` on the daemon: assistant_start, assistant_poll, assistant_cancel.
-        let runs = super::agent::daemon_runs(&env);
-        let app = match open_app_with(&env, runs.tools()) {
+        let runs = crate::app::launch::daemon_runs(&home, &project_root);
+        let app = match App::open_with(&home, &project_root, runs.tools()) {
             Ok(app) => app,
-            Err(failure) => {
-                say.line(&format!("car-server: {}", failure.message));
-                return ExitCode::from(failure.exit);
+            Err(e) => {
+                say.line(&format!("car-server: {e}"));
+                return ExitCode::FAILURE;
             }
         };
         if let Some(memory) = app.memory().cloned() {

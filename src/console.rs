@@ -1,4 +1,4 @@
-//! Where the command line writes: the one place that touches stdout and stderr directly
+//! Where CAR's processes write: the one place that touches stdout and stderr directly
 //! (`print_stdout`/`print_stderr` are denied everywhere else by Cargo.toml's lints). A reader
 //! that went away (`car … | head`) is not an error worth a panic, so write errors are dropped.
 
