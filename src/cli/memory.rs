@@ -3,15 +3,18 @@
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use clap::{Args, Subcommand, ValueEnum};
-use serde_json::{json, Map, Value};
+use clap::Subcommand;
+use serde_json::{json, Value};
 
 use serde::Serialize;
 
-use super::{call_tool, finish, finish_typed, human_as, prepare, read_input, Env, Failure};
+use super::{
+    call_tool, finish, finish_typed, human_as, prepare, read_input, tool_args, Env, Failure,
+};
 use crate::memory::{
-    effective_budget, AssembledContext, ContextMode, ContextRequest, EntryScope, EntryView,
-    Intervention, Kind, Memory, Recall,
+    effective_budget, AddFactArgs, AssembledContext, ContextMode, ContextRequest, DeleteArgs,
+    EntryScope, EntryView, EvaluateArgs, InterveneRequest, Intervention, Kind, Memory, QueryArgs,
+    Recall, SaveArgs, StatusArgs,
 };
 use crate::output::render_human;
 use crate::DeletedEntry;
@@ -22,86 +25,35 @@ pub enum MemoryCommand {
     #[command(
         after_help = "Examples:\n  car memory add build \"cargo test --workspace before pushing\"\n  car memory add secrets \"never commit .env files\" --kind constraint\n  car memory add editor \"prefers vim keybindings\" --global"
     )]
-    Add {
-        subject: String,
-        body: String,
-        #[arg(long, value_enum, default_value_t = FactKind::Pattern)]
-        kind: FactKind,
-        /// Id or subject of a fact this one replaces.
-        #[arg(long)]
-        supersedes: Option<String>,
-        /// Id or subject this fact was derived from (repeatable).
-        #[arg(long = "depends-on")]
-        depends_on: Vec<String>,
-        #[command(flatten)]
-        scope: ScopeArgs,
-    },
+    Add(AddFactArgs),
     /// Recall entries for a query (memory_query), most relevant first.
     #[command(after_help = "Example:\n  car memory query \"how do we release?\" -k 10")]
-    Query {
-        query: String,
-        /// How many entries (1–50).
-        #[arg(short, long, default_value_t = 5)]
-        k: u32,
-        #[arg(long)]
-        tenant: Option<String>,
-    },
+    Query(QueryArgs),
     /// Set the agent's status slot (memory_update_status); a new status overwrites the old.
     #[command(
         after_help = "Example:\n  car memory status \"migrating the payout scheduler; tests green, docs pending\""
     )]
-    Status {
-        body: String,
-        #[arg(long)]
-        tenant: Option<String>,
-    },
+    Status(StatusArgs),
     /// Save proactive knowledge (memory_save_knowledge): requirements, policies, verified facts.
     #[command(
         after_help = "Example:\n  car memory knowledge deploys \"prod deploys need a green canary\" --tag deploy --confidence high"
     )]
-    Knowledge(EntryArgs),
+    Knowledge(SaveArgs),
     /// Save procedural evidence (memory_save_procedural): failed attempts, fixes, gotchas.
     #[command(
         after_help = "Example:\n  car memory procedure \"db locked in tests\" \"rerun with --test-threads=1\""
     )]
-    Procedure(EntryArgs),
+    Procedure(SaveArgs),
     /// Delete an entry by id, or clear a status slot (proactive-status:<tenant|global>).
     #[command(
         after_help = "Examples:\n  car memory delete fact-12\n  car memory delete proactive-status:global"
     )]
-    Delete {
-        id: String,
-        #[arg(long)]
-        tenant: Option<String>,
-    },
+    Delete(DeleteArgs),
     /// Ask for at most one grounded reminder before the next step (memory_intervene).
     #[command(
         after_help = "Example:\n  car memory intervene --query \"deploy to prod\" --high-risk"
     )]
-    Intervene {
-        #[arg(long)]
-        query: Option<String>,
-        /// Recent messages or tool output (repeatable).
-        #[arg(long)]
-        recent: Vec<String>,
-        #[arg(long, default_value_t = 0)]
-        repeated_failures: u32,
-        #[arg(long)]
-        tool_error: bool,
-        #[arg(long)]
-        uncertain: bool,
-        #[arg(long)]
-        high_risk: bool,
-        #[arg(long)]
-        context_shift: bool,
-        /// Consider a reminder even when no trigger fired.
-        #[arg(long)]
-        force: bool,
-        #[arg(long, default_value_t = 8)]
-        max_candidates: u32,
-        #[arg(long)]
-        tenant: Option<String>,
-    },
+    Intervene(InterveneRequest),
     /// Score proactive memory on labelled cases (memory_evaluate); FILE holds {"cases":[…]} or […], - for stdin.
     #[command(
         after_help = "Example (cases.json):\n  [{\"id\": \"c1\", \"request\": {\"query\": \"db locked\", \"trigger\": {\"tool_error\": true}}, \"relevant_fact_ids\": [\"procedural-4\"]}]\n  car memory evaluate cases.json"
@@ -147,164 +99,37 @@ pub enum MemoryCommand {
     Import { file: PathBuf },
 }
 
-#[derive(Debug, Clone, Copy, ValueEnum)]
-pub enum FactKind {
-    Pattern,
-    Constraint,
-}
-
-#[derive(Debug, Args)]
-pub struct ScopeArgs {
-    /// Isolate inside the project: a tenant sees only its own entries.
-    #[arg(long)]
-    tenant: Option<String>,
-    /// Seen from every project (user-wide), not only this one.
-    #[arg(long)]
-    global: bool,
-}
-
-#[derive(Debug, Args)]
-pub struct EntryArgs {
-    subject: String,
-    body: String,
-    /// Requested id (a taken id gets -2, -3, … appended).
-    #[arg(long)]
-    id: Option<String>,
-    /// A tag (repeatable).
-    #[arg(long = "tag")]
-    tags: Vec<String>,
-    #[arg(long)]
-    confidence: Option<String>,
-    /// Mark it as a constraint.
-    #[arg(long)]
-    constraint: bool,
-    #[command(flatten)]
-    scope: ScopeArgs,
-}
-
-fn put(map: &mut Map<String, Value>, key: &str, value: Option<impl Into<Value>>) {
-    if let Some(value) = value {
-        map.insert(key.to_string(), value.into());
-    }
-}
-
-fn scope_args(map: &mut Map<String, Value>, scope: &ScopeArgs) {
-    put(map, "tenant_id", scope.tenant.clone());
-    if scope.global {
-        map.insert("scope".into(), json!("global"));
-    }
-}
-
-fn entry_args(args: &EntryArgs) -> Value {
-    let mut map = Map::new();
-    map.insert("subject".into(), json!(args.subject));
-    map.insert("body".into(), json!(args.body));
-    put(&mut map, "id", args.id.clone());
-    if !args.tags.is_empty() {
-        map.insert("tags".into(), json!(args.tags));
-    }
-    put(&mut map, "confidence", args.confidence.clone());
-    if args.constraint {
-        map.insert("is_constraint".into(), json!(true));
-    }
-    scope_args(&mut map, &args.scope);
-    Value::Object(map)
-}
-
 /// The tool a command calls and its arguments, or None for commands that are not tools.
 fn as_tool_call(
     command: &MemoryCommand,
 ) -> Result<Option<(&'static str, &'static str, Value)>, Failure> {
     Ok(Some(match command {
-        MemoryCommand::Add {
-            subject,
-            body,
-            kind,
-            supersedes,
-            depends_on,
-            scope,
-        } => {
-            let mut map = Map::new();
-            map.insert("subject".into(), json!(subject));
-            map.insert("body".into(), json!(body));
-            map.insert(
-                "kind".into(),
-                json!(match kind {
-                    FactKind::Pattern => "pattern",
-                    FactKind::Constraint => "constraint",
-                }),
-            );
-            put(&mut map, "supersedes", supersedes.clone());
-            if !depends_on.is_empty() {
-                map.insert("depends_on".into(), json!(depends_on));
-            }
-            scope_args(&mut map, scope);
-            ("memory.add", "memory_add_fact", Value::Object(map))
+        MemoryCommand::Add(a) => ("memory.add", "memory_add_fact", tool_args(a)?),
+        MemoryCommand::Query(a) => ("memory.query", "memory_query", tool_args(a)?),
+        MemoryCommand::Status(a) => ("memory.status", "memory_update_status", tool_args(a)?),
+        MemoryCommand::Knowledge(a) => ("memory.knowledge", "memory_save_knowledge", tool_args(a)?),
+        MemoryCommand::Procedure(a) => {
+            ("memory.procedure", "memory_save_procedural", tool_args(a)?)
         }
-        MemoryCommand::Query { query, k, tenant } => {
-            let mut map = Map::new();
-            map.insert("query".into(), json!(query));
-            map.insert("k".into(), json!(k));
-            put(&mut map, "tenant_id", tenant.clone());
-            ("memory.query", "memory_query", Value::Object(map))
-        }
-        MemoryCommand::Status { body, tenant } => {
-            let mut map = Map::new();
-            map.insert("body".into(), json!(body));
-            put(&mut map, "tenant_id", tenant.clone());
-            ("memory.status", "memory_update_status", Value::Object(map))
-        }
-        MemoryCommand::Knowledge(args) => (
-            "memory.knowledge",
-            "memory_save_knowledge",
-            entry_args(args),
-        ),
-        MemoryCommand::Procedure(args) => (
-            "memory.procedure",
-            "memory_save_procedural",
-            entry_args(args),
-        ),
-        MemoryCommand::Delete { id, tenant } => {
-            let mut map = Map::new();
-            map.insert("id".into(), json!(id));
-            put(&mut map, "tenant_id", tenant.clone());
-            ("memory.delete", "memory_delete", Value::Object(map))
-        }
-        MemoryCommand::Intervene {
-            query,
-            recent,
-            repeated_failures,
-            tool_error,
-            uncertain,
-            high_risk,
-            context_shift,
-            force,
-            max_candidates,
-            tenant,
-        } => {
-            let mut map = Map::new();
-            put(&mut map, "query", query.clone());
-            if !recent.is_empty() {
-                map.insert("recent".into(), json!(recent));
-            }
-            map.insert("trigger".into(), json!({
-                "repeated_failures": repeated_failures, "tool_error": tool_error,
-                "explicit_uncertainty": uncertain, "high_risk_action": high_risk, "context_shift": context_shift
-            }));
-            map.insert("force".into(), json!(force));
-            map.insert("max_candidates".into(), json!(max_candidates));
-            put(&mut map, "tenant_id", tenant.clone());
-            ("memory.intervene", "memory_intervene", Value::Object(map))
-        }
+        MemoryCommand::Delete(a) => ("memory.delete", "memory_delete", tool_args(a)?),
+        MemoryCommand::Intervene(a) => ("memory.intervene", "memory_intervene", tool_args(a)?),
         MemoryCommand::Evaluate { file } => {
             let text = read_input(file)?;
             let value: Value = serde_json::from_str(&text)
                 .map_err(|e| Failure::usage(format!("{} is not JSON: {e}", file.display())))?;
+            // {"cases": […]}, or the bare list.
             let cases = match value {
-                Value::Array(_) => json!({"cases": value}),
-                other => other,
-            };
-            ("memory.evaluate", "memory_evaluate", cases)
+                Value::Array(_) => {
+                    serde_json::from_value(value).map(|cases| EvaluateArgs { cases })
+                }
+                other => serde_json::from_value::<EvaluateArgs>(other),
+            }
+            .map_err(|e| Failure {
+                code: "invalid_arguments",
+                message: format!("{}: {e}", file.display()),
+                exit: 2,
+            })?;
+            ("memory.evaluate", "memory_evaluate", tool_args(&cases)?)
         }
         MemoryCommand::Context { .. }
         | MemoryCommand::Show { .. }

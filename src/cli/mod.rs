@@ -302,6 +302,12 @@ pub(crate) fn read_input(path: &std::path::Path) -> Result<String, Failure> {
     }
 }
 
+/// A command's typed arguments as the JSON its tool takes (the tool's own argument type, so a
+/// renamed field cannot compile on one side only).
+pub(crate) fn tool_args<T: serde::Serialize>(args: &T) -> Result<Value, Failure> {
+    serde_json::to_value(args).map_err(|e| Failure::new("failed", e.to_string()))
+}
+
 /// Calls a tool through the dispatcher as the CLI face.
 pub(crate) async fn call_tool(
     app: &App,

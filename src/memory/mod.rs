@@ -26,7 +26,10 @@ pub use notes::Note;
 pub use proactive::{
     EvaluationCase, InterveneRequest, Intervention, Reminder, Trigger, MIN_GROUNDING,
 };
-pub use tools::{EntryScope, EntryView, Recall};
+pub use tools::{
+    AddFactArgs, DeleteArgs, EntryScope, EntryView, EvaluateArgs, QueryArgs, Recall, SaveArgs,
+    StatusArgs,
+};
 
 /// Every memory tool, and the unlisted operations MCP serves as its prompt and resources.
 pub fn tools(memory: std::sync::Arc<Memory>) -> Vec<crate::runtime::Tool> {

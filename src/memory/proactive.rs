@@ -17,18 +17,23 @@ use super::{Memory, Result};
 pub const MIN_GROUNDING: f64 = 0.35;
 
 /// What just happened that may warrant a reminder.
-#[derive(Debug, Clone, Default, Deserialize, JsonSchema)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize, JsonSchema, clap::Args)]
 #[serde(default, deny_unknown_fields)]
 pub struct Trigger {
     /// Failed attempts in a row; 2 or more fires.
+    #[arg(long, default_value_t = 0)]
     pub repeated_failures: u32,
     /// The last tool call failed.
+    #[arg(long)]
     pub tool_error: bool,
     /// The agent said it is unsure.
+    #[arg(long = "uncertain")]
     pub explicit_uncertainty: bool,
     /// The next step is risky (deploy, delete, migrate).
+    #[arg(long = "high-risk")]
     pub high_risk_action: bool,
     /// The work moved to another area.
+    #[arg(long)]
     pub context_shift: bool,
 }
 
@@ -59,25 +64,36 @@ impl Trigger {
     }
 }
 
-/// An `intervene` request.
-#[derive(Debug, Clone, Deserialize, JsonSchema)]
+/// An `intervene` request (`memory_intervene`'s arguments, `car memory intervene`'s flags).
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema, clap::Args)]
 #[serde(default, deny_unknown_fields)]
 pub struct InterveneRequest {
     /// What the agent is about to do or asking about.
     #[schemars(with = "String")]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[arg(long)]
     pub query: Option<String>,
     /// Recent messages or tool output.
+    #[arg(long)]
     pub recent: Vec<String>,
+    #[command(flatten)]
     pub trigger: Trigger,
     /// Consider a reminder even when no trigger fired.
+    #[arg(long)]
     pub force: bool,
     /// How many candidates to consider (and list).
     #[schemars(range(min = 1, max = 32))]
+    #[arg(long, default_value_t = MAX_CANDIDATES)]
     pub max_candidates: usize,
     /// Isolates entries inside the project: a tenant sees only its own entries, and calls without a tenant see only untenanted ones.
     #[schemars(with = "String")]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[arg(long = "tenant", value_name = "TENANT")]
     pub tenant_id: Option<String>,
 }
+
+/// How many candidates an intervene request considers unless it says.
+pub const MAX_CANDIDATES: usize = 8;
 
 impl Default for InterveneRequest {
     fn default() -> Self {
@@ -86,14 +102,14 @@ impl Default for InterveneRequest {
             recent: Vec::new(),
             trigger: Trigger::default(),
             force: false,
-            max_candidates: 8,
+            max_candidates: MAX_CANDIDATES,
             tenant_id: None,
         }
     }
 }
 
 /// A labelled evaluation case.
-#[derive(Debug, Clone, Deserialize, JsonSchema)]
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct EvaluationCase {
     pub id: String,

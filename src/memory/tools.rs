@@ -51,9 +51,9 @@ impl EntryScope {
 }
 
 /// Which kind of fact `memory_add_fact` writes.
-#[derive(Debug, Clone, Copy, Default, Serialize, Deserialize, JsonSchema)]
+#[derive(Debug, Clone, Copy, Default, Serialize, Deserialize, JsonSchema, clap::ValueEnum)]
 #[serde(rename_all = "lowercase")]
-enum FactKind {
+pub enum FactKind {
     /// How things are or are done.
     #[default]
     Pattern,
@@ -61,119 +61,160 @@ enum FactKind {
     Constraint,
 }
 
-/// The arguments of `memory_add_fact`.
-#[derive(Debug, Deserialize, JsonSchema)]
+/// `--global` on the command line: the flag's "true"/"false" as a scope.
+fn global_flag(text: &str) -> Result<EntryScope, String> {
+    match text {
+        "true" => Ok(EntryScope::Global),
+        "false" => Ok(EntryScope::Project),
+        other => Err(format!("--global takes no value (got {other:?})")),
+    }
+}
+
+/// The arguments of `memory_add_fact` (and `car memory add`).
+#[derive(Debug, Serialize, Deserialize, JsonSchema, clap::Args)]
 #[serde(deny_unknown_fields)]
-struct AddFactArgs {
+pub struct AddFactArgs {
     /// What the fact is about; also the key for replacement.
     #[schemars(length(min = 1))]
-    subject: String,
+    pub subject: String,
     /// The fact itself.
     #[schemars(length(min = 1))]
-    body: String,
+    pub body: String,
     /// pattern: how things are or are done; constraint: a rule to respect.
     #[serde(default)]
-    kind: FactKind,
+    #[arg(long, value_enum, default_value_t = FactKind::Pattern)]
+    pub kind: FactKind,
     /// Id or subject of a fact this one replaces.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(with = "String")]
-    supersedes: Option<String>,
+    #[arg(long)]
+    pub supersedes: Option<String>,
     /// Ids or subjects this fact was derived from; if they are replaced, this fact is flagged for recalculation.
     #[serde(default)]
-    depends_on: Vec<String>,
+    #[arg(long = "depends-on")]
+    pub depends_on: Vec<String>,
     /// Isolates entries inside the project: a tenant sees only its own entries, and calls without a tenant see only untenanted ones.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(with = "String")]
-    tenant_id: Option<String>,
+    #[arg(long = "tenant", value_name = "TENANT")]
+    pub tenant_id: Option<String>,
     /// "project" (default): seen from this project only; "global": seen from every project (user-wide preferences).
     #[serde(default)]
-    scope: EntryScope,
+    #[arg(
+        long = "global",
+        action = clap::ArgAction::SetTrue,
+        value_parser = global_flag,
+        help = "Seen from every project (user-wide), not only this one"
+    )]
+    pub scope: EntryScope,
 }
 
-/// The arguments of `memory_save_knowledge` and `memory_save_procedural`.
-#[derive(Debug, Deserialize, JsonSchema)]
+/// The arguments of `memory_save_knowledge` and `memory_save_procedural` (and `car memory
+/// knowledge|procedure`).
+#[derive(Debug, Serialize, Deserialize, JsonSchema, clap::Args)]
 #[serde(deny_unknown_fields)]
-struct SaveArgs {
+pub struct SaveArgs {
     /// Optional id; a taken id gets -2, -3, … appended (entries are additive, never overwritten).
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(with = "String")]
-    id: Option<String>,
+    #[arg(long)]
+    pub id: Option<String>,
+    /// What it is about.
     #[schemars(length(min = 1))]
-    subject: String,
+    pub subject: String,
+    /// The knowledge, or the procedure's evidence.
     #[schemars(length(min = 1))]
-    body: String,
+    pub body: String,
+    /// Tags to find it by.
     #[serde(default)]
-    tags: Vec<String>,
+    #[arg(long = "tag")]
+    pub tags: Vec<String>,
     /// e.g. high, medium, low, derived
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(with = "String")]
-    confidence: Option<String>,
-    /// Isolates entries inside the project: a tenant sees only its own entries, and calls without a tenant see only untenanted ones.
-    #[serde(default)]
-    #[schemars(with = "String")]
-    tenant_id: Option<String>,
+    #[arg(long)]
+    pub confidence: Option<String>,
     /// Also tag it `constraint`.
     #[serde(default)]
-    is_constraint: bool,
+    #[arg(long = "constraint")]
+    pub is_constraint: bool,
+    /// Isolates entries inside the project: a tenant sees only its own entries, and calls without a tenant see only untenanted ones.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(with = "String")]
+    #[arg(long = "tenant", value_name = "TENANT")]
+    pub tenant_id: Option<String>,
     /// "project" (default): seen from this project only; "global": seen from every project (user-wide preferences).
     #[serde(default)]
-    scope: EntryScope,
+    #[arg(
+        long = "global",
+        action = clap::ArgAction::SetTrue,
+        value_parser = global_flag,
+        help = "Seen from every project (user-wide), not only this one"
+    )]
+    pub scope: EntryScope,
 }
 
-/// The arguments of `memory_query`.
-#[derive(Debug, Deserialize, JsonSchema)]
+/// How many entries `memory_query` returns unless asked.
+pub const QUERY_K: u32 = 5;
+
+/// The arguments of `memory_query` (and `car memory query`).
+#[derive(Debug, Serialize, Deserialize, JsonSchema, clap::Args)]
 #[serde(deny_unknown_fields)]
-struct QueryArgs {
+pub struct QueryArgs {
     /// The question or topic, in the user's words.
     #[schemars(length(min = 1))]
-    query: String,
+    pub query: String,
     /// How many entries to return.
-    #[serde(default = "five")]
+    #[serde(default = "query_k")]
     #[schemars(range(min = 1, max = 50))]
-    k: u32,
+    #[arg(short, long, default_value_t = QUERY_K)]
+    pub k: u32,
     /// Isolates entries inside the project: a tenant sees only its own entries, and calls without a tenant see only untenanted ones.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(with = "String")]
-    tenant_id: Option<String>,
+    #[arg(long = "tenant", value_name = "TENANT")]
+    pub tenant_id: Option<String>,
 }
 
-fn five() -> u32 {
-    5
+fn query_k() -> u32 {
+    QUERY_K
 }
 
-/// The arguments of `memory_update_status`.
-#[derive(Debug, Deserialize, JsonSchema)]
+/// The arguments of `memory_update_status` (and `car memory status`).
+#[derive(Debug, Serialize, Deserialize, JsonSchema, clap::Args)]
 #[serde(deny_unknown_fields)]
-struct StatusArgs {
+pub struct StatusArgs {
     /// Progress, risks, next step.
     #[schemars(length(min = 1))]
-    body: String,
+    pub body: String,
     /// Isolates entries inside the project: a tenant sees only its own entries, and calls without a tenant see only untenanted ones.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(with = "String")]
-    tenant_id: Option<String>,
+    #[arg(long = "tenant", value_name = "TENANT")]
+    pub tenant_id: Option<String>,
 }
 
-/// The arguments of `memory_delete`.
-#[derive(Debug, Deserialize, JsonSchema)]
+/// The arguments of `memory_delete` (and `car memory delete`).
+#[derive(Debug, Serialize, Deserialize, JsonSchema, clap::Args)]
 #[serde(deny_unknown_fields)]
-struct DeleteArgs {
+pub struct DeleteArgs {
     /// An entry's id, or `proactive-status:<tenant|global>`.
     #[schemars(length(min = 1))]
-    id: String,
+    pub id: String,
     /// Isolates entries inside the project: a tenant sees only its own entries, and calls without a tenant see only untenanted ones.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(with = "String")]
-    tenant_id: Option<String>,
+    #[arg(long = "tenant", value_name = "TENANT")]
+    pub tenant_id: Option<String>,
 }
 
 /// The arguments of `memory_evaluate`.
-#[derive(Debug, Deserialize, JsonSchema)]
+#[derive(Debug, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-struct EvaluateArgs {
+pub struct EvaluateArgs {
     /// Labelled requests: what was asked and which entries a reminder should show.
     #[schemars(length(min = 1, max = 10000))]
-    cases: Vec<EvaluationCase>,
+    pub cases: Vec<EvaluationCase>,
 }
 
 /// What a write did.
