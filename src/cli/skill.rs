@@ -4,12 +4,15 @@
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use clap::{Subcommand, ValueEnum};
-use serde_json::{json, Map, Value};
+use clap::Subcommand;
+use serde_json::Value;
 
-use super::{call_tool, finish, finish_typed, human_as, prepare, read_input, Env, Failure};
+use super::{
+    call_tool, finish, finish_typed, human_as, prepare, read_input, tool_args, Env, Failure,
+};
 use crate::skills::tools::{
-    IngestedView, RankedView, ReportedView, SkillList, SkillStatus, SkillView,
+    FindArgs, IngestArgs, IngestedView, ListArgs, RankedView, ReportArgs, ReportedView, SkillList,
+    SkillStatus, SkillView,
 };
 use crate::skills::{self, Change, Skills};
 
@@ -20,60 +23,22 @@ pub enum SkillCommand {
         after_help = "Examples:\n  car skill add deploy_staging --code 'make deploy ENV=staging' --keyword deploy --keyword staging\n  car skill add pr_review --code-file review.js --platform playwright --url-pattern '*github.com/*/pull/*'\n  car skill add deploy_v2 --code-file deploy.sh --supersedes deploy_staging"
     )]
     Add {
-        name: String,
-        /// The code, inline.
-        #[arg(
-            long,
-            conflicts_with = "code_file",
-            required_unless_present = "code_file"
-        )]
-        code: Option<String>,
-        /// Read the code from a file (- for stdin).
+        #[command(flatten)]
+        skill: IngestArgs,
+        /// Read the code from a file (- for stdin) instead of --code.
         #[arg(long, value_name = "FILE")]
         code_file: Option<PathBuf>,
-        #[arg(long, value_enum, default_value_t = Platform::Shell)]
-        platform: Platform,
-        #[arg(long, default_value = "")]
-        description: String,
-        /// Who the skill is for.
-        #[arg(long)]
-        persona: Option<String>,
-        /// Where it applies (`*` matches anything); a host scopes the skill to that domain.
-        #[arg(long)]
-        url_pattern: Option<String>,
-        /// A word of the tasks it solves (repeatable).
-        #[arg(long = "keyword")]
-        keywords: Vec<String>,
-        /// A skill this one replaces; it is deprecated.
-        #[arg(long)]
-        supersedes: Option<String>,
     },
     /// The best skills for a task (skill_find), best first; degraded ones last, flagged.
     #[command(after_help = "Example:\n  car skill find \"deploy this branch to staging\" -k 5")]
-    Find {
-        task: String,
-        #[arg(long)]
-        persona: Option<String>,
-        #[arg(long)]
-        url: Option<String>,
-        /// How many (1–20).
-        #[arg(short, long, default_value_t = 3)]
-        k: u32,
-    },
+    Find(FindArgs),
     /// List skills (skill_list): global ones plus a domain's, or all.
-    List {
-        /// A host such as github.com.
-        #[arg(long)]
-        domain: Option<String>,
-        /// Also show superseded versions.
-        #[arg(long)]
-        all: bool,
-    },
+    List(ListArgs),
     /// Show one skill with its code and record.
     Show { name: String },
     /// Record how running a skill went (skill_report).
     #[command(after_help = "Example:\n  car skill report deploy_staging failure")]
-    Report { name: String, outcome: OutcomeArg },
+    Report(ReportArgs),
     /// Write every active skill to DIR/<name>.json (default: <project>/.car/skills).
     Export {
         #[arg(long)]
@@ -84,21 +49,6 @@ pub enum SkillCommand {
         #[arg(long)]
         dir: Option<PathBuf>,
     },
-}
-
-#[derive(Debug, Clone, Copy, ValueEnum)]
-pub enum Platform {
-    Shell,
-    Python,
-    Node,
-    Playwright,
-    Distilled,
-}
-
-#[derive(Debug, Clone, Copy, ValueEnum)]
-pub enum OutcomeArg {
-    Success,
-    Failure,
 }
 
 fn command_name(command: &SkillCommand) -> &'static str {
@@ -113,77 +63,26 @@ fn command_name(command: &SkillCommand) -> &'static str {
     }
 }
 
-fn put(map: &mut Map<String, Value>, key: &str, value: &Option<String>) {
-    if let Some(value) = value {
-        map.insert(key.into(), json!(value));
-    }
-}
-
 /// The tool a command calls and its arguments, or None for commands that are not tools.
 fn as_tool_call(command: &SkillCommand) -> Result<Option<(&'static str, Value)>, Failure> {
     Ok(Some(match command {
-        SkillCommand::Add {
-            name,
-            code,
-            code_file,
-            platform,
-            description,
-            persona,
-            url_pattern,
-            keywords,
-            supersedes,
-        } => {
-            let code = match (code, code_file) {
-                (Some(code), _) => code.clone(),
-                (None, Some(file)) => read_input(file)?,
-                (None, None) => return Err(Failure::usage("give the code: --code or --code-file")),
+        SkillCommand::Add { skill, code_file } => {
+            let code = match code_file {
+                Some(file) => read_input(file)?,
+                None => skill.code.clone(),
             };
-            let mut map = Map::new();
-            map.insert("name".into(), json!(name));
-            map.insert("code".into(), json!(code));
-            map.insert(
-                "platform".into(),
-                json!(format!("{platform:?}").to_lowercase()),
-            );
-            if !description.is_empty() {
-                map.insert("description".into(), json!(description));
+            if code.is_empty() {
+                return Err(Failure::usage("give the code: --code or --code-file"));
             }
-            put(&mut map, "persona", persona);
-            put(&mut map, "url_pattern", url_pattern);
-            if !keywords.is_empty() {
-                map.insert("task_keywords".into(), json!(keywords));
-            }
-            put(&mut map, "supersedes", supersedes);
-            ("skill_ingest", Value::Object(map))
+            let skill = IngestArgs {
+                code,
+                ..skill.clone()
+            };
+            ("skill_ingest", tool_args(&skill)?)
         }
-        SkillCommand::Find {
-            task,
-            persona,
-            url,
-            k,
-        } => {
-            let mut map = Map::new();
-            map.insert("task".into(), json!(task));
-            map.insert("k".into(), json!(k));
-            put(&mut map, "persona", persona);
-            put(&mut map, "url", url);
-            ("skill_find", Value::Object(map))
-        }
-        SkillCommand::List { domain, all } => {
-            let mut map = Map::new();
-            put(&mut map, "domain", domain);
-            if *all {
-                map.insert("include_deprecated".into(), json!(true));
-            }
-            ("skill_list", Value::Object(map))
-        }
-        SkillCommand::Report { name, outcome } => (
-            "skill_report",
-            json!({"name": name, "outcome": match outcome {
-                OutcomeArg::Success => "success",
-                OutcomeArg::Failure => "failure",
-            }}),
-        ),
+        SkillCommand::Find(args) => ("skill_find", tool_args(args)?),
+        SkillCommand::List(args) => ("skill_list", tool_args(args)?),
+        SkillCommand::Report(args) => ("skill_report", tool_args(args)?),
         SkillCommand::Show { .. } | SkillCommand::Export { .. } | SkillCommand::Import { .. } => {
             return Ok(None)
         }

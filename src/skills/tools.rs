@@ -184,42 +184,54 @@ pub struct ReportedView {
     pub newly_degraded: bool,
 }
 
-/// The arguments of `skill_ingest`.
-#[derive(Debug, Deserialize, JsonSchema)]
+/// The arguments of `skill_ingest` (and `car skill add`).
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema, clap::Args)]
 #[serde(deny_unknown_fields)]
-struct IngestArgs {
+pub struct IngestArgs {
     /// The skill's name, unique among active skills.
     #[schemars(length(min = 1, max = 128))]
-    name: String,
+    pub name: String,
     /// The code to rerun (opaque to CAR).
     #[schemars(length(min = 1))]
-    code: String,
+    #[arg(
+        long,
+        default_value = "",
+        hide_default_value = true,
+        conflicts_with = "code_file"
+    )]
+    pub code: String,
     /// What runs the code.
     #[serde(default = "shell")]
-    platform: Platform,
+    #[arg(long, value_enum, default_value_t = Platform::Shell)]
+    pub platform: Platform,
     /// Who the skill is for (matched ignoring case).
-    #[serde(default)]
-    persona: String,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    #[arg(long, default_value = "", hide_default_value = true)]
+    pub persona: String,
     /// Where it applies; `*` matches anything, e.g. `*github.com/*/pulls`.
-    #[serde(default)]
-    url_pattern: String,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    #[arg(long, default_value = "", hide_default_value = true)]
+    pub url_pattern: String,
     /// What it does and when to use it.
-    #[serde(default)]
-    description: String,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    #[arg(long, default_value = "", hide_default_value = true)]
+    pub description: String,
     /// Words of the tasks it solves.
     #[serde(default)]
     #[schemars(length(max = 64))]
-    task_keywords: Vec<String>,
+    #[arg(long = "keyword", value_name = "KEYWORD")]
+    pub task_keywords: Vec<String>,
     /// Name of a skill this one replaces; it is deprecated.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(with = "String")]
-    supersedes: Option<String>,
+    #[arg(long)]
+    pub supersedes: Option<String>,
 }
 
 /// What runs a skill's code.
-#[derive(Debug, Clone, Copy, Serialize, Deserialize, JsonSchema)]
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, JsonSchema, clap::ValueEnum)]
 #[serde(rename_all = "lowercase")]
-enum Platform {
+pub enum Platform {
     Shell,
     Python,
     Node,
@@ -243,55 +255,68 @@ fn shell() -> Platform {
     Platform::Shell
 }
 
-/// The arguments of `skill_list`.
-#[derive(Debug, Deserialize, JsonSchema)]
+/// The arguments of `skill_list` (and `car skill list`).
+#[derive(Debug, Serialize, Deserialize, JsonSchema, clap::Args)]
 #[serde(deny_unknown_fields)]
-struct ListArgs {
+pub struct ListArgs {
     /// A host such as github.com.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(with = "String")]
-    domain: Option<String>,
+    #[arg(long)]
+    pub domain: Option<String>,
     /// Also list superseded versions.
     #[serde(default)]
-    include_deprecated: bool,
+    #[arg(long = "all")]
+    pub include_deprecated: bool,
 }
 
-/// The arguments of `skill_find`.
-#[derive(Debug, Deserialize, JsonSchema)]
+/// How many skills `skill_find` returns unless asked.
+pub const FIND_K: u32 = 3;
+
+/// The arguments of `skill_find` (and `car skill find`).
+#[derive(Debug, Serialize, Deserialize, JsonSchema, clap::Args)]
 #[serde(deny_unknown_fields)]
-struct FindArgs {
+pub struct FindArgs {
     /// What the agent is about to do.
     #[schemars(length(min = 1))]
-    task: String,
-    #[serde(default)]
+    pub task: String,
+    /// Who is asking (skills for this persona rank first).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(with = "String")]
-    persona: Option<String>,
+    #[arg(long)]
+    pub persona: Option<String>,
     /// The page or endpoint the task is about.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(with = "String")]
-    url: Option<String>,
-    #[serde(default = "three")]
+    #[arg(long)]
+    pub url: Option<String>,
+    /// How many skills (1–20).
+    #[serde(default = "find_k")]
     #[schemars(range(min = 1, max = 20))]
-    k: u32,
+    #[arg(short, long, default_value_t = FIND_K)]
+    pub k: u32,
 }
 
-fn three() -> u32 {
-    3
+fn find_k() -> u32 {
+    FIND_K
 }
 
-/// The arguments of `skill_report`.
-#[derive(Debug, Deserialize, JsonSchema)]
+/// The arguments of `skill_report` (and `car skill report`).
+#[derive(Debug, Serialize, Deserialize, JsonSchema, clap::Args)]
 #[serde(deny_unknown_fields)]
-struct ReportArgs {
+pub struct ReportArgs {
     /// The skill's name, unique among active skills.
     #[schemars(length(min = 1))]
-    name: String,
-    outcome: OutcomeArg,
+    pub name: String,
+    /// How running it went.
+    #[arg(value_enum)]
+    pub outcome: OutcomeArg,
 }
 
-#[derive(Debug, Clone, Copy, Deserialize, JsonSchema)]
+/// How running a skill went.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, JsonSchema, clap::ValueEnum)]
 #[serde(rename_all = "lowercase")]
-enum OutcomeArg {
+pub enum OutcomeArg {
     Success,
     Failure,
 }
