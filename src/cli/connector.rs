@@ -43,22 +43,32 @@ pub enum ConnectorCommand {
     /// List the connectors with their tool counts and state.
     List,
     /// A connector's tools: name, canonical mcp_… name, effect, enabled.
-    Tools { slug: String },
+    Tools {
+        /// The connector's slug, as `car connector list` shows it.
+        slug: String,
+    },
     /// Enable tools (by the server's names, or --all) so agents see and can call them.
     Enable(ToggleArgs),
     /// Disable tools (by name, or --all).
     Disable(ToggleArgs),
     /// Reconnect and rediscover a connector's tools (enabled choices are kept).
-    Refresh { slug: String },
+    Refresh {
+        /// The connector's slug, as `car connector list` shows it.
+        slug: String,
+    },
     /// Remove a connector and every keychain entry it had.
     Remove {
+        /// The connector's slug, as `car connector list` shows it.
         slug: String,
         /// Remove it even when the keychain cannot be reached (its entries stay there; they are named).
         #[arg(long)]
         force: bool,
     },
     /// Connect, list the tools and report the latency.
-    Test { slug: String },
+    Test {
+        /// The connector's slug, as `car connector list` shows it.
+        slug: String,
+    },
     /// Authorize CAR with an HTTP connector's server (OAuth 2.1 with PKCE), then discover its tools.
     #[command(long_about = LOGIN_HELP)]
     Login(LoginArgs),
@@ -206,6 +216,7 @@ fn login_options(args: &LoginArgs) -> Result<LoginOptions, Failure> {
 
 #[derive(Debug, Args)]
 pub struct ToggleArgs {
+    /// The connector's slug, as `car connector list` shows it.
     slug: String,
     /// Tool names, as the server calls them (or their mcp_<slug>_ names).
     tools: Vec<String>,

@@ -17,6 +17,7 @@ pub enum KeysCommand {
     /// Store a provider's API key, read from stdin (so it stays out of the shell's history).
     #[command(after_help = "Example:\n  printf %s \"$KEY\" | car keys set anthropic")]
     Set {
+        /// Whose key: anthropic or openai.
         #[arg(value_enum)]
         provider: Provider,
     },
@@ -24,6 +25,7 @@ pub enum KeysCommand {
     List,
     /// Remove a provider's stored key.
     Delete {
+        /// Whose key: anthropic or openai.
         #[arg(value_enum)]
         provider: Provider,
     },

@@ -58,12 +58,16 @@ pub enum MemoryCommand {
     #[command(
         after_help = "Example (cases.json):\n  [{\"id\": \"c1\", \"request\": {\"query\": \"db locked\", \"trigger\": {\"tool_error\": true}}, \"relevant_fact_ids\": [\"procedural-4\"]}]\n  car memory evaluate cases.json"
     )]
-    Evaluate { file: PathBuf },
+    Evaluate {
+        /// The cases: {"cases": […]} or […], as JSON; - for stdin.
+        file: PathBuf,
+    },
     /// Print the layered briefing for a query (the car_context prompt).
     #[command(
         after_help = "Examples:\n  car memory context \"fix the flaky payout test\"\n  car memory context \"release\" --window 200000   # budget for a 200k-token model"
     )]
     Context {
+        /// What the work is about, in words.
         query: String,
         /// Newest first without ranking (cheaper).
         #[arg(long)]
@@ -74,12 +78,15 @@ pub enum MemoryCommand {
         /// Size the budget for a model's context window: (window − 4096) × 0.40, at least 2000.
         #[arg(long)]
         window: Option<usize>,
+        /// Only this tenant's entries (and the untenanted ones).
         #[arg(long)]
         tenant: Option<String>,
     },
     /// Show one entry by id (the car://memory/fact/{id} resource), current or superseded.
     Show {
+        /// The entry's id (fact-12, knowledge-3, …).
         id: String,
+        /// The tenant the entry belongs to.
         #[arg(long)]
         tenant: Option<String>,
     },
@@ -96,7 +103,10 @@ pub enum MemoryCommand {
     #[command(
         after_help = "Kinds: fact, preference (global), procedure, constraint, knowledge. Notes are global\n(seen from every project). A bad file imports nothing.\nExample:\n  car memory import backup.json"
     )]
-    Import { file: PathBuf },
+    Import {
+        /// The assistant.json file; - for stdin.
+        file: PathBuf,
+    },
 }
 
 /// The tool a command calls and its arguments, or None for commands that are not tools.

@@ -539,3 +539,41 @@ async fn run(cli: Cli) -> ExitCode {
         Command::Mcp(_) => crate::mcp::process::serve(&env.home, &env.project_root).await,
     }
 }
+
+#[cfg(test)]
+mod help_tests {
+    use clap::CommandFactory;
+
+    /// Every argument of every command, positional or flag, says what it is for: a person
+    /// reading `--help` never meets a bare `--decision <DECISION>`.
+    #[test]
+    fn every_argument_has_a_help_line() {
+        fn walk(command: &clap::Command, path: &str, missing: &mut Vec<String>) {
+            for arg in command.get_arguments() {
+                let id = arg.get_id().as_str();
+                if id == "help" || id == "version" {
+                    continue;
+                }
+                if arg.get_help().is_none() && arg.get_long_help().is_none() {
+                    missing.push(format!("{path} {id}"));
+                }
+            }
+            for sub in command.get_subcommands() {
+                walk(sub, &format!("{path} {}", sub.get_name()), missing);
+            }
+        }
+        let mut missing = Vec::new();
+        walk(&super::Cli::command(), "car", &mut missing);
+        walk(
+            &crate::mcp::process::McpCli::command(),
+            "car-mcp",
+            &mut missing,
+        );
+        walk(
+            &crate::server::process::ServerCli::command(),
+            "car-server",
+            &mut missing,
+        );
+        assert!(missing.is_empty(), "arguments without help: {missing:#?}");
+    }
+}

@@ -31,17 +31,22 @@ pub struct ReasonArgs {
     /// The question or problem, in words.
     #[arg(required = true, num_args = 1.., value_name = "PROBLEM")]
     pub problem: Vec<String>,
+    /// text: the answer for a person; json: the car.reason document.
     #[arg(long, value_enum, default_value = "text")]
     pub format: Format,
+    /// The model that answers over little material.
     #[arg(long, env = "CAR_REASON_SMALL_MODEL")]
     pub small_model: Option<String>,
+    /// The model that answers over much material (past --large-above).
     #[arg(long, env = "CAR_REASON_LARGE_MODEL")]
     pub large_model: Option<String>,
     /// Past this many estimated tokens of material, the large model answers.
     #[arg(long, default_value_t = 6000, value_name = "TOKENS")]
     pub large_above: usize,
+    /// The API the models speak (default: anthropic for claude-* models, else openai-compatible).
     #[arg(long, value_enum)]
     pub provider: Option<Provider>,
+    /// The API's base URL (e.g. http://localhost:11434/v1 for Ollama).
     #[arg(long, value_name = "URL")]
     pub base_url: Option<String>,
 }

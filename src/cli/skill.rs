@@ -35,17 +35,22 @@ pub enum SkillCommand {
     /// List skills (skill_list): global ones plus a domain's, or all.
     List(ListArgs),
     /// Show one skill with its code and record.
-    Show { name: String },
+    Show {
+        /// The skill's name.
+        name: String,
+    },
     /// Record how running a skill went (skill_report).
     #[command(after_help = "Example:\n  car skill report deploy_staging failure")]
     Report(ReportArgs),
     /// Write every active skill to DIR/<name>.json (default: <project>/.car/skills).
     Export {
+        /// Where to write the skills (default: <project>/.car/skills).
         #[arg(long)]
         dir: Option<PathBuf>,
     },
     /// Save every DIR/*.json skill (default: <project>/.car/skills) in one transaction; a bad file imports nothing.
     Import {
+        /// Where to read them from (default: <project>/.car/skills).
         #[arg(long)]
         dir: Option<PathBuf>,
     },

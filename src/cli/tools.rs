@@ -20,6 +20,7 @@ pub enum ToolsCommand {
         after_help = "Examples:\n  car tools call memory_query --params '{\"query\":\"release steps\"}'\n  echo '{\"query\":\"x\"}' | car tools call memory_query --params -"
     )]
     Call {
+        /// The tool's name, as `car tools list` shows it.
         name: String,
         /// Arguments as a JSON object, @FILE to read them from a file, or - for stdin.
         #[arg(long, default_value = "{}")]

@@ -38,6 +38,7 @@ pub enum ProjectCommand {
         after_help = "Examples:\n  car project rename \"Payments API\"\n  car project rename legacy --project-id 3"
     )]
     Rename {
+        /// The new name.
         name: String,
         /// The project to rename (see `car project list`).
         #[arg(long, value_name = "ID")]
@@ -58,14 +59,25 @@ pub enum ProjectCommand {
 #[derive(Debug, Subcommand)]
 pub enum ConfigCommand {
     /// A setting's value (its default when not set).
-    Get { key: String },
+    Get {
+        /// The setting (see `car config list`).
+        key: String,
+    },
     /// Set a setting for this project (validated; a bad value writes nothing).
     #[command(
         after_help = "Examples:\n  car config set task.prefix WEB\n  car config set prune.older_than_days 90"
     )]
-    Set { key: String, value: String },
+    Set {
+        /// The setting (see `car config list`).
+        key: String,
+        /// Its new value (checked; a bad one writes nothing).
+        value: String,
+    },
     /// Remove a setting so its default applies again.
-    Unset { key: String },
+    Unset {
+        /// The setting (see `car config list`).
+        key: String,
+    },
     /// Every known setting: value, default and whether it is set.
     List,
 }

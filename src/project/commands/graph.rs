@@ -29,6 +29,7 @@ pub enum GraphCommand {
     Edges {
         /// The node: a path relative to the project root (or absolute inside it), or a key from add-node.
         node: String,
+        /// out: what it imports; in: what imports it; both.
         #[arg(long, value_enum, default_value_t = DirectionArg::Both)]
         direction: DirectionArg,
     },
@@ -37,7 +38,9 @@ pub enum GraphCommand {
         after_help = "Examples:\n  car graph link src/payout.rs ADR-0007 --kind decided-by\n  car graph link web/api.ts server/routes.go --kind calls"
     )]
     Link {
+        /// The node the edge starts at.
         from: String,
+        /// The node it points to.
         to: String,
         /// The edge kind: letters, digits, '_', '-' or '.'.
         #[arg(long)]
@@ -48,10 +51,12 @@ pub enum GraphCommand {
         after_help = "Example:\n  car graph add-node ADR-0007 --kind decision --label \"Payouts run hourly\""
     )]
     AddNode {
+        /// The node's key: a name unique in the graph (ADR-0007, payments-service).
         key: String,
         /// The node kind: letters, digits, '_', '-' or '.'.
         #[arg(long)]
         kind: String,
+        /// A readable name shown in exports.
         #[arg(long)]
         label: Option<String>,
     },
@@ -60,6 +65,7 @@ pub enum GraphCommand {
         after_help = "Examples:\n  car graph export --format dot -o graph.dot && dot -Tsvg graph.dot > graph.svg\n  car graph export --format mermaid\n  car --json graph export --format dot   # data.content holds the text"
     )]
     Export {
+        /// json (the nodes and edges), dot (Graphviz) or mermaid (a flowchart).
         #[arg(long, value_enum, default_value_t = FormatArg::Json)]
         format: FormatArg,
         /// Write to FILE instead of stdout.

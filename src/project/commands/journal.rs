@@ -15,6 +15,7 @@ use crate::project::{Project, ProjectError};
 pub enum ProgressCommand {
     /// Notes and blockers, newest first (default: the open ones).
     List {
+        /// Only the entries on this task.
         #[arg(long)]
         task: Option<String>,
         /// open, resolved or all.
@@ -23,14 +24,18 @@ pub enum ProgressCommand {
         /// note or blocker.
         #[arg(long)]
         kind: Option<String>,
+        /// How many (0: all).
         #[arg(long, default_value_t = 50)]
         limit: usize,
     },
     /// Add a note (or, with --blocker, a blocker) on a task or on the project.
     Create {
+        /// The note or the blocker, in words.
         text: String,
+        /// The task it is about (default: the project).
         #[arg(long)]
         task: Option<String>,
+        /// It blocks work (open until resolved), not a note.
         #[arg(long)]
         blocker: bool,
         /// Who wrote it (default: CAR_AGENT_ID, else USER).
@@ -39,7 +44,9 @@ pub enum ProgressCommand {
     },
     /// Rewrite an entry.
     Update {
+        /// The entry's number.
         id: String,
+        /// The new text.
         #[arg(long)]
         body: Option<String>,
         /// note or blocker.
@@ -48,7 +55,9 @@ pub enum ProgressCommand {
     },
     /// Resolve an entry (a blocker lifted, a note dealt with).
     Resolve {
+        /// The entry's number.
         id: String,
+        /// How it was resolved.
         #[arg(long)]
         resolution: Option<String>,
     },
@@ -64,20 +73,27 @@ pub enum DecisionCommand {
         /// proposed, accepted, rejected, deprecated, superseded or all.
         #[arg(long)]
         status: Option<String>,
+        /// Words to rank the decisions by (full-text, stemmed).
         #[arg(long)]
         search: Option<String>,
+        /// How many (0: all).
         #[arg(long, default_value_t = 50)]
         limit: usize,
     },
     /// Record a decision (status accepted unless --status proposed).
     Record {
+        /// What was decided, in a line.
         title: String,
+        /// The decision itself.
         #[arg(long)]
         decision: String,
+        /// Why it came up: the forces at play.
         #[arg(long, default_value = "")]
         context: String,
+        /// What follows from it, good and bad.
         #[arg(long, default_value = "")]
         consequences: String,
+        /// proposed, or accepted (the default).
         #[arg(long)]
         status: Option<String>,
         /// A decision this one replaces (it becomes superseded).
@@ -86,9 +102,12 @@ pub enum DecisionCommand {
     },
     /// Settle a decision: accepted, rejected or deprecated.
     Resolve {
+        /// The decision (ADR-0001).
         id: String,
+        /// accepted, rejected or deprecated.
         #[arg(long)]
         status: String,
+        /// Why (kept as its resolution).
         #[arg(long)]
         note: Option<String>,
     },

@@ -23,6 +23,7 @@ pub struct ContextArgs {
 pub struct CheckpointArgs {
     /// A name (default: cp-<timestamp>); names are unique per project.
     pub name: Option<String>,
+    /// What to remember about this point (kept with it).
     #[arg(long, default_value = "")]
     pub note: String,
 }

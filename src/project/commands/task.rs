@@ -31,8 +31,10 @@ pub enum TaskCommand {
         /// ready, open, claimed, blocked, done, cancelled or all.
         #[arg(long)]
         status: Option<String>,
+        /// Only tasks with this label.
         #[arg(long)]
         label: Option<String>,
+        /// Only tasks this agent claimed.
         #[arg(long)]
         claimed_by: Option<String>,
         /// Only the children of this task.
@@ -44,7 +46,9 @@ pub enum TaskCommand {
     },
     /// Create a task.
     Create {
+        /// What is to be done, in a line.
         title: String,
+        /// More detail: context, acceptance criteria.
         #[arg(long, default_value = "")]
         description: String,
         /// P0 (most urgent) … P4.
@@ -53,6 +57,7 @@ pub enum TaskCommand {
         /// A label (repeatable).
         #[arg(long = "label")]
         labels: Vec<String>,
+        /// The task this one is part of.
         #[arg(long)]
         parent: Option<String>,
         /// A task this one waits for (repeatable).
@@ -63,11 +68,15 @@ pub enum TaskCommand {
     },
     /// Change a task's title, description, priority, labels, parent or status (open, done, cancelled).
     Update {
+        /// The task (CTX-0001, 1, #1).
         id: String,
+        /// A new title.
         #[arg(long)]
         title: Option<String>,
+        /// A new description.
         #[arg(long)]
         description: Option<String>,
+        /// A new priority: P0 (most urgent) … P4.
         #[arg(long)]
         priority: Option<String>,
         /// Add a label (repeatable).
@@ -76,8 +85,10 @@ pub enum TaskCommand {
         /// Remove a label (repeatable).
         #[arg(long = "unlabel")]
         unlabels: Vec<String>,
+        /// Make it part of this task.
         #[arg(long, conflicts_with = "no_parent")]
         parent: Option<String>,
+        /// Make it a top-level task.
         #[arg(long)]
         no_parent: bool,
         /// open (also releases a claim), done or cancelled.
@@ -88,13 +99,16 @@ pub enum TaskCommand {
     },
     /// Claim a ready task (default: the most urgent one); of concurrent claimers exactly one wins.
     Claim {
+        /// The task to claim (default: the most urgent ready one).
         id: Option<String>,
         #[command(flatten)]
         agent: AgentArg,
     },
     /// Mark a task done; tasks waiting only on it become ready.
     Complete {
+        /// The task.
         id: String,
+        /// What was done (kept in its history).
         #[arg(long)]
         note: Option<String>,
         #[command(flatten)]
@@ -102,7 +116,9 @@ pub enum TaskCommand {
     },
     /// Mark a task blocked, saying why.
     Block {
+        /// The task.
         id: String,
+        /// Why it cannot go on.
         #[arg(long)]
         reason: String,
         #[command(flatten)]
@@ -110,12 +126,16 @@ pub enum TaskCommand {
     },
     /// Lift a block (back to claimed if someone holds the task, else open).
     Unblock {
+        /// The task.
         id: String,
         #[command(flatten)]
         agent: AgentArg,
     },
     /// Show a task with its dependencies, dependents, children and history.
-    Show { id: String },
+    Show {
+        /// The task (CTX-0001, 1, #1).
+        id: String,
+    },
     /// Import tasks from JSON Lines (one transaction; beads' issues.jsonl works as is).
     #[command(
         after_help = "Each line: {\"ref\": \"a\", \"title\": \"…\", \"description\": \"…\", \"priority\": \"P1\", \"labels\": […],\n            \"status\": \"open|done|cancelled\", \"depends_on\": [\"a\", \"CTX-0003\"], \"parent\": \"a\"}\nA bad line or a dependency cycle imports nothing.\nExamples:\n  car task import tasks.jsonl\n  car task import .beads/issues.jsonl"
@@ -135,14 +155,18 @@ pub enum TaskCommand {
 pub enum DepCommand {
     /// ID waits for ON (refused, with the path, when it would close a cycle).
     Add {
+        /// The task.
         id: String,
+        /// The task it waits for.
         on: String,
         #[command(flatten)]
         agent: AgentArg,
     },
     /// ID no longer waits for ON.
     Remove {
+        /// The task that waits.
         id: String,
+        /// The task it no longer waits for.
         on: String,
         #[command(flatten)]
         agent: AgentArg,
