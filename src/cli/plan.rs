@@ -6,10 +6,13 @@ use std::process::ExitCode;
 
 use clap::Subcommand;
 use serde::Deserialize;
-use serde_json::{json, Map, Value};
+use serde_json::Value;
 
-use super::{call_tool, finish, human_as, prepare, read_input, Env, Failure};
-use crate::plan::{Equivalence, Optimized, Severity, Simulation, Verification};
+use super::{call_tool, finish, human_as, prepare, read_input, tool_args, Env, Failure};
+use crate::plan::{
+    Equivalence, EquivalentArgs, OptimizeArgs, Optimized, Severity, SimulateArgs, Simulation,
+    Verification, VerifyArgs,
+};
 
 const EXAMPLE: &str = r#"Example proposal (plan.json):
   {"actions": [
@@ -39,15 +42,8 @@ pub enum PlanCommand {
     Verify {
         /// The proposal as JSON, or - for stdin.
         file: PathBuf,
-        /// More actions than this is an error (1–1000).
-        #[arg(long, default_value_t = 30)]
-        max_actions: u32,
-        /// A tool that exists where the plan will run although this registry lacks it (repeatable).
-        #[arg(long = "extra-tool", value_name = "NAME")]
-        extra_tools: Vec<String>,
-        /// State before the first action: a JSON object, or @FILE.
-        #[arg(long, value_name = "JSON|@FILE")]
-        initial_state: Option<String>,
+        #[command(flatten)]
+        args: VerifyArgs,
     },
     /// Apply a proposal's declared writes to a state (the simulate tool); actions whose
     /// preconditions fail are skipped with their dependents.
@@ -55,9 +51,8 @@ pub enum PlanCommand {
     Simulate {
         /// The proposal as JSON, or - for stdin.
         file: PathBuf,
-        /// State before the first action: a JSON object, or @FILE.
-        #[arg(long, value_name = "JSON|@FILE")]
-        initial_state: Option<String>,
+        #[command(flatten)]
+        args: SimulateArgs,
     },
     /// Compare two proposals on sample states (the equivalent tool). Sampled, not proven.
     #[command(
@@ -87,48 +82,40 @@ fn read_json(path: &Path) -> Result<Value, Failure> {
         .map_err(|e| Failure::usage(format!("{} is not JSON: {e}", path.display())))
 }
 
-fn state_arg(text: &str) -> Result<Value, Failure> {
-    let source = match text.strip_prefix('@') {
-        Some(path) => read_input(Path::new(path))?,
-        None => text.to_string(),
-    };
-    match serde_json::from_str(&source) {
-        Ok(Value::Object(map)) => Ok(Value::Object(map)),
-        Ok(_) => Err(Failure::usage("--initial-state must be a JSON object")),
-        Err(e) => Err(Failure::usage(format!("--initial-state is not JSON: {e}"))),
-    }
+/// A file's JSON as `T` (a proposal, test states); what does not fit is bad arguments, named.
+fn read_as<T: serde::de::DeserializeOwned>(path: &Path) -> Result<T, Failure> {
+    serde_path_to_error::deserialize(read_json(path)?).map_err(|e| {
+        let at = e.path().to_string();
+        Failure {
+            code: "invalid_arguments",
+            message: if at == "." {
+                format!("{}: {}", path.display(), e.into_inner())
+            } else {
+                format!("{}: `{at}`: {}", path.display(), e.into_inner())
+            },
+            exit: 2,
+        }
+    })
 }
 
 /// The tool a plan command calls and its arguments.
 fn as_tool_call(command: &PlanCommand) -> Result<(&'static str, Value), Failure> {
     Ok(match command {
-        PlanCommand::Verify {
-            file,
-            max_actions,
-            extra_tools,
-            initial_state,
-        } => {
-            let mut args = Map::new();
-            args.insert("proposal".into(), read_json(file)?);
-            args.insert("max_actions".into(), json!(max_actions));
-            if !extra_tools.is_empty() {
-                args.insert("extra_tools".into(), json!(extra_tools));
-            }
-            if let Some(state) = initial_state {
-                args.insert("initial_state".into(), state_arg(state)?);
-            }
-            ("verify", Value::Object(args))
+        PlanCommand::Verify { file, args } => {
+            let args = VerifyArgs {
+                proposal: read_as(file)?,
+                max_actions: args.max_actions,
+                extra_tools: args.extra_tools.clone(),
+                initial_state: args.initial_state.clone(),
+            };
+            ("verify", tool_args(&args)?)
         }
-        PlanCommand::Simulate {
-            file,
-            initial_state,
-        } => {
-            let mut args = Map::new();
-            args.insert("proposal".into(), read_json(file)?);
-            if let Some(state) = initial_state {
-                args.insert("initial_state".into(), state_arg(state)?);
-            }
-            ("simulate", Value::Object(args))
+        PlanCommand::Simulate { file, args } => {
+            let args = SimulateArgs {
+                proposal: read_as(file)?,
+                initial_state: args.initial_state.clone(),
+            };
+            ("simulate", tool_args(&args)?)
         }
         PlanCommand::Equivalent { a, b, states } => {
             if a.as_os_str() == "-" && b.as_os_str() == "-" {
@@ -136,15 +123,22 @@ fn as_tool_call(command: &PlanCommand) -> Result<(&'static str, Value), Failure>
                     "only one of the two proposals can come from stdin",
                 ));
             }
-            let mut args = Map::new();
-            args.insert("proposal_a".into(), read_json(a)?);
-            args.insert("proposal_b".into(), read_json(b)?);
-            if let Some(path) = states {
-                args.insert("test_states".into(), read_json(path)?);
-            }
-            ("equivalent", Value::Object(args))
+            let args = EquivalentArgs {
+                proposal_a: read_as(a)?,
+                proposal_b: read_as(b)?,
+                test_states: match states {
+                    Some(path) => read_as(path)?,
+                    None => Vec::new(),
+                },
+            };
+            ("equivalent", tool_args(&args)?)
         }
-        PlanCommand::Optimize { file } => ("optimize", json!({"proposal": read_json(file)?})),
+        PlanCommand::Optimize { file } => {
+            let args = OptimizeArgs {
+                proposal: read_as(file)?,
+            };
+            ("optimize", tool_args(&args)?)
+        }
     })
 }
 

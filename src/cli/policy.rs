@@ -8,13 +8,13 @@ use std::process::ExitCode;
 
 use clap::Subcommand;
 use serde::{Deserialize, Serialize};
-use serde_json::{json, Value};
+use serde_json::Value;
 
-use super::{call_tool, finish, finish_typed, human_as, open_app, Env, Failure};
+use super::{call_tool, finish, finish_typed, human_as, open_app, tool_args, Env, Failure};
 use crate::home::{Home, HomeError};
 use crate::policy::hook::{self, HookAnswer};
 use crate::policy::preset::{self, Overwrite, PresetError};
-use crate::policy::{rules, Decision, Evaluation, PolicyEngine};
+use crate::policy::{rules, CheckArgs, Decision, Evaluation, PolicyEngine};
 
 const INIT_HELP: &str = "\
 Presets:
@@ -313,8 +313,8 @@ pub async fn run(env: &Env, command: PolicyCommand) -> ExitCode {
     match command {
         PolicyCommand::Check { tool, params } => {
             let name = "policy.check";
-            let params: Value = match serde_json::from_str(&params) {
-                Ok(value @ Value::Object(_)) => value,
+            let params = match serde_json::from_str(&params) {
+                Ok(Value::Object(params)) => params,
                 Ok(_) | Err(_) => {
                     let f = Failure::usage("--params must be a JSON object");
                     return finish(env.json, name, Err(f), |_| String::new());
@@ -324,13 +324,15 @@ pub async fn run(env: &Env, command: PolicyCommand) -> ExitCode {
                 Ok(r) => r,
                 Err(f) => return finish(env.json, name, Err(f), |_| String::new()),
             };
-            let result = call_tool(
-                &app,
-                "policy_check",
-                json!({"tool": tool, "params": params}),
-                None,
-            )
-            .await;
+            let args = CheckArgs {
+                tool,
+                params,
+                state: Default::default(),
+            };
+            let result = match tool_args(&args) {
+                Ok(args) => call_tool(&app, "policy_check", args, None).await,
+                Err(f) => Err(f),
+            };
             let denied = matches!(&result, Ok(data) if Evaluation::deserialize(data)
                 .is_ok_and(|evaluation| evaluation.decision == Decision::Deny));
             let code = finish(env.json, name, result, |data| {

@@ -91,7 +91,12 @@ pub async fn run(env: &Env, args: ReasonArgs) -> ExitCode {
         .runtime()
         .call(
             "memory_query",
-            json!({"query": problem, "k": 6}),
+            serde_json::to_value(crate::memory::QueryArgs {
+                query: problem.clone(),
+                k: 6,
+                tenant_id: None,
+            })
+            .unwrap_or_default(),
             &Context::new(Face::Cli),
             CallOptions::default(),
         )

@@ -32,6 +32,21 @@ pub struct ActionProposal {
     pub extra: Map<String, Value>,
 }
 
+impl Default for ActionProposal {
+    /// A proposal with no actions yet (not valid until it has some): where a command line's
+    /// arguments stand before the proposal is read from its file.
+    fn default() -> Self {
+        ActionProposal {
+            id: short_id(),
+            source: unknown_source(),
+            timestamp: crate::store::now(),
+            actions: Vec::new(),
+            context: None,
+            extra: Map::new(),
+        }
+    }
+}
+
 /// What an action does.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "snake_case")]

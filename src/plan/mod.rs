@@ -9,6 +9,7 @@ mod ir;
 mod optimize;
 mod simulate;
 mod tools;
+pub use tools::{EquivalentArgs, OptimizeArgs, SimulateArgs, VerifyArgs};
 mod verify;
 
 pub use ir::{

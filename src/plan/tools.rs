@@ -4,7 +4,7 @@
 //! every tool, including those registered after it.
 
 use schemars::JsonSchema;
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
 use super::simulate::MAX_TEST_STATES;
@@ -13,59 +13,86 @@ use super::{equivalent, optimize, simulate, verify, ActionProposal, ToolCatalog,
 use super::{Equivalence, Optimized, Simulation, Verification};
 use crate::runtime::{Effect, Idempotence, Tool, ToolError, ToolSpec};
 
-/// The arguments of `verify`.
-#[derive(Debug, Deserialize, JsonSchema)]
+/// The arguments of `verify` (and `car plan verify`, whose proposal comes from a file).
+#[derive(Debug, Serialize, Deserialize, JsonSchema, clap::Args)]
 #[serde(deny_unknown_fields)]
-struct VerifyArgs {
+pub struct VerifyArgs {
     /// The action proposal to check.
-    proposal: ActionProposal,
+    #[arg(skip)]
+    pub proposal: ActionProposal,
     /// More actions than this is an error.
     #[serde(default = "default_max_actions")]
     #[schemars(range(min = 1, max = 1000))]
-    max_actions: u32,
+    #[arg(long, default_value_t = DEFAULT_MAX_ACTIONS as u32, help = "More actions than this is an error (1–1000)")]
+    pub max_actions: u32,
     /// Tools that exist where the plan will run although this registry lacks them.
     #[serde(default)]
-    extra_tools: Vec<String>,
+    #[arg(long = "extra-tool", value_name = "NAME")]
+    pub extra_tools: Vec<String>,
     /// State before the first action: key → value.
     #[serde(default)]
-    initial_state: Map<String, Value>,
+    #[arg(long, value_name = "JSON|@FILE", value_parser = state_arg, default_value = "{}",
+          hide_default_value = true, help = STATE_HELP)]
+    pub initial_state: Map<String, Value>,
 }
 
 fn default_max_actions() -> u32 {
     DEFAULT_MAX_ACTIONS as u32
 }
 
-/// The arguments of `simulate`.
-#[derive(Debug, Deserialize, JsonSchema)]
+const STATE_HELP: &str = "State before the first action: a JSON object, or @FILE";
+
+/// `--initial-state`: a JSON object, or `@FILE` holding one (`@-`: stdin).
+fn state_arg(text: &str) -> Result<Map<String, Value>, String> {
+    let source = match text.strip_prefix('@') {
+        Some("-") => std::io::read_to_string(std::io::stdin())
+            .map_err(|e| format!("cannot read stdin: {e}"))?,
+        Some(path) => {
+            std::fs::read_to_string(path).map_err(|e| format!("cannot read {path}: {e}"))?
+        }
+        None => text.to_string(),
+    };
+    match serde_json::from_str(&source) {
+        Ok(Value::Object(map)) => Ok(map),
+        Ok(_) => Err("it must be a JSON object".into()),
+        Err(e) => Err(format!("it is not JSON: {e}")),
+    }
+}
+
+/// The arguments of `simulate` (and `car plan simulate`, whose proposal comes from a file).
+#[derive(Debug, Serialize, Deserialize, JsonSchema, clap::Args)]
 #[serde(deny_unknown_fields)]
-struct SimulateArgs {
+pub struct SimulateArgs {
     /// The action proposal to simulate.
-    proposal: ActionProposal,
+    #[arg(skip)]
+    pub proposal: ActionProposal,
     /// State before the first action: key → value.
     #[serde(default)]
-    initial_state: Map<String, Value>,
+    #[arg(long, value_name = "JSON|@FILE", value_parser = state_arg, default_value = "{}",
+          hide_default_value = true, help = STATE_HELP)]
+    pub initial_state: Map<String, Value>,
 }
 
 /// The arguments of `equivalent`.
-#[derive(Debug, Deserialize, JsonSchema)]
+#[derive(Debug, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-struct EquivalentArgs {
+pub struct EquivalentArgs {
     /// The first proposal.
-    proposal_a: ActionProposal,
+    pub proposal_a: ActionProposal,
     /// The second proposal.
-    proposal_b: ActionProposal,
+    pub proposal_b: ActionProposal,
     /// 1–256 starting states; omitted or [] means the two defaults.
     #[serde(default)]
     #[schemars(length(max = MAX_TEST_STATES))]
-    test_states: Vec<Map<String, Value>>,
+    pub test_states: Vec<Map<String, Value>>,
 }
 
 /// The arguments of `optimize`.
-#[derive(Debug, Deserialize, JsonSchema)]
+#[derive(Debug, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-struct OptimizeArgs {
+pub struct OptimizeArgs {
     /// The action proposal to optimize.
-    proposal: ActionProposal,
+    pub proposal: ActionProposal,
 }
 
 /// The four plan tools. `verify` checks a proposal against the tools beside it in the registry

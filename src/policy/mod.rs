@@ -22,6 +22,7 @@ mod scripts;
 pub(crate) mod secrets;
 mod shell;
 mod tools;
+pub use tools::CheckArgs;
 
 use serde::{Deserialize, Serialize};
 

@@ -4,25 +4,25 @@
 use std::sync::Arc;
 
 use schemars::JsonSchema;
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
 use super::{Admission, Evaluation, PolicyEngine};
 use crate::runtime::{Effect, Idempotence, Tool, ToolError, ToolSpec};
 
-/// The arguments of `policy_check`.
-#[derive(Debug, Deserialize, JsonSchema)]
+/// The arguments of `policy_check` (and `car policy check`).
+#[derive(Debug, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-struct CheckArgs {
+pub struct CheckArgs {
     /// The tool name to check, e.g. Bash or memory_add_fact.
     #[schemars(length(min = 1))]
-    tool: String,
+    pub tool: String,
     /// The call's arguments.
     #[serde(default)]
-    params: Map<String, Value>,
+    pub params: Map<String, Value>,
     /// State for require_state rules: key → value.
     #[serde(default)]
-    state: Map<String, Value>,
+    pub state: Map<String, Value>,
 }
 
 /// `policy_check`, evaluating `engine` (the one the runtime's gate uses).
