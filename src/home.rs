@@ -31,6 +31,27 @@ pub mod env {
     /// Where the host finds `car`: a `car` put earlier on it would run instead of this one, so
     /// the gate guards each directory's `car`.
     pub const PATH: &str = "PATH";
+    /// The model `car do` (and the daemon's `assistant_start`, and `car reason`) uses when none is named.
+    pub const CAR_DO_MODEL: &str = "CAR_DO_MODEL";
+    /// The image of `car do --sandbox docker` when `--image` is not given.
+    pub const CAR_DO_IMAGE: &str = "CAR_DO_IMAGE";
+    /// Who started a `car do` run (a host's name: `claude-code`, …), recorded in its document.
+    pub const CAR_INVOKED_BY: &str = "CAR_INVOKED_BY";
+    /// `car reason`'s model for little material, and for much.
+    pub const CAR_REASON_SMALL_MODEL: &str = "CAR_REASON_SMALL_MODEL";
+    pub const CAR_REASON_LARGE_MODEL: &str = "CAR_REASON_LARGE_MODEL";
+    /// Where car-server's MCP listens (`HOST:PORT`, or `disabled`).
+    pub const CAR_MCP_BIND: &str = "CAR_MCP_BIND";
+    /// car-server's WebSocket port.
+    pub const CAR_WS_PORT: &str = "CAR_WS_PORT";
+    /// The model providers' API keys (`car keys` keeps them in the keychain instead).
+    pub const ANTHROPIC_API_KEY: &str = "ANTHROPIC_API_KEY";
+    pub const OPENAI_API_KEY: &str = "OPENAI_API_KEY";
+    /// The model providers' API base URLs (a proxy, a local OpenAI-compatible server).
+    pub const ANTHROPIC_BASE_URL: &str = "ANTHROPIC_BASE_URL";
+    pub const OPENAI_BASE_URL: &str = "OPENAI_BASE_URL";
+    // Not configuration, and so not here: what a sandboxed `car do` command inherits
+    // (`agent::sandbox::KEPT_ENV`, `HOME`), passed through to it as is.
 }
 
 /// Why CAR's home could not be resolved.

@@ -46,15 +46,15 @@ impl Provider {
     /// The environment variables of its key and its base URL.
     pub fn key_env(self) -> &'static str {
         match self {
-            Provider::Anthropic => "ANTHROPIC_API_KEY",
-            Provider::Openai => "OPENAI_API_KEY",
+            Provider::Anthropic => crate::home::env::ANTHROPIC_API_KEY,
+            Provider::Openai => crate::home::env::OPENAI_API_KEY,
         }
     }
 
     fn base_env(self) -> &'static str {
         match self {
-            Provider::Anthropic => "ANTHROPIC_BASE_URL",
-            Provider::Openai => "OPENAI_BASE_URL",
+            Provider::Anthropic => crate::home::env::ANTHROPIC_BASE_URL,
+            Provider::Openai => crate::home::env::OPENAI_BASE_URL,
         }
     }
 }

@@ -24,6 +24,9 @@ pub const MAX_RUNNING: usize = 8;
 pub const MAX_EVENTS: usize = 2000;
 pub const EXPIRY: Duration = Duration::from_secs(60 * 60);
 
+/// The daemon's tools for runs of the governed agent (car-server serves them; car-mcp does not).
+pub const ASSISTANT_TOOLS: [&str; 3] = ["assistant_start", "assistant_poll", "assistant_cancel"];
+
 /// What `assistant_start` takes.
 #[derive(Debug, Clone, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
@@ -305,7 +308,7 @@ impl Runs {
         let runs = self.clone();
         let start = Tool::typed(
             ToolSpec::new(
-                "assistant_start",
+                ASSISTANT_TOOLS[0],
                 "Start a car do run on the daemon: a governed agent works on the task in this project (tools through the policy gate, shell commands sandboxed). Returns a run_id; follow it with assistant_poll (a client that takes MCP tasks gets a task instead, whose result is the run's car.do/1 document). The run survives this client disconnecting.",
                 Value::Null,
             )
@@ -317,7 +320,7 @@ impl Runs {
         let runs = self.clone();
         let poll = Tool::typed(
             ToolSpec::new(
-                "assistant_poll",
+                ASSISTANT_TOOLS[1],
                 "Events of a car do run after `after` (pass the previous poll's `next`), and its car.do/1 document once done.",
                 Value::Null,
             )
@@ -327,7 +330,7 @@ impl Runs {
         let runs = self.clone();
         let cancel = Tool::typed(
             ToolSpec::new(
-                "assistant_cancel",
+                ASSISTANT_TOOLS[2],
                 "Stop a car do run at its next turn boundary; its document then says it was interrupted.",
                 Value::Null,
             )

@@ -63,7 +63,7 @@ impl Options {
             model: args
                 .model
                 .clone()
-                .or_else(|| std::env::var("CAR_DO_MODEL").ok()),
+                .or_else(|| std::env::var(crate::home::env::CAR_DO_MODEL).ok()),
             provider: None,
             base_url: None,
             max_turns: args.max_turns.unwrap_or(40),
@@ -74,7 +74,7 @@ impl Options {
             image: args
                 .image
                 .clone()
-                .or_else(|| std::env::var("CAR_DO_IMAGE").ok())
+                .or_else(|| std::env::var(crate::home::env::CAR_DO_IMAGE).ok())
                 .unwrap_or_else(|| crate::agent::sandbox::DEFAULT_IMAGE.into()),
             allow_git_writes: false,
             until: args.until.clone(),

@@ -43,7 +43,7 @@ pub struct DoArgs {
     #[arg(long, value_name = "RUN_ID")]
     pub resume: Option<String>,
     /// The model (default: $CAR_DO_MODEL).
-    #[arg(long, env = "CAR_DO_MODEL")]
+    #[arg(long, env = crate::home::env::CAR_DO_MODEL)]
     pub model: Option<String>,
     /// The API it speaks (default: anthropic for claude-* models, else openai-compatible).
     #[arg(long, value_enum)]
@@ -67,7 +67,7 @@ pub struct DoArgs {
     /// The image of --sandbox docker: one with your project's toolchain (rust:1, node:22, …).
     #[arg(
         long,
-        env = "CAR_DO_IMAGE",
+        env = crate::home::env::CAR_DO_IMAGE,
         value_name = "IMAGE",
         default_value = crate::agent::sandbox::DEFAULT_IMAGE
     )]
@@ -100,7 +100,7 @@ fn options_of(args: &DoArgs) -> Options {
         allow_git_writes: args.allow_git_writes,
         until: args.until.clone(),
         resume: args.resume.clone(),
-        invoked_by: std::env::var("CAR_INVOKED_BY")
+        invoked_by: std::env::var(crate::home::env::CAR_INVOKED_BY)
             .ok()
             .filter(|v| !v.trim().is_empty()),
     }

@@ -56,13 +56,13 @@ pub struct StartArgs {
     #[arg(long)]
     foreground: bool,
     /// Where MCP listens (host:port).
-    #[arg(long, env = "CAR_MCP_BIND", value_name = "HOST:PORT")]
+    #[arg(long, env = crate::home::env::CAR_MCP_BIND, value_name = "HOST:PORT")]
     mcp_bind: Option<String>,
     /// Serve clients beyond loopback (each request then needs the token of `car daemon token`).
     #[arg(long)]
     allow_remote: bool,
     /// The WebSocket port (default 9100; 0 picks a free one).
-    #[arg(long, env = "CAR_WS_PORT", value_name = "PORT")]
+    #[arg(long, env = crate::home::env::CAR_WS_PORT, value_name = "PORT")]
     port: Option<u16>,
 }
 
@@ -247,7 +247,7 @@ fn car_server() -> PathBuf {
 fn server_command(env: &Env, args: &StartArgs) -> Command {
     let mut command = Command::new(car_server());
     command
-        .env("CAR_HOME", env.home.root())
+        .env(crate::home::env::CAR_HOME, env.home.root())
         .arg("--project")
         .arg(&env.project_root);
     if let Some(bind) = &args.mcp_bind {

@@ -35,10 +35,10 @@ pub struct ReasonArgs {
     #[arg(long, value_enum, default_value = "text")]
     pub format: Format,
     /// The model that answers over little material.
-    #[arg(long, env = "CAR_REASON_SMALL_MODEL")]
+    #[arg(long, env = crate::home::env::CAR_REASON_SMALL_MODEL)]
     pub small_model: Option<String>,
     /// The model that answers over much material (past --large-above).
-    #[arg(long, env = "CAR_REASON_LARGE_MODEL")]
+    #[arg(long, env = crate::home::env::CAR_REASON_LARGE_MODEL)]
     pub large_model: Option<String>,
     /// Past this many estimated tokens of material, the large model answers.
     #[arg(long, default_value_t = 6000, value_name = "TOKENS")]
@@ -68,7 +68,7 @@ pub async fn run(env: &Env, args: ReasonArgs) -> ExitCode {
     let small = args
         .small_model
         .clone()
-        .or_else(|| std::env::var("CAR_DO_MODEL").ok())
+        .or_else(|| std::env::var(crate::home::env::CAR_DO_MODEL).ok())
         .filter(|m| !m.trim().is_empty());
     let Some(small) = small else {
         return fail(

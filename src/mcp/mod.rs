@@ -615,8 +615,14 @@ impl ServerHandler for McpServer {
                 Ok(CallToolResponse::Complete(result))
             }
             Err(DispatchError::UnknownTool(name)) => {
-                let message =
-                    format!("unknown tool '{name}'; call tools/list for the available tools");
+                let message = if crate::agent::runs::ASSISTANT_TOOLS.contains(&name.as_str()) {
+                    format!(
+                        "unknown tool '{name}' here; run car-server for the assistant tools \
+                         (`car daemon start`, then connect to the MCP endpoint it prints)"
+                    )
+                } else {
+                    format!("unknown tool '{name}'; call tools/list for the available tools")
+                };
                 Err(McpError::invalid_params(
                     message.clone(),
                     Some(json!({"error": message})),

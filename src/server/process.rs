@@ -27,14 +27,14 @@ pub struct ServerCli {
     #[command(flatten)]
     pub location: Location,
     /// Where MCP listens (host:port).
-    #[arg(long, env = "CAR_MCP_BIND", default_value = server::DEFAULT_MCP_BIND, value_name = "HOST:PORT")]
+    #[arg(long, env = home::env::CAR_MCP_BIND, default_value = server::DEFAULT_MCP_BIND, value_name = "HOST:PORT")]
     pub mcp_bind: SocketAddr,
     /// Serve clients beyond loopback (every request must then carry the bearer token).
     #[arg(long)]
     pub allow_remote: bool,
     /// The WebSocket port (plan execution with the client's own tools), on the MCP host; 0
     /// picks a free one.
-    #[arg(long, env = "CAR_WS_PORT", default_value_t = 9100, value_name = "PORT")]
+    #[arg(long, env = home::env::CAR_WS_PORT, default_value_t = 9100, value_name = "PORT")]
     pub port: u16,
     /// Log to this file instead of stderr, rotated while running: past --log-max-bytes it moves
     /// to FILE.1 (one generation kept). `car daemon start` logs to $CAR_HOME/daemon/car-server.log.

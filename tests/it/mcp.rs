@@ -686,3 +686,27 @@ fn the_mcp_inspector_reports_no_schema_warnings_in_strict_mode() {
         warnings.len()
     );
 }
+
+#[test]
+fn car_mcp_sends_the_assistant_tools_to_car_server() {
+    let home = TestHome::new();
+    let mut mcp = home.spawn_mcp();
+    mcp.initialize();
+    for tool in ["assistant_start", "assistant_poll", "assistant_cancel"] {
+        let response = mcp.request(
+            "tools/call",
+            json!({"name": tool, "arguments": {"task": "x", "run_id": "r"}}),
+        );
+        let message = response["error"]["message"].as_str().unwrap_or_default();
+        assert!(
+            message.contains(&format!("unknown tool '{tool}'"))
+                && message.contains("run car-server for the assistant tools"),
+            "{response}"
+        );
+    }
+    // Any other unknown tool is still pointed at tools/list.
+    let response = mcp.request("tools/call", json!({"name": "nope", "arguments": {}}));
+    let message = response["error"]["message"].as_str().unwrap_or_default();
+    assert!(message.contains("call tools/list"), "{response}");
+    mcp.finish();
+}
