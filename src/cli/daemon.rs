@@ -153,6 +153,7 @@ pub async fn run(env: &Env, command: DaemonCommand) -> ExitCode {
         DaemonCommand::Status => {
             let state = lifecycle::running(&dir);
             let healthy = match &state {
+                Some(s) if s.mcp_url == crate::server::process::MCP_DISABLED => None,
                 Some(s) => Some(healthy(&s.mcp_url).await),
                 None => None,
             };
@@ -169,10 +170,10 @@ pub async fn run(env: &Env, command: DaemonCommand) -> ExitCode {
                     state.version,
                     state.started_at,
                     state.mcp_url,
-                    if s.healthy == Some(true) {
-                        "it answers"
-                    } else {
-                        "it does not answer /health"
+                    match s.healthy {
+                        Some(true) => "it answers",
+                        Some(false) => "it does not answer /health",
+                        None => "the WebSocket only",
                     }
                 ),
                 None => "no car-server runs for this CAR_HOME; start one with `car daemon start`\n"

@@ -26,9 +26,10 @@ use crate::server::{self as server, Exposure, ServeOptions};
 pub struct ServerCli {
     #[command(flatten)]
     pub location: Location,
-    /// Where MCP listens (host:port).
-    #[arg(long, env = home::env::CAR_MCP_BIND, default_value = server::DEFAULT_MCP_BIND, value_name = "HOST:PORT")]
-    pub mcp_bind: SocketAddr,
+    /// Where MCP listens (host:port), or `disabled` to serve only the WebSocket.
+    #[arg(long, env = home::env::CAR_MCP_BIND, default_value = server::DEFAULT_MCP_BIND,
+          value_name = "HOST:PORT|disabled", value_parser = McpBind::parse)]
+    pub mcp_bind: McpBind,
     /// Serve clients beyond loopback (every request must then carry the bearer token).
     #[arg(long)]
     pub allow_remote: bool,
@@ -43,6 +44,29 @@ pub struct ServerCli {
     /// The size at which --log-file rotates.
     #[arg(long, default_value_t = crate::server::logfile::DEFAULT_LIMIT, value_name = "BYTES")]
     pub log_max_bytes: u64,
+}
+
+/// What the daemon's state file says for `mcp_url` when MCP is off.
+pub const MCP_DISABLED: &str = "disabled";
+
+/// Where car-server's MCP listens, if it does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum McpBind {
+    At(SocketAddr),
+    /// No MCP endpoint: the WebSocket alone (`--mcp-bind disabled`, `CAR_MCP_BIND=disabled`).
+    Disabled,
+}
+
+impl McpBind {
+    fn parse(text: &str) -> Result<McpBind, String> {
+        if text.trim().eq_ignore_ascii_case("disabled") {
+            return Ok(McpBind::Disabled);
+        }
+        text.trim()
+            .parse()
+            .map(McpBind::At)
+            .map_err(|e| format!("{e}: give HOST:PORT (127.0.0.1:9102) or disabled"))
+    }
 }
 
 /// Where car-server's own lines go: its log file when it has one, stderr otherwise.
@@ -111,12 +135,21 @@ pub fn main() -> ExitCode {
             return ExitCode::from(e.exit);
         }
     };
-    if !cli.mcp_bind.ip().is_loopback() && !cli.allow_remote {
-        say.line(&format!(
-            "car-server: {}",
-            server::ServerError::NotLoopback(cli.mcp_bind)
-        ));
-        return ExitCode::from(2);
+    // The WebSocket listens on MCP's host; without MCP, on loopback (every interface with
+    // --allow-remote).
+    let (mcp_bind, ws_host) = match cli.mcp_bind {
+        McpBind::At(addr) => (Some(addr), addr.ip()),
+        McpBind::Disabled if cli.allow_remote => (None, std::net::Ipv4Addr::UNSPECIFIED.into()),
+        McpBind::Disabled => (None, std::net::Ipv4Addr::LOCALHOST.into()),
+    };
+    if let Some(addr) = mcp_bind {
+        if !addr.ip().is_loopback() && !cli.allow_remote {
+            say.line(&format!(
+                "car-server: {}",
+                server::ServerError::NotLoopback(addr)
+            ));
+            return ExitCode::from(2);
+        }
     }
     // The token admits WebSocket sessions always, and HTTP requests beyond loopback.
     let secret = match token(&home) {
@@ -178,19 +211,22 @@ pub fn main() -> ExitCode {
             on_signal.cancel();
         });
         let options = ServeOptions {
-            mcp_bind: cli.mcp_bind,
+            mcp_bind: mcp_bind.unwrap_or_else(|| SocketAddr::new(ws_host, 0)),
             exposure,
             context: Context::new(Face::Mcp).grants(home::confirm_grants_from_env()),
             shutdown,
         };
-        let listener = match server::bind(&options).await {
-            Ok(listener) => listener,
-            Err(e) => {
-                say.line(&format!("car-server: {e}"));
-                return ExitCode::FAILURE;
-            }
+        let listener = match mcp_bind {
+            Some(_) => match server::bind(&options).await {
+                Ok(listener) => Some(listener),
+                Err(e) => {
+                    say.line(&format!("car-server: {e}"));
+                    return ExitCode::FAILURE;
+                }
+            },
+            None => None,
         };
-        let ws_addr = SocketAddr::new(cli.mcp_bind.ip(), cli.port);
+        let ws_addr = SocketAddr::new(ws_host, cli.port);
         let ws_listener = match tokio::net::TcpListener::bind(ws_addr).await {
             Ok(listener) => listener,
             Err(e) => {
@@ -201,10 +237,16 @@ pub fn main() -> ExitCode {
         };
         let ws_url = format!("ws://{}/", ws_listener.local_addr().map_or(ws_addr, |a| a));
         // The one line a supervisor (or a test that asked for port 0) reads to find it.
-        let addr = listener.local_addr().map_or(options.mcp_bind, |a| a);
+        let mcp_url = match &listener {
+            Some(listener) => format!(
+                "http://{}/mcp",
+                listener.local_addr().map_or(options.mcp_bind, |a| a)
+            ),
+            None => MCP_DISABLED.to_string(),
+        };
         let state = DaemonState {
             pid: std::process::id(),
-            mcp_url: format!("http://{addr}/mcp"),
+            mcp_url,
             ws_url: ws_url.clone(),
             started_at: crate::store::now(),
             version: env!("CARGO_PKG_VERSION").to_string(),
@@ -212,7 +254,11 @@ pub fn main() -> ExitCode {
         if let Err(e) = lock.publish(&state) {
             tracing::warn!("cannot write the daemon's state file: {e}");
         }
-        say.line(&format!("car-server: MCP at {}", state.mcp_url));
+        if listener.is_some() {
+            say.line(&format!("car-server: MCP at {}", state.mcp_url));
+        } else {
+            say.line("car-server: MCP disabled (--mcp-bind disabled); the WebSocket only");
+        }
         say.line(&format!("car-server: WebSocket at {ws_url}"));
         let ws_state = server::ws::WsState {
             app: app.clone(),
@@ -221,7 +267,13 @@ pub fn main() -> ExitCode {
         };
         let exposure = options.exposure.clone();
         let ws = server::serve_ws_on(ws_state, ws_listener, &exposure, options.shutdown.clone());
-        let (served, ws_served) = tokio::join!(server::serve_on(app, listener, options), ws);
+        let mcp = async move {
+            match listener {
+                Some(listener) => server::serve_on(app, listener, options).await,
+                None => Ok(()),
+            }
+        };
+        let (served, ws_served) = tokio::join!(mcp, ws);
         let served = served.and(ws_served);
         drop(lock);
         match served {

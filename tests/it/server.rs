@@ -1212,3 +1212,64 @@ fn the_mcp_inspector_lists_and_calls_car_server_tools_over_http() {
         "the briefing recalls it: {prompt}"
     );
 }
+
+#[test]
+fn mcp_bind_disabled_serves_the_websocket_alone() {
+    let home = TestHome::new();
+    for how in ["flag", "env"] {
+        let mut command = home.command(CAR_SERVER);
+        command.args(["--port", "0"]);
+        match how {
+            "flag" => {
+                command.args(["--mcp-bind", "disabled"]);
+            }
+            _ => {
+                command.env("CAR_MCP_BIND", "DISABLED");
+            }
+        }
+        let mut child = command
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
+        let (mut disabled, mut ws) = (false, None);
+        while ws.is_none() {
+            let line = lines
+                .next()
+                .expect("car-server exited before listening")
+                .unwrap();
+            assert!(!line.starts_with("car-server: MCP at "), "{how}: {line}");
+            disabled |= line.contains("MCP disabled");
+            if let Some(url) = line.strip_prefix("car-server: WebSocket at ") {
+                ws = Some(url.to_string());
+            }
+        }
+        std::thread::spawn(move || for _ in lines {});
+        let _child = crate::support::Reaped(child);
+        assert!(disabled, "{how}");
+        // The WebSocket answers; the state file says MCP is off.
+        let token = std::fs::read_to_string(home.home.join("daemon/token")).unwrap();
+        let answers = ws_requests(
+            &ws.unwrap(),
+            &[
+                json!({"method": "session.auth", "params": {"token": token.trim()}}),
+                json!({"method": "state.set", "params": {"key": "k", "value": 1}}),
+                json!({"method": "state.get", "params": {"key": "k"}}),
+            ],
+        );
+        assert_eq!(answers.len(), 3, "{answers:?}");
+        assert_eq!(answers[2]["result"]["value"], 1, "{answers:?}");
+        let status = home.car_json(&["daemon", "status"]);
+        assert_eq!(status["mcp_url"], "disabled", "{status}");
+        assert_eq!(status["healthy"], Value::Null, "{status}");
+    }
+    // A bad value is refused with what to give.
+    let out = home
+        .command(CAR_SERVER)
+        .args(["--mcp-bind", "nowhere"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("HOST:PORT"));
+}
