@@ -395,6 +395,11 @@ fn remote_result(outcome: CallOutcome) -> Value {
     }
 }
 
+/// How long a client may keep `tools/list` before asking again: a minute, as CAR's documents'
+/// adapter does (a connector's tools changing is announced with `notifications/tools/list_changed`
+/// whatever the hint).
+const TOOLS_TTL_MS: u64 = 60_000;
+
 /// How often a task's client is asked to poll.
 const TASK_POLL_MS: u64 = 1000;
 
@@ -541,16 +546,24 @@ impl ServerHandler for McpServer {
     async fn list_tools(
         &self,
         _request: Option<PaginatedRequestParams>,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, McpError> {
-        match self.app.runtime().dispatcher().source() {
+        let mut result = match self.app.runtime().dispatcher().source() {
             Some(source) => {
                 let mut tools = (*self.tools).clone();
                 tools.extend(source.current().specs().map(|s| s.to_json()));
-                from_json(json!({"tools": tools}))
+                json!({"tools": tools})
             }
-            None => from_json(json!({"tools": *self.tools})),
+            None => json!({"tools": *self.tools}),
+        };
+        // The revision that has caching hints (SEP-2549) gets how long the list may be kept.
+        let has_ttl = context
+            .protocol_version()
+            .is_some_and(|v| v.as_str() >= ProtocolVersion::V_2026_07_28.as_str());
+        if has_ttl {
+            result["ttlMs"] = json!(TOOLS_TTL_MS);
         }
+        from_json(result)
     }
 
     async fn call_tool(

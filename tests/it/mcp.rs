@@ -710,3 +710,28 @@ fn car_mcp_sends_the_assistant_tools_to_car_server() {
     assert!(message.contains("call tools/list"), "{response}");
     mcp.finish();
 }
+
+#[test]
+fn tools_list_says_how_long_it_may_be_kept_where_the_revision_has_the_field() {
+    let home = TestHome::new();
+    // 2026-07-28 (stateless: the revision rides in each request's _meta) has the field.
+    let mut mcp = home.spawn_mcp();
+    let meta = json!({"io.modelcontextprotocol/protocolVersion": "2026-07-28",
+                      "io.modelcontextprotocol/clientCapabilities": {}});
+    mcp.send(&json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list",
+                     "params": {"_meta": meta}}));
+    let list = mcp.wait(&json!(1));
+    assert_eq!(list["result"]["ttlMs"], 60_000, "{list}");
+    assert!(!list["result"]["tools"].as_array().unwrap().is_empty());
+    mcp.finish();
+    // Earlier revisions have no such field, and get none.
+    for version in ["2025-11-25", "2025-06-18"] {
+        let mut mcp = home.spawn_mcp();
+        let init = mcp.initialize_with(version);
+        assert_eq!(init["result"]["protocolVersion"], version, "{init}");
+        let list = mcp.request("tools/list", json!({}));
+        assert!(list["result"].get("ttlMs").is_none(), "{version}: {list}");
+        assert!(!list["result"]["tools"].as_array().unwrap().is_empty());
+        mcp.finish();
+    }
+}
