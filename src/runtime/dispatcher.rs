@@ -9,10 +9,11 @@ use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
 use super::context::Context;
+use super::error::ToolError;
 use super::executions::{self, Claim, ExecStatus, Finished};
 use super::registry::Registry;
 use super::spec::{Confirmation, Gating, Idempotence, ToolSpec};
-use super::tool::{ToolCall, ToolError};
+use super::tool::{ToolCall, ToolSource, Tools};
 use crate::store::{self, Store};
 
 /// The longest string accepted in any argument, so one call cannot flood the store.
@@ -28,15 +29,6 @@ pub enum PolicyVerdict {
 /// The gate every call passes before it runs. Rule files plug in here.
 pub trait PolicyGate: Send + Sync {
     fn check(&self, spec: &ToolSpec, args: &Value, context: &Context) -> PolicyVerdict;
-}
-
-/// Tools that come and go while the process runs (a connector's enabled tools). The dispatcher
-/// looks a name up in its own registry first, then here.
-pub trait ToolSource: Send + Sync {
-    /// The tools now. Called on every lookup and listing, so it must be cheap.
-    fn current(&self) -> Arc<Registry>;
-    /// A number that changes whenever the set of tools changes.
-    fn generation(&self) -> u64;
 }
 
 /// The gate used until rules are configured: everything passes.
@@ -81,30 +73,6 @@ pub enum DispatchError {
     UnknownTool(String),
     #[error("cannot record the execution: {0}")]
     Store(#[from] store::StoreError),
-}
-
-/// The tools beside a running tool, as a handler may see them: the registry it is served from
-/// and the source of the tools that come and go (the plan tools check proposals against both).
-#[derive(Clone)]
-pub struct Tools {
-    registry: Arc<Registry>,
-    source: Option<Arc<dyn ToolSource>>,
-}
-
-impl Tools {
-    pub fn registry(&self) -> &Registry {
-        &self.registry
-    }
-
-    pub fn source(&self) -> Option<&Arc<dyn ToolSource>> {
-        self.source.as_ref()
-    }
-}
-
-impl std::fmt::Debug for Tools {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Tools").finish_non_exhaustive()
-    }
 }
 
 /// Routes calls to registered tools.
@@ -286,10 +254,7 @@ impl Dispatcher {
             cancel: options.cancel.child_token(),
             context: context.clone(),
             client: options.client.clone(),
-            tools: Tools {
-                registry: self.registry.clone(),
-                source: self.source.clone(),
-            },
+            tools: Tools::new(self.registry.clone(), self.source.clone()),
         };
         let cancel = call.cancel.clone();
         let work = (entry.tool.handler)(call);

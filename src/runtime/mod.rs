@@ -4,6 +4,7 @@
 mod client;
 mod context;
 mod dispatcher;
+mod error;
 pub(crate) mod executions;
 mod jobs;
 mod registry;
@@ -17,14 +18,15 @@ pub use client::{ChannelFuture, Client, ClientChannel, ClientRequest, LogLevel};
 pub use context::{Context, Face};
 pub use dispatcher::{
     AllowAll, CallOptions, CallOutcome, DispatchError, Dispatcher, PolicyGate, PolicyVerdict,
-    ToolSource, Tools, MAX_STRING_BYTES,
+    MAX_STRING_BYTES,
 };
+pub use error::ToolError;
 pub use executions::ExecStatus;
 pub use jobs::{JobState, JobStatus, Jobs};
 pub(crate) use registry::LazyValidator;
 pub use registry::{Registry, RegistryError};
 pub use spec::{Confirmation, Effect, Gating, Idempotence, Parallelism, ResultText, ToolSpec};
-pub use tool::{Tool, ToolCall, ToolError};
+pub use tool::{Tool, ToolCall, ToolSource, Tools};
 
 use crate::store::{Store, StoreError};
 

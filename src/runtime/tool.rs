@@ -8,6 +8,8 @@ use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
 use super::context::Context;
+use super::error::ToolError;
+use super::registry::Registry;
 use super::spec::ToolSpec;
 
 /// The future a tool's handler returns.
@@ -24,49 +26,7 @@ pub struct ToolCall {
     pub context: Context,
     /// The client of the call: progress, logs, sampling and elicitation requests.
     pub client: super::client::Client,
-    pub tools: super::dispatcher::Tools,
-}
-
-/// Why a call did not produce a result. Each becomes an `isError` result with a code.
-#[derive(Debug, Clone, thiserror::Error, PartialEq)]
-pub enum ToolError {
-    #[error("invalid arguments: {0}")]
-    InvalidArguments(String),
-    #[error("not found: {0}")]
-    NotFound(String),
-    #[error("tool '{0}' needs confirmation: the host must grant 'confirm:{0}' for this connection (for car-mcp, add it to CAR_CONFIRM)")]
-    ConfirmationRequired(String),
-    #[error("denied by policy: {0}")]
-    Denied(String),
-    #[error("a call with request id '{0}' is still running; retry when it has finished")]
-    InProgress(String),
-    #[error("the call was cancelled")]
-    Cancelled,
-    #[error("the call did not finish within {0} s and was stopped")]
-    Timeout(u64),
-    #[error("{0}")]
-    Failed(String),
-    /// The tool failed and gives its own account, returned to the client as is: a connector's
-    /// remote error content, a project action's failure envelope. `code` is the envelope's.
-    #[error("{text}")]
-    Reported { code: &'static str, text: String },
-}
-
-impl ToolError {
-    /// A stable machine-readable code for the error envelope.
-    pub fn code(&self) -> &'static str {
-        match self {
-            ToolError::InvalidArguments(_) => "invalid_arguments",
-            ToolError::NotFound(_) => "not_found",
-            ToolError::ConfirmationRequired(_) => "confirmation_required",
-            ToolError::Denied(_) => "denied",
-            ToolError::InProgress(_) => "in_progress",
-            ToolError::Cancelled => "cancelled",
-            ToolError::Timeout(_) => "timeout",
-            ToolError::Failed(_) => "failed",
-            ToolError::Reported { code, .. } => code,
-        }
-    }
+    pub tools: Tools,
 }
 
 /// A tool: declaration and handler.
@@ -203,5 +163,42 @@ impl Tool {
     pub fn with_jobs(mut self, jobs: std::sync::Arc<dyn super::Jobs>) -> Tool {
         self.jobs = Some(jobs);
         self
+    }
+}
+
+/// Tools that come and go while the process runs (a connector's enabled tools). The dispatcher
+/// looks a name up in its own registry first, then here.
+pub trait ToolSource: Send + Sync {
+    /// The tools now. Called on every lookup and listing, so it must be cheap.
+    fn current(&self) -> Arc<Registry>;
+    /// A number that changes whenever the set of tools changes.
+    fn generation(&self) -> u64;
+}
+
+/// The tools beside a running tool, as a handler may see them: the registry it is served from
+/// and the source of the tools that come and go (the plan tools check proposals against both).
+#[derive(Clone)]
+pub struct Tools {
+    registry: Arc<Registry>,
+    source: Option<Arc<dyn ToolSource>>,
+}
+
+impl Tools {
+    pub(crate) fn new(registry: Arc<Registry>, source: Option<Arc<dyn ToolSource>>) -> Tools {
+        Tools { registry, source }
+    }
+
+    pub fn registry(&self) -> &Registry {
+        &self.registry
+    }
+
+    pub fn source(&self) -> Option<&Arc<dyn ToolSource>> {
+        self.source.as_ref()
+    }
+}
+
+impl std::fmt::Debug for Tools {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Tools").finish_non_exhaustive()
     }
 }
