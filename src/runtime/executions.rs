@@ -7,8 +7,9 @@ use serde_json::Value;
 
 use crate::store::{self, Store};
 
-/// How a call ended.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// How a call ended (`running` until it does), stored as its lowercase name.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
 pub enum ExecStatus {
     Running,
     Ok,
@@ -30,6 +31,7 @@ impl ExecStatus {
         }
     }
 
+    /// A stored status; an unknown one (a newer CAR's) reads as `error`.
     fn parse(text: &str) -> ExecStatus {
         match text {
             "ok" => ExecStatus::Ok,
@@ -298,8 +300,8 @@ fn gone() -> store::StoreError {
 pub struct Execution {
     pub id: String,
     pub tool: String,
-    /// How the call ended (see [`ExecStatus`]), `running` until it does.
-    pub status: String,
+    /// How the call ended, `running` until it does.
+    pub status: ExecStatus,
     /// The idempotency key it was called with.
     pub request_id: Option<String>,
     /// The face it came through: `cli` or `mcp`.
@@ -322,7 +324,7 @@ pub fn recent(store: &Store, tool: Option<&str>, limit: usize) -> store::Result<
         Ok(Execution {
             id: r.get(0)?,
             tool: r.get(1)?,
-            status: r.get(2)?,
+            status: ExecStatus::parse(&r.get::<_, String>(2)?),
             request_id: r.get(3)?,
             face: r.get(4)?,
             started_at: r.get(5)?,
