@@ -52,7 +52,7 @@ impl Decided {
             Decided::List(list) => {
                 let rows: Vec<Vec<String>> = list
                     .iter()
-                    .map(|d| vec![d.display_id.clone(), d.status.clone(), d.title.clone()])
+                    .map(|d| vec![d.display_id.clone(), d.status.to_string(), d.title.clone()])
                     .collect();
                 table(&["ID", "STATUS", "TITLE"], &rows)
             }

@@ -284,7 +284,7 @@ pub fn session_start(opened: &Opened, payload: &Payload) -> Result<Injection, Ho
             status
                 .decisions
                 .iter()
-                .filter(|d| d.status != "superseded" && d.status != "rejected")
+                .filter(|d| d.status.in_force())
                 .map(|d| (d.display_id.clone(), decision_line(d))),
         ),
     );

@@ -8,6 +8,7 @@ use rusqlite::{params, OptionalExtension, Transaction};
 use serde::{Deserialize, Serialize};
 
 use super::archive::{self, Archived};
+use super::decisions::DecisionStatus;
 use super::{Mode, ProjectError, Result};
 use crate::store::Store;
 
@@ -239,13 +240,13 @@ pub fn counts(store: &Store, id: i64) -> Result<Counts> {
     {
         let decisions = &mut counts.decisions;
         decisions.total += n;
-        match status.as_str() {
-            "proposed" => decisions.proposed = n,
-            "accepted" => decisions.accepted = n,
-            "rejected" => decisions.rejected = n,
-            "deprecated" => decisions.deprecated = n,
-            "superseded" => decisions.superseded = n,
-            _ => {}
+        match DecisionStatus::parse(&status) {
+            Ok(DecisionStatus::Proposed) => decisions.proposed = n,
+            Ok(DecisionStatus::Accepted) => decisions.accepted = n,
+            Ok(DecisionStatus::Rejected) => decisions.rejected = n,
+            Ok(DecisionStatus::Deprecated) => decisions.deprecated = n,
+            Ok(DecisionStatus::Superseded) => decisions.superseded = n,
+            Err(_) => {}
         }
     }
     Ok(counts)

@@ -9,20 +9,71 @@ use serde::Serialize;
 use super::{Project, ProjectError, Result};
 use crate::store::now;
 
-pub const STATUSES: &[&str] = &[
-    "proposed",
-    "accepted",
-    "rejected",
-    "deprecated",
-    "superseded",
-];
+/// Where a decision stands.
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Serialize, serde::Deserialize, schemars::JsonSchema,
+)]
+#[serde(rename_all = "lowercase")]
+pub enum DecisionStatus {
+    Proposed,
+    Accepted,
+    Rejected,
+    Deprecated,
+    /// Replaced by a later decision.
+    Superseded,
+}
+
+impl DecisionStatus {
+    pub const ALL: [DecisionStatus; 5] = [
+        DecisionStatus::Proposed,
+        DecisionStatus::Accepted,
+        DecisionStatus::Rejected,
+        DecisionStatus::Deprecated,
+        DecisionStatus::Superseded,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            DecisionStatus::Proposed => "proposed",
+            DecisionStatus::Accepted => "accepted",
+            DecisionStatus::Rejected => "rejected",
+            DecisionStatus::Deprecated => "deprecated",
+            DecisionStatus::Superseded => "superseded",
+        }
+    }
+
+    /// A status by name, or the error that lists them.
+    pub fn parse(text: &str) -> Result<DecisionStatus> {
+        DecisionStatus::ALL
+            .into_iter()
+            .find(|s| s.as_str() == text)
+            .ok_or_else(|| {
+                let names: Vec<&str> = DecisionStatus::ALL.iter().map(|s| s.as_str()).collect();
+                ProjectError::Invalid(format!(
+                    "unknown decision status {text:?}; use {}",
+                    names.join(", ")
+                ))
+            })
+    }
+
+    /// Still in force: not superseded or rejected.
+    pub fn in_force(self) -> bool {
+        !matches!(self, DecisionStatus::Superseded | DecisionStatus::Rejected)
+    }
+}
+
+impl std::fmt::Display for DecisionStatus {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
 
 #[derive(Debug, Clone, PartialEq, Serialize, schemars::JsonSchema)]
 pub struct Decision {
     #[serde(rename = "displayId")]
     pub display_id: String,
     pub title: String,
-    pub status: String,
+    pub status: DecisionStatus,
     pub context: String,
     pub decision: String,
     pub consequences: String,
@@ -76,7 +127,16 @@ fn from_row(row: &Row<'_>) -> rusqlite::Result<Decision> {
     Ok(Decision {
         display_id: display(row.get("number")?),
         title: row.get("title")?,
-        status: row.get("status")?,
+        status: {
+            let text: String = row.get("status")?;
+            DecisionStatus::parse(&text).map_err(|e| {
+                rusqlite::Error::FromSqlConversionFailure(
+                    0,
+                    rusqlite::types::Type::Text,
+                    Box::new(std::io::Error::other(e.to_string())),
+                )
+            })?
+        },
         context: row.get("context")?,
         decision: row.get("decision")?,
         consequences: row.get("consequences")?,
@@ -88,17 +148,6 @@ fn from_row(row: &Row<'_>) -> rusqlite::Result<Decision> {
         created_at: row.get("created_at")?,
         updated_at: row.get("updated_at")?,
     })
-}
-
-fn check_status(status: &str) -> Result<()> {
-    if STATUSES.contains(&status) {
-        Ok(())
-    } else {
-        Err(ProjectError::Invalid(format!(
-            "unknown decision status {status:?}; use {}",
-            STATUSES.join(", ")
-        )))
-    }
 }
 
 /// An FTS5 query from free text: each word quoted (so `-`, `:`, `*` and quotes are plain
@@ -133,8 +182,11 @@ impl Project {
                 "a decision needs a title and the decision itself (--decision)".into(),
             ));
         }
-        let status = new.status.unwrap_or_else(|| "accepted".into());
-        check_status(&status)?;
+        let status = match &new.status {
+            Some(text) => DecisionStatus::parse(text)?,
+            None => DecisionStatus::Accepted,
+        }
+        .as_str();
         let project = self.id;
         let id = self.store.write(|tx| -> Result<i64> {
             let supersedes = match &new.supersedes {
@@ -182,7 +234,7 @@ impl Project {
         limit: usize,
     ) -> Result<Vec<Decision>> {
         if let Some(s) = status.filter(|s| *s != "all") {
-            check_status(s)?;
+            DecisionStatus::parse(s)?;
         }
         let status = status.filter(|s| *s != "all");
         let limit = if limit == 0 { -1 } else { limit as i64 };
@@ -224,11 +276,14 @@ impl Project {
         status: &str,
         note: Option<&str>,
     ) -> Result<Decision> {
-        check_status(status)?;
-        if status == "proposed" || status == "superseded" {
+        let status = DecisionStatus::parse(status)?;
+        if matches!(
+            status,
+            DecisionStatus::Proposed | DecisionStatus::Superseded
+        ) {
             return Err(ProjectError::Invalid(format!(
                 "resolve to accepted, rejected or deprecated; {status} is set by {}",
-                if status == "proposed" {
+                if status == DecisionStatus::Proposed {
                     "`decision record --status proposed`"
                 } else {
                     "`decision record --supersedes`"
@@ -241,7 +296,7 @@ impl Project {
             tx.execute(
                 "UPDATE decisions SET status = ?2, resolution = COALESCE(?3, resolution), updated_at = ?4
                  WHERE id = ?1",
-                params![id, status, note.map(str::trim).filter(|n| !n.is_empty()), now()],
+                params![id, status.as_str(), note.map(str::trim).filter(|n| !n.is_empty()), now()],
             )?;
             Ok(id)
         })?;
@@ -285,7 +340,7 @@ mod tests {
             .unwrap();
         assert_eq!(second.supersedes.as_deref(), Some("ADR-0001"));
         let all = p.list_decisions(None, None, 0).unwrap();
-        assert_eq!(all[1].status, "superseded");
+        assert_eq!(all[1].status, DecisionStatus::Superseded);
         assert_eq!(all[1].superseded_by.as_deref(), Some("ADR-0002"));
         // Porter stemming: "processes" matches "process"; syntax characters are plain text.
         let found = p.list_decisions(None, Some("process"), 0).unwrap();
