@@ -9,6 +9,7 @@ use serde::{Deserialize, Serialize};
 
 use super::archive::{self, Archived};
 use super::decisions::DecisionStatus;
+use super::progress::ProgressStatus;
 use super::{Mode, ProjectError, Result};
 use crate::store::Store;
 
@@ -229,10 +230,10 @@ pub fn counts(store: &Store, id: i64) -> Result<Counts> {
     for (status, n) in
         by_status("SELECT status, count(*) FROM progress WHERE project_id = ?1 GROUP BY status")?
     {
-        match status.as_str() {
-            "open" => counts.progress.open = n,
-            "resolved" => counts.progress.resolved = n,
-            _ => {}
+        match ProgressStatus::parse(&status) {
+            Ok(ProgressStatus::Open) => counts.progress.open = n,
+            Ok(ProgressStatus::Resolved) => counts.progress.resolved = n,
+            Err(_) => {}
         }
     }
     for (status, n) in

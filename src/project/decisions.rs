@@ -127,16 +127,7 @@ fn from_row(row: &Row<'_>) -> rusqlite::Result<Decision> {
     Ok(Decision {
         display_id: display(row.get("number")?),
         title: row.get("title")?,
-        status: {
-            let text: String = row.get("status")?;
-            DecisionStatus::parse(&text).map_err(|e| {
-                rusqlite::Error::FromSqlConversionFailure(
-                    0,
-                    rusqlite::types::Type::Text,
-                    Box::new(std::io::Error::other(e.to_string())),
-                )
-            })?
-        },
+        status: super::stored(row, "status", DecisionStatus::parse)?,
         context: row.get("context")?,
         decision: row.get("decision")?,
         consequences: row.get("consequences")?,

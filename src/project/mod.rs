@@ -97,6 +97,23 @@ pub(crate) fn number_of(reference: &str, what: &str, example: &str) -> Result<i6
         })
 }
 
+/// A column stored as an enum's name, read back through `parse` (a name this build does not
+/// know is a conversion error naming it, not a silent default).
+pub(crate) fn stored<T>(
+    row: &rusqlite::Row<'_>,
+    column: &str,
+    parse: impl Fn(&str) -> Result<T>,
+) -> rusqlite::Result<T> {
+    let text: String = row.get(column)?;
+    parse(&text).map_err(|e| {
+        rusqlite::Error::FromSqlConversionFailure(
+            0,
+            rusqlite::types::Type::Text,
+            Box::new(std::io::Error::other(e.to_string())),
+        )
+    })
+}
+
 /// One project: its root, its id in the store, and the store.
 #[derive(Clone)]
 pub struct Project {

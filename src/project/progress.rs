@@ -12,9 +12,9 @@ use crate::store::now;
 pub struct Progress {
     pub id: i64,
     pub task: Option<String>,
-    pub kind: String,
+    pub kind: ProgressKind,
     pub body: String,
-    pub status: String,
+    pub status: ProgressStatus,
     pub resolution: Option<String>,
     pub author: Option<String>,
     #[serde(rename = "createdAt")]
@@ -45,9 +45,9 @@ fn from_row(prefix: &str, row: &Row<'_>) -> rusqlite::Result<Progress> {
         task: row
             .get::<_, Option<i64>>("task_number")?
             .map(|n| format!("{prefix}-{n:04}")),
-        kind: row.get("kind")?,
+        kind: super::stored(row, "kind", ProgressKind::parse)?,
         body: row.get("body")?,
-        status: row.get("status")?,
+        status: super::stored(row, "status", ProgressStatus::parse)?,
         resolution: row.get("resolution")?,
         author: row.get("author")?,
         created_at: row.get("created_at")?,
@@ -71,12 +71,76 @@ fn parse_id(reference: &str) -> Result<i64> {
 }
 
 fn check_kind(kind: &str) -> Result<()> {
-    if kind == "note" || kind == "blocker" {
-        Ok(())
-    } else {
-        Err(ProjectError::Invalid(format!(
-            "kind {kind:?} is not note or blocker"
-        )))
+    ProgressKind::parse(kind).map(|_| ())
+}
+
+/// A progress entry: a note, or a blocker (open until resolved).
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Serialize, serde::Deserialize, schemars::JsonSchema,
+)]
+#[serde(rename_all = "lowercase")]
+pub enum ProgressKind {
+    Note,
+    Blocker,
+}
+
+impl ProgressKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ProgressKind::Note => "note",
+            ProgressKind::Blocker => "blocker",
+        }
+    }
+
+    pub fn parse(text: &str) -> Result<ProgressKind> {
+        match text {
+            "note" => Ok(ProgressKind::Note),
+            "blocker" => Ok(ProgressKind::Blocker),
+            _ => Err(ProjectError::Invalid(format!(
+                "kind {text:?} is not note or blocker"
+            ))),
+        }
+    }
+}
+
+/// Whether a progress entry still stands.
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Serialize, serde::Deserialize, schemars::JsonSchema,
+)]
+#[serde(rename_all = "lowercase")]
+pub enum ProgressStatus {
+    Open,
+    Resolved,
+}
+
+impl ProgressStatus {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ProgressStatus::Open => "open",
+            ProgressStatus::Resolved => "resolved",
+        }
+    }
+
+    pub fn parse(text: &str) -> Result<ProgressStatus> {
+        match text {
+            "open" => Ok(ProgressStatus::Open),
+            "resolved" => Ok(ProgressStatus::Resolved),
+            _ => Err(ProjectError::Invalid(format!(
+                "status {text:?} is not open or resolved"
+            ))),
+        }
+    }
+}
+
+impl std::fmt::Display for ProgressKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl std::fmt::Display for ProgressStatus {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
     }
 }
 
