@@ -34,7 +34,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use anyhow::{bail, ensure, Context as _, Result};
-use car::{Kind, Memory, NewDecision, NewEntry, NewTask, Project, Store};
+use car::{Kind, Memory, NewDecision, NewEntry, NewTask, Priority, Project, Store};
 use serde_json::{json, Value};
 
 #[path = "common/stats.rs"]
@@ -212,7 +212,7 @@ fn load_project(place: &Place, tasks: usize, decisions: usize) -> Result<()> {
         project.create_task(
             NewTask {
                 title: format!("Move the {} service to the new deploy pipeline", i),
-                priority: Some((i % 4) as u8),
+                priority: Some(Priority::of_level((i % 4) as i64)),
                 ..NewTask::default()
             },
             None,

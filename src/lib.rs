@@ -54,7 +54,7 @@ pub use policy::{
     Severity as FindingSeverity, Source as FindingSource,
 };
 pub use project::decisions::NewDecision;
-pub use project::tasks::{Filter as TaskFilter, NewTask, Task, TaskStatus, TaskUpdate};
+pub use project::tasks::{Filter as TaskFilter, NewTask, Priority, Task, TaskStatus, TaskUpdate};
 pub use project::{Project, ProjectError};
 pub use runtime::{
     AllowAll, BuildError, CallOptions, CallOutcome, ChannelFuture, Client, ClientChannel,

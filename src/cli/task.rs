@@ -48,7 +48,7 @@ fn task_rows(tasks: &[Task]) -> String {
             }
             vec![
                 t.display_id.clone(),
-                t.priority.clone(),
+                t.priority.to_string(),
                 status,
                 t.title.clone(),
                 t.labels.join(","),

@@ -18,7 +18,7 @@ use rusqlite::params;
 use serde::Deserialize;
 use serde_json::Value;
 
-use super::tasks::{parse_priority, prefix, task_id};
+use super::tasks::{parse_priority, prefix, task_id, Priority};
 use super::{Project, ProjectError, Result};
 use crate::store::now;
 
@@ -112,15 +112,16 @@ impl Project {
                 )?;
                 for (n, (line_no, line)) in lines.iter().enumerate() {
                     let priority = match &line.priority {
-                        None => 2,
+                        None => Priority::P2,
                         Some(Value::Number(p)) => p
-                            .as_u64()
-                            .filter(|p| *p <= 4)
-                            .ok_or_else(|| ProjectError::Invalid(format!("line {line_no}: priority is 0–4")))?
-                            as u8,
+                            .as_i64()
+                            .filter(|p| (0..=4).contains(p))
+                            .map(Priority::of_level)
+                            .ok_or_else(|| ProjectError::Invalid(format!("line {line_no}: priority is 0–4")))?,
                         Some(other) => parse_priority(&reference(other))
                             .map_err(|e| ProjectError::Invalid(format!("line {line_no}: {e}")))?,
-                    };
+                    }
+                    .level();
                     let status = match line.status.as_deref().unwrap_or("open") {
                         "done" | "closed" => "done",
                         "cancelled" | "canceled" | "tombstone" => "cancelled",

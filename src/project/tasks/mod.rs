@@ -89,7 +89,7 @@ pub struct Task {
     pub id: i64,
     pub title: String,
     pub status: TaskStatus,
-    pub priority: String,
+    pub priority: Priority,
     pub labels: Vec<String>,
     pub parent: Option<String>,
     #[serde(rename = "claimedBy")]
@@ -153,8 +153,8 @@ pub struct DependencyChange {
 pub struct NewTask {
     pub title: String,
     pub description: String,
-    /// 0 (most urgent) to 4; default 2.
-    pub priority: Option<u8>,
+    /// Default P2.
+    pub priority: Option<Priority>,
     pub labels: Vec<String>,
     pub parent: Option<String>,
     pub depends_on: Vec<String>,
@@ -165,7 +165,7 @@ pub struct NewTask {
 pub struct TaskUpdate {
     pub title: Option<String>,
     pub description: Option<String>,
-    pub priority: Option<u8>,
+    pub priority: Option<Priority>,
     pub add_labels: Vec<String>,
     pub remove_labels: Vec<String>,
     /// `Some(None)` removes the parent.
@@ -186,11 +186,49 @@ pub struct Filter {
     pub limit: usize,
 }
 
+/// How urgent a task is: P0 (most urgent) … P4; stored as its level, 0 … 4.
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize, schemars::JsonSchema,
+)]
+pub enum Priority {
+    P0,
+    P1,
+    P2,
+    P3,
+    P4,
+}
+
+impl Priority {
+    const ALL: [Priority; 5] = [
+        Priority::P0,
+        Priority::P1,
+        Priority::P2,
+        Priority::P3,
+        Priority::P4,
+    ];
+
+    /// The priority of a stored level (a level past 4 reads as P4).
+    pub fn of_level(level: i64) -> Priority {
+        Priority::ALL[level.clamp(0, 4) as usize]
+    }
+
+    /// The level it is stored as: 0 (most urgent) … 4.
+    pub fn level(self) -> i64 {
+        self as i64
+    }
+}
+
+impl std::fmt::Display for Priority {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "P{}", *self as u8)
+    }
+}
+
 /// Parses `P0`–`P4` or `0`–`4`.
-pub fn parse_priority(text: &str) -> Result<u8> {
+pub fn parse_priority(text: &str) -> Result<Priority> {
     let digits = text.trim().trim_start_matches(['P', 'p']);
     match digits.parse::<u8>() {
-        Ok(n) if n <= 4 => Ok(n),
+        Ok(n) if n <= 4 => Ok(Priority::of_level(n.into())),
         _ => Err(ProjectError::Invalid(format!(
             "priority {text:?} is not one of P0 (most urgent) … P4"
         ))),
@@ -242,7 +280,7 @@ fn task_from_row(prefix: &str, row: &Row<'_>) -> rusqlite::Result<Task> {
         display_id: display(prefix, row.get("number")?),
         title: row.get("title")?,
         status: TaskStatus::shown(&status, open_deps)?,
-        priority: format!("P{}", row.get::<_, i64>("priority")?),
+        priority: Priority::of_level(row.get("priority")?),
         labels: serde_json::from_str(&labels).unwrap_or_default(),
         parent: row
             .get::<_, Option<i64>>("parent_number")?
@@ -351,10 +389,7 @@ impl Project {
     pub fn create_task(&self, new: NewTask, actor: Option<&str>) -> Result<Task> {
         let title = clean_title(&new.title)?;
         let labels = clean_labels(&new.labels)?;
-        let priority = new.priority.unwrap_or(2);
-        if priority > 4 {
-            return Err(ProjectError::Invalid("priority is P0 … P4".into()));
-        }
+        let priority = new.priority.unwrap_or(Priority::P2).level();
         let project = self.id;
         let id = self.store.write(|tx| -> Result<i64> {
             let parent = match &new.parent {
@@ -511,11 +546,6 @@ impl Project {
         let title = update.title.as_deref().map(clean_title).transpose()?;
         let add = clean_labels(&update.add_labels)?;
         let remove = clean_labels(&update.remove_labels)?;
-        if let Some(p) = update.priority {
-            if p > 4 {
-                return Err(ProjectError::Invalid("priority is P0 … P4".into()));
-            }
-        }
         if let Some(status) = update.status.as_deref() {
             if !["open", "done", "cancelled"].contains(&status) {
                 return Err(ProjectError::Invalid(format!(
@@ -544,8 +574,8 @@ impl Project {
                 changes.push("description".into());
             }
             if let Some(priority) = update.priority {
-                tx.execute("UPDATE tasks SET priority = ?2 WHERE id = ?1", params![id, priority])?;
-                changes.push(format!("priority P{priority}"));
+                tx.execute("UPDATE tasks SET priority = ?2 WHERE id = ?1", params![id, priority.level()])?;
+                changes.push(format!("priority {priority}"));
             }
             if !add.is_empty() || !remove.is_empty() {
                 let current: String =

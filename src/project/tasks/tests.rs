@@ -165,6 +165,10 @@ fn bad_input_is_refused_before_anything_is_written() {
         .unwrap()
         .is_empty());
     assert!(parse_priority("P5").is_err());
-    assert_eq!(parse_priority("p1").unwrap(), 1);
+    assert_eq!(parse_priority("p1").unwrap(), Priority::P1);
+    // Stored as a level, shown and serialized as its name.
+    assert_eq!(Priority::of_level(1).to_string(), "P1");
+    assert_eq!(serde_json::to_value(Priority::of_level(3)).unwrap(), "P3");
+    assert_eq!(Priority::of_level(9), Priority::P4);
     assert!(crate::project::number_of("CTX-x", "task", "CTX-0001").is_err());
 }
