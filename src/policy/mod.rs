@@ -20,6 +20,7 @@ pub(crate) mod preset;
 pub(crate) mod rules;
 mod scripts;
 pub(crate) mod secrets;
+mod session;
 mod shell;
 mod tools;
 pub use tools::CheckArgs;
@@ -28,6 +29,7 @@ use serde::{Deserialize, Serialize};
 
 pub use engine::{Admission, PolicyEngine};
 pub use rules::LoadFailure;
+pub use session::SessionRules;
 pub(crate) use tools::tool;
 
 /// The simple commands CAR's shell parser reads in `text`, those inside substitutions

@@ -146,11 +146,18 @@ pub struct Rule {
     /// `None` for `<CAR_HOME>/policies`, whose rules judge against the working directory's
     /// project.
     pub project: Option<PathBuf>,
+    /// The name its author gave it (a policy a client registers by name), which findings then
+    /// use.
+    pub label: Option<String>,
 }
 
 impl Rule {
-    /// The rule's name in findings, e.g. `deny_tool:deploy` (never a matched value).
+    /// The rule's name in findings: its label, or e.g. `deny_tool:deploy` (never a matched
+    /// value).
     pub fn name(&self) -> String {
+        if let Some(label) = &self.label {
+            return label.clone();
+        }
         match &self.kind {
             RuleKind::DenyTool { tool } => format!("deny_tool:{tool}"),
             RuleKind::DenyKeyword { keyword } => format!("deny_keyword:{keyword}"),
@@ -199,7 +206,7 @@ pub struct LoadFailure {
 }
 
 /// Every rule of every source, merged in order, or the first failure.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Default)]
 pub struct RuleSet {
     pub rules: Vec<Rule>,
     pub egress: EgressConfig,
@@ -374,6 +381,28 @@ fn required_literals(pattern: &str, hir: &regex_syntax::hir::Hir) -> Option<Vec<
         .collect()
 }
 
+/// Parses a rule file's tables written as JSON (`{"deny_tool": ["deploy"], "rate_limit_tool":
+/// [{"tool": …, "max_calls": 3, "interval_secs": 60}]}`) exactly as [`parse`] reads the TOML:
+/// one language wherever rules come from. `origin` names where they came from in errors.
+pub fn parse_json(
+    origin: &Path,
+    tables: &serde_json::Map<String, Value>,
+) -> Result<(Vec<Rule>, Option<EgressConfig>), LoadFailure> {
+    let fail = |message: String| LoadFailure {
+        file: origin.to_path_buf(),
+        line: None,
+        message,
+    };
+    let table: toml::Table =
+        serde_json::from_value(Value::Object(tables.clone())).map_err(|e| {
+            fail(format!(
+                "not a rule file's tables: {e} (null is not a value here)"
+            ))
+        })?;
+    let text = toml::to_string(&table).map_err(|e| fail(e.to_string()))?;
+    parse(origin, &text).map_err(|e| fail(e.message))
+}
+
 /// Parses one file's text into rules (and its `[egress]` table), compiling every regex.
 pub fn parse(file: &Path, text: &str) -> Result<(Vec<Rule>, Option<EgressConfig>), LoadFailure> {
     let fail = |line: Option<usize>, message: String| LoadFailure {
@@ -489,6 +518,7 @@ pub fn parse(file: &Path, text: &str) -> Result<(Vec<Rule>, Option<EgressConfig>
             kind,
             file: file.to_path_buf(),
             project: None,
+            label: None,
         })
         .collect();
     let egress = parsed.egress.map(|row| EgressConfig {

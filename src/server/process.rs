@@ -264,6 +264,7 @@ pub fn main() -> ExitCode {
             app: app.clone(),
             token: std::sync::Arc::from(secret.as_str()),
             context: options.context.clone(),
+            project: project_root.clone(),
         };
         let exposure = options.exposure.clone();
         let ws = server::serve_ws_on(ws_state, ws_listener, &exposure, options.shutdown.clone());

@@ -4,19 +4,19 @@
 //! 1. `session.auth {token}` must be the first frame (the token of `$CAR_HOME/daemon/token`);
 //!    anything else first gets an error and the connection is closed.
 //! 2. `session.init {tools: [{name, description, parameters}], policies?}` declares the
-//!    client's tools and, optionally, rules for this session on top of the policy files:
+//!    client's tools and, optionally, rules for this session on top of the policy files, in the
+//!    policy engine's own language (see [`SessionRules`]): CAR's rules registered by name —
 //!    `{name, rule: "deny_tool", target}`, `{name, rule: "deny_tool_param", target, key,
 //!    pattern}` (the parameter's text contains the pattern), `{name, rule: "require_state", key,
-//!    value}` (the session's state must hold that value).
-//! 3. `proposal.submit {proposal}` verifies the plan against those tools (and CAR's own), puts
-//!    every tool call through the policy gate, then runs the DAG level by level — the actions of
-//!    a level at once — running CAR's own tools through the registry and calling the client
-//!    back for its own with `tools.execute {action_id, tool,
-//!    parameters, timeout_ms, attempt, request_id}` for each tool call. `failure_behavior`
-//!    (`abort`, `retry` up to `max_retries`, `skip`) is honoured; a callback that does not answer
-//!    within `timeout_ms` (default 30 s) gets `tools.cancel {request_id}` and counts as failed.
-//!    The answer: `{proposal_id, results: [{action_id, status, output, error, state_changes,
-//!    duration_ms, attempts}], cost}`.
+//!    value}` (the session's state must hold that value), `{name, rule: "deny_connector",
+//!    target}` — or a rule file's tables as JSON (`{"deny_tool": […], "rate_limit_tool": […]}`).
+//! 3. `proposal.submit {proposal}` verifies the plan against those tools (and CAR's own) and
+//!    runs it with the plan executor ([`crate::plan::execute`]): every tool call through the
+//!    policy gate, CAR's own tools through the registry, the client's by calling it back with
+//!    `tools.execute {action_id, tool, parameters, timeout_ms, attempt, request_id}`; a callback
+//!    that does not answer within `timeout_ms` (default 30 s) gets `tools.cancel {request_id}`
+//!    and counts as failed. The answer: `{proposal_id, results: [{action_id, status, output,
+//!    error, error_code, state_changes, duration_ms, attempts}], cost}`.
 //! 4. `state.get {key}`, `state.set {key, value}`, `state.keys`, `state.snapshot`: the session's
 //!    state, which state writes and declared effects change; `verify`/`simulate {proposal}`.
 //!
@@ -24,8 +24,9 @@
 //! and nothing is written anywhere else.
 
 use std::collections::HashMap;
+use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use axum::extract::ws::{Message, WebSocket, WebSocketUpgrade};
 use axum::extract::State;
@@ -36,14 +37,15 @@ use tokio::sync::{mpsc, oneshot};
 
 use crate::app::App;
 use crate::plan::{
-    verify, Action, ActionProposal, ActionType, FailureBehavior, ToolCatalog, VerifyOptions,
+    execute, verify, Action, ActionError, ActionOutcome, ActionProposal, Runner, ToolCatalog,
+    VerifyOptions,
 };
-use crate::runtime::{Context, PolicyVerdict, ToolSpec};
+pub use crate::plan::{ActionStatus, Cost};
+use crate::policy::SessionRules;
+use crate::runtime::{Context, PolicyVerdict, ToolError, ToolSpec};
 
 /// The largest frame a client may send.
 pub const MAX_FRAME_BYTES: usize = 4 * 1024 * 1024;
-/// How long a callback may take when the action names no `timeout_ms`.
-pub const DEFAULT_CALLBACK_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// A tool the client runs itself.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -60,25 +62,17 @@ fn any_object() -> Value {
     json!({"type": "object"})
 }
 
-/// How one action ended.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum ActionStatus {
-    Ok,
-    Failed,
-    /// Not run: a precondition failed, a dependency did not complete, or the run was aborted.
-    Skipped,
-    /// The policy gate refused it.
-    Denied,
-}
-
-/// One action's result.
+/// One action's result, as the protocol sends it.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct ActionResult {
     pub action_id: String,
     pub status: ActionStatus,
     pub output: Value,
     pub error: Option<String>,
+    /// What kind of error, for a client to tell apart without reading the text: `denied`,
+    /// `timeout`, `failed`, `dependency_failed`, `precondition_failed`, `aborted`, … .
+    #[serde(default)]
+    pub error_code: Option<String>,
     /// What the action changed in the session state.
     pub state_changes: Map<String, Value>,
     pub duration_ms: u64,
@@ -86,15 +80,19 @@ pub struct ActionResult {
     pub attempts: u32,
 }
 
-/// What running a proposal cost.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct Cost {
-    pub actions: usize,
-    pub callbacks: u32,
-    pub retries: u32,
-    /// Levels run one after another (the critical path, in actions).
-    pub levels: usize,
-    pub duration_ms: u64,
+impl From<ActionOutcome> for ActionResult {
+    fn from(outcome: ActionOutcome) -> ActionResult {
+        ActionResult {
+            status: outcome.status(),
+            error_code: outcome.error.as_ref().map(|e| e.code().to_string()),
+            error: outcome.error.as_ref().map(ToString::to_string),
+            action_id: outcome.action_id,
+            output: outcome.output,
+            state_changes: outcome.state_changes,
+            duration_ms: outcome.duration.as_millis() as u64,
+            attempts: outcome.attempts,
+        }
+    }
 }
 
 /// The answer to `proposal.submit`.
@@ -133,6 +131,8 @@ pub struct WsState {
     pub app: App,
     pub token: Arc<str>,
     pub context: Context,
+    /// The project the daemon serves (what a session's path rules call the project).
+    pub project: PathBuf,
 }
 
 /// `GET /` upgraded to the protocol.
@@ -148,7 +148,7 @@ type Pending = Arc<Mutex<HashMap<String, oneshot::Sender<Result<Value, String>>>
 struct Session {
     state: WsState,
     tools: Mutex<Vec<ClientTool>>,
-    policies: Mutex<Vec<SessionPolicy>>,
+    policies: Mutex<Arc<SessionRules>>,
     store: Mutex<Map<String, Value>>,
     pending: Pending,
     out: mpsc::UnboundedSender<Value>,
@@ -166,7 +166,7 @@ async fn connection(mut socket: WebSocket, state: WsState) {
     let session = Arc::new(Session {
         state,
         tools: Mutex::new(Vec::new()),
-        policies: Mutex::new(Vec::new()),
+        policies: Mutex::new(Arc::new(SessionRules::default())),
         store: Mutex::new(Map::new()),
         pending: Arc::new(Mutex::new(HashMap::new())),
         out,
@@ -278,97 +278,9 @@ fn to_value(value: impl Serialize) -> Result<Value, RpcError> {
 struct InitParams {
     #[serde(default)]
     tools: Vec<ClientTool>,
+    /// The session's own rules (see [`SessionRules`]).
     #[serde(default)]
-    policies: Vec<SessionPolicy>,
-}
-
-/// A rule a client adds for its own session (CAR's rules registered in code, by name).
-#[derive(Debug, Clone, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct SessionPolicy {
-    name: String,
-    rule: SessionRule,
-    target: Option<String>,
-    key: Option<String>,
-    pattern: Option<String>,
-    value: Option<Value>,
-}
-
-#[derive(Debug, Clone, Copy, Deserialize)]
-#[serde(rename_all = "snake_case")]
-enum SessionRule {
-    DenyTool,
-    DenyToolParam,
-    RequireState,
-}
-
-impl SessionPolicy {
-    /// What the rule needs and lacks, as the error for `session.init`.
-    fn missing(&self) -> Option<String> {
-        let needs: &[(&str, bool)] = match self.rule {
-            SessionRule::DenyTool => &[("target", self.target.is_some())],
-            SessionRule::DenyToolParam => &[
-                ("target", self.target.is_some()),
-                ("key", self.key.is_some()),
-                ("pattern", self.pattern.is_some()),
-            ],
-            SessionRule::RequireState => {
-                &[("key", self.key.is_some()), ("value", self.value.is_some())]
-            }
-        };
-        let lacking: Vec<&str> = needs
-            .iter()
-            .filter(|(_, has)| !has)
-            .map(|(f, _)| *f)
-            .collect();
-        (!lacking.is_empty()).then(|| {
-            format!(
-                "policy '{}' ({:?}) needs {}",
-                self.name,
-                self.rule,
-                lacking.join(", ")
-            )
-        })
-    }
-
-    /// Why this rule refuses the call, if it does.
-    fn violation(
-        &self,
-        tool: &str,
-        parameters: &Value,
-        state: &Map<String, Value>,
-    ) -> Option<String> {
-        let target = self.target.as_deref().unwrap_or_default();
-        let key = self.key.as_deref().unwrap_or_default();
-        match self.rule {
-            SessionRule::DenyTool => (tool == target).then(|| format!("tool '{tool}' denied")),
-            SessionRule::DenyToolParam => {
-                let pattern = self.pattern.as_deref().unwrap_or_default();
-                let text = match parameters.get(key) {
-                    Some(Value::String(s)) => s.clone(),
-                    Some(other) => other.to_string(),
-                    None => return None,
-                };
-                (tool == target && text.contains(pattern))
-                    .then(|| format!("param '{key}' matches '{pattern}'"))
-            }
-            SessionRule::RequireState => {
-                let wanted = self.value.as_ref().unwrap_or(&Value::Null);
-                (state.get(key) != Some(wanted)).then(|| format!("state['{key}'] must be {wanted}"))
-            }
-        }
-        .map(|reason| format!("session policy '{}': {reason}", self.name))
-    }
-}
-
-/// Every session rule the call breaks, joined; `None` when it passes them all.
-fn session_violations(session: &Session, tool: &str, parameters: &Value) -> Option<String> {
-    let state = lock(&session.store).clone();
-    let reasons: Vec<String> = lock(&session.policies)
-        .iter()
-        .filter_map(|p| p.violation(tool, parameters, &state))
-        .collect();
-    (!reasons.is_empty()).then(|| reasons.join("; "))
+    policies: Value,
 }
 
 #[derive(Deserialize)]
@@ -395,13 +307,12 @@ async fn handle(session: &Arc<Session>, method: &str, params: Value) -> Result<V
         "session.auth" => Ok(json!({"authenticated": true})),
         "session.init" => {
             let init: InitParams = parse(params)?;
-            if let Some(problem) = init.policies.iter().find_map(SessionPolicy::missing) {
-                return Err(RpcError::new(-32602, problem));
-            }
+            let rules = SessionRules::compile(&init.policies, &session.state.project)
+                .map_err(RpcError::invalid)?;
             let names: Vec<String> = init.tools.iter().map(|t| t.name.clone()).collect();
-            let policies: Vec<String> = init.policies.iter().map(|p| p.name.clone()).collect();
+            let policies = rules.names.clone();
             *lock(&session.tools) = init.tools;
-            *lock(&session.policies) = init.policies;
+            *lock(&session.policies) = Arc::new(rules);
             Ok(json!({"tools": names, "policies": policies}))
         }
         "state.get" => {
@@ -444,6 +355,15 @@ async fn handle(session: &Arc<Session>, method: &str, params: Value) -> Result<V
 }
 
 async fn registry_call(session: &Session, tool: &str, args: Value) -> Result<Value, RpcError> {
+    own_call(session, tool, args).await.map_err(|e| match e {
+        ToolError::InvalidArguments(m) => RpcError::invalid(m),
+        other => RpcError::new(-32000, other.to_string()),
+    })
+}
+
+/// One of CAR's own tools, through the registry like every other call (schema check, policy
+/// gate, execution log).
+async fn own_call(session: &Session, tool: &str, args: Value) -> Result<Value, ToolError> {
     let options = crate::runtime::CallOptions {
         request_id: None,
         cancel: tokio_util::sync::CancellationToken::new(),
@@ -454,11 +374,8 @@ async fn registry_call(session: &Session, tool: &str, args: Value) -> Result<Val
         .call(tool, args, &session.state.context, options)
         .await
     {
-        Ok(outcome) => outcome.result.map_err(|e| match e {
-            crate::runtime::ToolError::InvalidArguments(m) => RpcError::invalid(m),
-            other => RpcError::new(-32000, other.to_string()),
-        }),
-        Err(e) => Err(RpcError::new(-32603, e.to_string())),
+        Ok(outcome) => outcome.result,
+        Err(e) => Err(ToolError::NotFound(e.to_string())),
     }
 }
 
@@ -484,7 +401,6 @@ fn check(
 }
 
 async fn submit(session: &Arc<Session>, proposal: ActionProposal) -> Result<Executed, RpcError> {
-    let started = Instant::now();
     let initial = lock(&session.store).clone();
     let verdict = check(session, &proposal, initial);
     if !verdict.valid {
@@ -493,208 +409,88 @@ async fn submit(session: &Arc<Session>, proposal: ActionProposal) -> Result<Exec
         error.data = Some(json!({"issues": verdict.issues}));
         return Err(error);
     }
-    let by_id: HashMap<&str, &Action> = proposal
-        .actions
-        .iter()
-        .map(|a| (a.id.as_str(), a))
-        .collect();
-    let mut results: HashMap<String, ActionResult> = HashMap::new();
-    let mut aborted: Option<String> = None;
-    for level in &verdict.execution_levels {
-        let mut running = tokio::task::JoinSet::new();
-        for id in level {
-            let Some(action) = by_id.get(id.as_str()).map(|a| (*a).clone()) else {
-                continue;
-            };
-            if let Some(reason) = not_runnable(session, &action, &results, aborted.as_deref()) {
-                results.insert(action.id.clone(), skipped(&action, reason));
-                continue;
-            }
-            let session = session.clone();
-            running.spawn(async move { run_action(&session, &action).await });
-        }
-        let mut finished = Vec::new();
-        while let Some(done) = running.join_next().await {
-            if let Ok(result) = done {
-                finished.push(result);
-            }
-        }
-        // Apply the level's changes in the level's order, so a run is repeatable.
-        finished.sort_by_key(|r| level.iter().position(|id| *id == r.action_id));
-        for result in finished {
-            if result.status == ActionStatus::Ok {
-                lock(&session.store).extend(result.state_changes.clone());
-            } else if by_id
-                .get(result.action_id.as_str())
-                .is_some_and(|a| a.failure_behavior != FailureBehavior::Skip)
-                && aborted.is_none()
-            {
-                aborted = Some(result.action_id.clone());
-            }
-            results.insert(result.action_id.clone(), result);
-        }
-    }
-    let ordered: Vec<ActionResult> = proposal
-        .actions
-        .iter()
-        .filter_map(|a| results.remove(&a.id))
-        .collect();
-    let callbacks: u32 = ordered.iter().map(|r| r.attempts).sum();
-    let retries: u32 = ordered.iter().map(|r| r.attempts.saturating_sub(1)).sum();
+    let runner = SessionRunner { session };
+    let run = execute(
+        &proposal,
+        &verdict.execution_levels,
+        &session.store,
+        &runner,
+    )
+    .await;
     Ok(Executed {
         proposal_id: proposal.id.clone(),
-        cost: Cost {
-            actions: ordered.len(),
-            callbacks,
-            retries,
-            levels: verdict.execution_levels.len(),
-            duration_ms: started.elapsed().as_millis() as u64,
-        },
-        results: ordered,
+        results: run.outcomes.into_iter().map(ActionResult::from).collect(),
+        cost: run.cost,
     })
 }
 
-/// Why an action cannot run now, if it cannot.
-fn not_runnable(
-    session: &Session,
-    action: &Action,
-    results: &HashMap<String, ActionResult>,
-    aborted: Option<&str>,
-) -> Option<String> {
-    if let Some(failed) = aborted {
-        return Some(format!(
-            "not run: action '{failed}' failed and aborted the proposal"
-        ));
-    }
-    if let Some(dep) = action.dependencies.iter().find(|d| {
-        results
-            .get(d.as_str())
-            .is_some_and(|r| r.status != ActionStatus::Ok)
-    }) {
-        return Some(format!("not run: its dependency '{dep}' did not complete"));
-    }
-    let state = lock(&session.store);
-    action
-        .preconditions
-        .iter()
-        .find_map(|p| p.check(&state).err())
-        .map(|why| format!("not run: precondition failed: {why}"))
+/// Runs a plan's tool calls for a session: CAR's own tools in the daemon, the client's own by
+/// calling it back.
+struct SessionRunner<'a> {
+    session: &'a Arc<Session>,
 }
 
-fn skipped(action: &Action, reason: String) -> ActionResult {
-    ActionResult {
-        action_id: action.id.clone(),
-        status: ActionStatus::Skipped,
-        output: Value::Null,
-        error: Some(reason),
-        state_changes: Map::new(),
-        duration_ms: 0,
-        attempts: 0,
-    }
-}
-
-async fn run_action(session: &Arc<Session>, action: &Action) -> ActionResult {
-    let started = Instant::now();
-    let mut result = ActionResult {
-        action_id: action.id.clone(),
-        status: ActionStatus::Ok,
-        output: Value::Null,
-        error: None,
-        state_changes: Map::new(),
-        duration_ms: 0,
-        attempts: 0,
-    };
-    match action.kind {
-        ActionType::StateWrite => {
-            if let Some(key) = action.parameters.get("key").and_then(Value::as_str) {
-                let value = action
-                    .parameters
-                    .get("value")
-                    .cloned()
-                    .unwrap_or(Value::Null);
-                result.state_changes.insert(key.to_string(), value);
+impl SessionRunner<'_> {
+    /// A tool the client declared, or one CAR does not have (which the client then runs).
+    fn client_tool(&self, tool: &str) -> Option<ToolSpec> {
+        let declared = lock(&self.session.tools)
+            .iter()
+            .find(|t| t.name == tool)
+            .cloned();
+        match declared {
+            Some(t) => Some(ToolSpec::new(&t.name, &t.description, t.parameters)),
+            None if self
+                .session
+                .state
+                .app
+                .runtime()
+                .registry()
+                .get(tool)
+                .is_some() =>
+            {
+                None
             }
+            None => Some(ToolSpec::new(tool, "", any_object())),
         }
-        ActionType::StateRead => {
-            let key = action
-                .parameters
-                .get("key")
-                .and_then(Value::as_str)
-                .unwrap_or_default();
-            result.output = lock(&session.store)
-                .get(key)
-                .cloned()
-                .unwrap_or(Value::Null);
-        }
-        ActionType::Assertion => {}
-        ActionType::ToolCall => call_client(session, action, &mut result).await,
     }
-    if result.status == ActionStatus::Ok {
-        result.state_changes.extend(
-            action
-                .expected_effects
-                .iter()
-                .map(|(k, v)| (k.clone(), v.clone())),
-        );
-    }
-    result.duration_ms = started.elapsed().as_millis() as u64;
-    result
 }
 
-/// Calls the client's tool (after the policy gate), retrying as the action says.
-async fn call_client(session: &Arc<Session>, action: &Action, result: &mut ActionResult) {
-    let tool = action.tool.clone().unwrap_or_default();
-    let parameters = Value::Object(action.parameters.clone());
-    if let Some(reason) = session_violations(session, &tool, &parameters) {
-        result.status = ActionStatus::Denied;
-        result.error = Some(format!("denied by policy: {reason}"));
-        return;
-    }
-    let declared = lock(&session.tools)
-        .iter()
-        .find(|t| t.name == tool)
-        .cloned();
-    if declared.is_none() && session.state.app.runtime().registry().get(&tool).is_some() {
-        // One of CAR's own tools: it runs here, through the registry like every other call.
-        result.attempts = 1;
-        let args = Value::Object(action.parameters.clone());
-        match registry_call(session, &tool, args).await {
-            Ok(output) => result.output = output,
-            Err(error) => {
-                result.status = if error.message.starts_with("denied by policy") {
-                    ActionStatus::Denied
-                } else {
-                    ActionStatus::Failed
-                };
-                result.error = Some(error.message);
-            }
+impl Runner for SessionRunner<'_> {
+    fn admit(&self, action: &Action, state: &Map<String, Value>) -> Result<(), ActionError> {
+        let tool = action.tool.as_deref().unwrap_or_default();
+        let parameters = Value::Object(action.parameters.clone());
+        let rules = lock(&self.session.policies).clone();
+        if let Some(reason) = rules.violations(tool, &parameters, state) {
+            return Err(ActionError::Tool(ToolError::Denied(reason)));
         }
-        return;
-    }
-    let (description, schema) = match declared {
-        Some(t) => (t.description, t.parameters),
-        None => (String::new(), any_object()),
-    };
-    let spec = ToolSpec::new(&tool, &description, schema);
-    let runtime = session.state.app.runtime();
-    if let PolicyVerdict::Deny { reason } =
-        runtime
+        // CAR's own tools pass the gate inside the registry's call; the client's, here.
+        let Some(spec) = self.client_tool(tool) else {
+            return Ok(());
+        };
+        let runtime = self.session.state.app.runtime();
+        match runtime
             .dispatcher()
-            .check_policy(&spec, &parameters, &session.state.context)
-    {
-        result.status = ActionStatus::Denied;
-        result.error = Some(format!("denied by policy: {reason}"));
-        return;
+            .check_policy(&spec, &parameters, &self.session.state.context)
+        {
+            PolicyVerdict::Deny { reason } => Err(ActionError::Tool(ToolError::Denied(reason))),
+            PolicyVerdict::Allow => Ok(()),
+        }
     }
-    let attempts = match action.failure_behavior {
-        FailureBehavior::Retry => 1 + action.max_retries.min(10),
-        FailureBehavior::Abort | FailureBehavior::Skip => 1,
-    };
-    let timeout = action
-        .timeout_ms
-        .map_or(DEFAULT_CALLBACK_TIMEOUT, Duration::from_millis);
-    for attempt in 1..=attempts {
-        result.attempts = attempt;
+
+    async fn call(
+        &self,
+        action: &Action,
+        attempt: u32,
+        timeout: Duration,
+    ) -> Result<Value, ActionError> {
+        let tool = action.tool.clone().unwrap_or_default();
+        let parameters = Value::Object(action.parameters.clone());
+        if self.client_tool(&tool).is_none() {
+            return own_call(self.session, &tool, parameters)
+                .await
+                .map_err(ActionError::Tool);
+        }
+        let session = self.session;
         let n = session
             .next_callback
             .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
@@ -705,40 +501,20 @@ async fn call_client(session: &Arc<Session>, action: &Action, result: &mut Actio
             "action_id": action.id, "tool": tool, "parameters": parameters,
             "timeout_ms": timeout.as_millis() as u64, "attempt": attempt, "request_id": request_id}});
         if session.out.send(call).is_err() {
-            result.status = ActionStatus::Failed;
-            result.error = Some("the client is gone".into());
-            return;
+            lock(&session.pending).remove(&request_id);
+            return Err(ActionError::Gone);
         }
-        let asked = Instant::now();
-        let answer = tokio::time::timeout(timeout, rx).await;
-        tracing::debug!(action = %action.id, attempt, "callback answered in {:?}", asked.elapsed());
-        match answer {
-            Ok(Ok(Ok(output))) => {
-                result.status = ActionStatus::Ok;
-                result.error = None;
-                result.output = output;
-                return;
-            }
-            Ok(Ok(Err(message))) => {
-                result.status = ActionStatus::Failed;
-                result.error = Some(message);
-            }
-            Ok(Err(_)) => {
-                result.status = ActionStatus::Failed;
-                result.error = Some("the client is gone".into());
-                return;
-            }
+        match tokio::time::timeout(timeout, rx).await {
+            Ok(Ok(Ok(output))) => Ok(output),
+            Ok(Ok(Err(message))) => Err(ActionError::Tool(ToolError::Failed(message))),
+            Ok(Err(_)) => Err(ActionError::Gone),
             Err(_) => {
                 lock(&session.pending).remove(&request_id);
                 let _ = session
                     .out
                     .send(json!({"jsonrpc": "2.0", "method": "tools.cancel",
                     "params": {"request_id": request_id, "reason": "timeout"}}));
-                result.status = ActionStatus::Failed;
-                result.error = Some(format!(
-                    "the callback did not answer within {} ms",
-                    timeout.as_millis()
-                ));
+                Err(ActionError::NoAnswer(timeout))
             }
         }
     }

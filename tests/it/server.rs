@@ -941,6 +941,70 @@ fn session_policies_from_session_init_gate_the_plans_actions() {
 }
 
 #[test]
+fn a_session_may_write_its_rules_as_a_rule_files_tables_and_every_kind_holds() {
+    let home = TestHome::new();
+    let server = Server::start(&home, &[]);
+    let token = std::fs::read_to_string(home.home.join("daemon/token")).unwrap();
+    let plan = json!({"actions": [
+        {"id": "first", "type": "tool_call", "tool": "memory_query",
+         "parameters": {"query": "what region do we deploy to?"}, "failure_behavior": "skip"},
+        {"id": "second", "type": "tool_call", "tool": "memory_query", "dependencies": ["first"],
+         "parameters": {"query": "which database do we use?"}, "failure_behavior": "skip"},
+        {"id": "ship", "type": "tool_call", "tool": "deploy", "parameters": {"env": "prod-eu"},
+         "failure_behavior": "skip"}]});
+    let answers = ws_requests(
+        &server.ws,
+        &[
+            json!({"method": "session.auth", "params": {"token": token.trim()}}),
+            json!({"method": "session.init", "params": {"tools": [{"name": "deploy"}],
+                "policies": {"deny_tools": ["deploy"]}}}),
+            json!({"method": "session.init", "params": {"tools": [{"name": "deploy"}], "policies": {
+                "rate_limit_tool": [{"tool": "memory_query", "max_calls": 1, "interval_secs": 600}],
+                "deny_tool_param_matching": [{"tool": "deploy", "param": "env", "matches": "^prod"}]}}}),
+            json!({"method": "proposal.submit", "params": {"proposal": plan}}),
+        ],
+    );
+    assert_eq!(answers[1]["error"]["code"], -32602, "{}", answers[1]);
+    assert!(
+        answers[1]["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("deny_tools"),
+        "a typo in a table's name is refused, naming it: {}",
+        answers[1]
+    );
+    assert_eq!(
+        answers[2]["result"]["policies"],
+        json!([
+            "deny_tool_param_matching:deploy.env",
+            "rate_limit_tool:memory_query"
+        ])
+    );
+    let results = &answers[3]["result"]["results"];
+    assert_eq!(results[0]["status"], "ok", "{results}");
+    assert_eq!(
+        (
+            results[1]["status"].as_str(),
+            results[1]["error_code"].as_str()
+        ),
+        (Some("denied"), Some("denied")),
+        "the session's rate limit holds: {results}"
+    );
+    assert!(
+        results[1]["error"]
+            .as_str()
+            .unwrap()
+            .contains("session policy 'rate_limit_tool:memory_query'"),
+        "{results}"
+    );
+    assert_eq!(results[2]["status"], "denied", "{results}");
+    assert_eq!(
+        results[2]["attempts"], 0,
+        "a denied call is never made: {results}"
+    );
+}
+
+#[test]
 fn bad_websocket_frames_and_a_client_that_vanishes_mid_proposal_leave_the_daemon_up() {
     use futures_util::{SinkExt, StreamExt};
     use tokio_tungstenite::tungstenite::Message;
