@@ -231,7 +231,11 @@ async fn main() {
     )
     .await;
     let wall = started.elapsed().as_secs_f64() * 1000.0;
-    assert_eq!(document.status, "success", "{document:?}");
+    assert_eq!(
+        document.status,
+        car::agent::RunStatus::Success,
+        "{document:?}"
+    );
     // The dispatch alone: the same Read call through the registry (schema, gate, log).
     let mut dispatch = Vec::new();
     for _ in 0..runs.max(100) {

@@ -5,6 +5,7 @@
 //! result is one `car.do/1` document (see [`Document`]); progress is a stream of [`Event`]s.
 
 pub mod claims;
+mod event;
 pub mod model;
 pub mod reason;
 pub mod runs;
@@ -19,6 +20,7 @@ use serde_json::{json, Value};
 use sha2::Digest;
 
 use crate::runtime::{CallOptions, Context, Runtime};
+pub use event::{Event, FailureKind, Halt, RunStatus};
 use model::{Block, Message, Model, ModelError, Role, ToolDef};
 use sandbox::Sandbox;
 
@@ -102,15 +104,7 @@ pub struct Goal {
     /// True: the check's exit code decided, not a model's judgement.
     pub grounded: bool,
     pub iterations: u32,
-    /// `passed`, `max_turns`, `budget`, `interrupted`, `error`.
-    pub halt: &'static str,
-}
-
-fn halted(goal: &Option<Goal>, halt: &'static str) -> Option<Goal> {
-    goal.clone().map(|g| Goal {
-        halt: if g.passed { "passed" } else { halt },
-        ..g
-    })
+    pub halt: Halt,
 }
 
 /// Who follows a run: every [`Event`], and the model's text as it streams in.
@@ -125,16 +119,6 @@ impl<F: FnMut(Event) + Send> Observer for F {
     fn event(&mut self, event: Event) {
         self(event)
     }
-}
-
-/// One progress event (`{type, phase, message, data}` on stderr as JSONL).
-#[derive(Debug, Clone, Serialize)]
-pub struct Event {
-    #[serde(rename = "type")]
-    pub kind: &'static str,
-    pub phase: &'static str,
-    pub message: String,
-    pub data: Value,
 }
 
 /// The record of one tool call.
@@ -191,12 +175,11 @@ pub struct Document {
     pub schema: &'static str,
     /// Pass to `car do --resume` to go on from the last turn boundary.
     pub run_id: String,
-    /// `success`, `max_turns` or `error`.
-    pub status: &'static str,
+    pub status: RunStatus,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub summary: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub error: Option<&'static str>,
+    pub error: Option<FailureKind>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub message: Option<String>,
     pub turns: u32,
@@ -225,7 +208,7 @@ pub struct Tokens {
 /// A run that could not start or went wrong: the `error` kind, its message, what to try.
 #[derive(Debug, Clone)]
 pub struct Failure {
-    pub kind: &'static str,
+    pub kind: FailureKind,
     pub message: String,
     pub suggestions: Vec<String>,
 }
@@ -241,7 +224,7 @@ impl Document {
         Document {
             schema: SCHEMA,
             run_id: String::new(),
-            status: "error",
+            status: RunStatus::Error,
             summary: None,
             error: Some(failure.kind),
             message: Some(failure.message),
@@ -271,9 +254,89 @@ pub async fn run(
     context: &Context,
     sandbox: &Sandbox,
     stop: tokio_util::sync::CancellationToken,
-    mut observer: impl Observer,
+    observer: impl Observer,
 ) -> Document {
-    let started = Instant::now();
+    let mut agent = Agent {
+        task,
+        model,
+        runtime,
+        context,
+        sandbox,
+        stop,
+        observer,
+        tools: tool_defs(runtime),
+        started: Instant::now(),
+    };
+    let mut state = agent.begin().await;
+    let mut step = Step::Ask;
+    loop {
+        step = match step {
+            Step::Ask => match agent.boundary(&state) {
+                Some(ending) => Step::End(ending),
+                None => agent.ask(&mut state).await,
+            },
+            Step::Call(calls) => {
+                agent.call_tools(&mut state, calls).await;
+                Step::Ask
+            }
+            Step::Answered(summary) => agent.answered(&mut state, summary).await,
+            Step::End(ending) => return agent.end(state, ending).await,
+        };
+    }
+}
+
+/// A run in progress: what it works with.
+struct Agent<'a, O> {
+    task: &'a Task,
+    model: &'a Model,
+    runtime: &'a Runtime,
+    context: &'a Context,
+    sandbox: &'a Sandbox,
+    stop: tokio_util::sync::CancellationToken,
+    observer: O,
+    tools: Vec<ToolDef>,
+    started: Instant,
+}
+
+/// A run between steps: the conversation and what it has spent and shown.
+struct RunState {
+    messages: Vec<Message>,
+    receipts: Vec<Receipt>,
+    tokens: Tokens,
+    turns: u32,
+    goal: Option<Goal>,
+    /// The start of an answer cut off at the output limit.
+    cut_off: String,
+}
+
+/// What the loop does next.
+enum Step {
+    /// A turn boundary: checkpoint, check the limits, ask the model.
+    Ask,
+    /// The model called tools: run them, then ask again.
+    Call(Vec<ToolCall>),
+    /// The model answered without calling a tool: check the goal, or finish.
+    Answered(String),
+    End(Ending),
+}
+
+/// How the run ends.
+enum Ending {
+    Success(String),
+    /// Out of turns, with the summary that says so.
+    MaxTurns(String),
+    Failed(Failure, Halt),
+}
+
+/// One tool call the model asked for.
+struct ToolCall {
+    id: String,
+    name: String,
+    input: Value,
+}
+
+/// The tools the model is offered: the registry's and the connectors', as listed.
+fn tool_defs(runtime: &Runtime) -> Vec<ToolDef> {
     let mut specs: Vec<crate::runtime::ToolSpec> = runtime
         .registry()
         .specs()
@@ -283,210 +346,177 @@ pub async fn run(
     if let Some(source) = runtime.dispatcher().source() {
         specs.extend(source.current().specs().filter(|s| s.listed).cloned());
     }
-    let tools: Vec<ToolDef> = specs
+    specs
         .into_iter()
         .map(|s| ToolDef {
             name: s.name,
             description: s.description,
             input_schema: s.input_schema,
         })
-        .collect();
-    observer.event(Event {
-        kind: "started",
-        phase: "start",
-        message: format!("{} with {} tools", model.name(), tools.len()),
-        data: json!({"model": model.name(), "provider": model.provider().as_str(), "sandbox": sandbox.mode}),
-    });
-    let mut receipts: Vec<Receipt> = Vec::new();
-    let mut tokens = Tokens {
-        budget: task.token_budget,
-        ..Tokens::default()
-    };
-    let mut turns = 0;
-    let mut goal_iterations = 0;
-    let mut messages = match &task.resume {
-        Some(checkpoint) => {
-            receipts = checkpoint.receipts.clone();
-            tokens.input = checkpoint.input_tokens;
-            tokens.output = checkpoint.output_tokens;
-            turns = checkpoint.turns;
-            goal_iterations = checkpoint.goal_iterations;
-            observer.event(Event {
-                kind: "text",
-                phase: "start",
-                message: format!("[resumed: run {} after turn {turns}]", checkpoint.run_id),
-                data: json!({"run_id": checkpoint.run_id, "turns": turns}),
-            });
-            checkpoint.messages.clone()
-        }
-        None => {
-            // The briefing from memory for this task, through the registry like the MCP prompt.
-            let briefing = runtime
-                .operate(
-                    crate::memory::surfaces::CONTEXT_PROMPT,
-                    json!({"query": task.task}),
-                    context,
-                    CallOptions::default(),
-                )
-                .await
-                .ok()
-                .and_then(|o| o.result.ok())
-                .and_then(|v| v["text"].as_str().map(str::to_string))
-                .filter(|t| !t.trim().is_empty());
-            let mut first = String::new();
-            if let Some(briefing) = briefing {
-                first.push_str("What CAR remembers about this project:\n");
-                first.push_str(&briefing);
-                first.push_str("\n\n");
-            }
-            first.push_str("Task: ");
-            first.push_str(&task.task);
-            vec![Message {
-                role: Role::User,
-                blocks: vec![Block::Text(first)],
-            }]
-        }
-    };
-    // The start of an answer cut off at the output limit.
-    let mut cut_off = String::new();
-    let mut goal = task.until.clone().map(|check| Goal {
-        check,
-        passed: false,
-        grounded: true,
-        iterations: goal_iterations,
-        halt: "running",
-    });
-    let finish = |status: &'static str,
-                  summary: Option<String>,
-                  failure: Option<Failure>,
-                  turns: u32,
-                  tokens: Tokens,
-                  receipts: &[Receipt],
-                  goal: Option<Goal>| {
-        let ungrounded = summary.as_deref().map(|s| claims::ungrounded(s, receipts));
-        let (error, message, suggestions) = match failure {
-            Some(f) => (Some(f.kind), Some(f.message), f.suggestions),
-            None => (None, None, Vec::new()),
+        .collect()
+}
+
+impl<O: Observer> Agent<'_, O> {
+    /// The state to start from: a checkpoint's, or the task with what memory holds about it.
+    async fn begin(&mut self) -> RunState {
+        self.observer.event(Event::Started {
+            model: self.model.name().to_string(),
+            provider: self.model.provider().as_str(),
+            sandbox: self.sandbox.mode,
+            tools: self.tools.len(),
+        });
+        let mut state = RunState {
+            messages: Vec::new(),
+            receipts: Vec::new(),
+            tokens: Tokens {
+                budget: self.task.token_budget,
+                ..Tokens::default()
+            },
+            turns: 0,
+            goal: None,
+            cut_off: String::new(),
         };
-        Document {
-            schema: SCHEMA,
-            run_id: task.run_id.clone(),
-            status,
-            summary: summary.map(|s| truncate(&s, SUMMARY_MAX)),
-            error,
-            message,
-            turns,
-            delegations: 0,
-            model_used: model.name().to_string(),
-            provider: model.provider().as_str(),
-            tokens,
-            receipts: Receipts::of(receipts),
-            ungrounded_claims: ungrounded,
-            sandbox: Some(sandbox.clone()),
-            elapsed_seconds: (started.elapsed().as_secs_f64() * 100.0).round() / 100.0,
-            suggestions,
-            goal,
+        let mut goal_iterations = 0;
+        match &self.task.resume {
+            Some(checkpoint) => {
+                state.receipts = checkpoint.receipts.clone();
+                state.tokens.input = checkpoint.input_tokens;
+                state.tokens.output = checkpoint.output_tokens;
+                state.turns = checkpoint.turns;
+                state.messages = checkpoint.messages.clone();
+                goal_iterations = checkpoint.goal_iterations;
+                self.observer.event(Event::Resumed {
+                    run_id: checkpoint.run_id.clone(),
+                    turns: state.turns,
+                });
+            }
+            None => state.messages.push(Message {
+                role: Role::User,
+                blocks: vec![Block::Text(self.first_message().await)],
+            }),
         }
-    };
-    // Ends the run with an error document (and the `failed` event); `$halt` is the goal's.
-    macro_rules! fail {
-        ($failure:expr, $halt:expr) => {{
-            let failure = $failure;
-            observer.event(failed_event(&failure));
-            let goal = halted(&goal, $halt);
-            return finish("error", None, Some(failure), turns, tokens, &receipts, goal);
-        }};
+        state.goal = self.task.until.clone().map(|check| Goal {
+            check,
+            passed: false,
+            grounded: true,
+            iterations: goal_iterations,
+            halt: Halt::Running,
+        });
+        state
     }
-    loop {
-        if let Some(dir) = &task.checkpoints {
+
+    /// The task, after the briefing from memory for it (through the registry, like the MCP
+    /// prompt).
+    async fn first_message(&self) -> String {
+        let briefing = self
+            .runtime
+            .operate(
+                crate::memory::surfaces::CONTEXT_PROMPT,
+                json!({"query": self.task.task}),
+                self.context,
+                CallOptions::default(),
+            )
+            .await
+            .ok()
+            .and_then(|o| o.result.ok())
+            .and_then(|v| v["text"].as_str().map(str::to_string))
+            .filter(|t| !t.trim().is_empty());
+        let mut first = String::new();
+        if let Some(briefing) = briefing {
+            first.push_str("What CAR remembers about this project:\n");
+            first.push_str(&briefing);
+            first.push_str("\n\n");
+        }
+        first.push_str("Task: ");
+        first.push_str(&self.task.task);
+        first
+    }
+
+    /// A turn boundary: writes the checkpoint, and ends the run when it was stopped or its
+    /// turns or tokens are spent.
+    fn boundary(&self, state: &RunState) -> Option<Ending> {
+        if let Some(dir) = &self.task.checkpoints {
             Checkpoint {
-                run_id: task.run_id.clone(),
-                task: task.task.clone(),
-                messages: messages.clone(),
-                receipts: receipts.clone(),
-                input_tokens: tokens.input,
-                output_tokens: tokens.output,
-                turns,
-                goal_iterations: goal.as_ref().map_or(0, |g| g.iterations),
+                run_id: self.task.run_id.clone(),
+                task: self.task.task.clone(),
+                messages: state.messages.clone(),
+                receipts: state.receipts.clone(),
+                input_tokens: state.tokens.input,
+                output_tokens: state.tokens.output,
+                turns: state.turns,
+                goal_iterations: state.goal.as_ref().map_or(0, |g| g.iterations),
             }
             .save(dir);
         }
-        if stop.is_cancelled() {
-            fail!(
+        let turns = state.turns;
+        if self.stop.is_cancelled() {
+            return Some(Ending::Failed(
                 Failure {
-                    kind: "Interrupted",
+                    kind: FailureKind::Interrupted,
                     message: format!("stopped at a turn boundary after {turns} turn(s)"),
                     suggestions: vec![],
                 },
-                "interrupted"
-            );
+                Halt::Interrupted,
+            ));
         }
-        if turns >= task.max_turns {
-            let summary =
-                format!("stopped after {turns} turns (--max-turns) before the model finished");
-            observer.event(Event {
-                kind: "completed",
-                phase: "end",
-                message: summary.clone(),
-                data: json!({"status": "max_turns"}),
-            });
-            let goal = halted(&goal, "max_turns");
-            return finish(
-                "max_turns",
-                Some(summary),
-                None,
-                turns,
-                tokens,
-                &receipts,
-                goal,
-            );
+        if turns >= self.task.max_turns {
+            return Some(Ending::MaxTurns(format!(
+                "stopped after {turns} turns (--max-turns) before the model finished"
+            )));
         }
-        if tokens.input + tokens.output >= task.token_budget {
-            fail!(
+        let spent = state.tokens.input + state.tokens.output;
+        if spent >= self.task.token_budget {
+            return Some(Ending::Failed(
                 Failure {
-                    kind: "TokenBudgetExhausted",
+                    kind: FailureKind::TokenBudgetExhausted,
                     message: format!(
-                        "the run used {} of its {} tokens and stopped after {turns} turn(s)",
-                        tokens.input + tokens.output,
-                        task.token_budget
+                        "the run used {spent} of its {} tokens and stopped after {turns} turn(s)",
+                        self.task.token_budget
                     ),
                     suggestions: vec!["raise the budget with --token-budget".into()],
                 },
-                "budget"
-            );
+                Halt::Budget,
+            ));
         }
-        turns += 1;
+        None
+    }
+
+    /// One turn of the model; what it answered decides the next step.
+    async fn ask(&mut self, state: &mut RunState) -> Step {
+        state.turns += 1;
+        let turns = state.turns;
+        let observer = &mut self.observer;
         let mut on_text = |piece: &str| observer.text(piece);
         let turn = tokio::select! {
-            reply = model.turn(SYSTEM, &messages, &tools, &mut on_text) => Some(reply),
-            _ = stop.cancelled() => None,
-        };
-        let Some(turn) = turn else {
-            fail!(
-                Failure {
-                    kind: "Interrupted",
-                    message: format!("stopped while the model was answering turn {turns}"),
-                    suggestions: vec![],
-                },
-                "interrupted"
-            );
+            reply = self.model.turn(SYSTEM, &state.messages, &self.tools, &mut on_text) => Some(reply),
+            _ = self.stop.cancelled() => None,
         };
         let reply = match turn {
-            Ok(reply) => reply,
-            Err(e) => {
-                fail!(model_failure(&e), "error");
+            None => {
+                return Step::End(Ending::Failed(
+                    Failure {
+                        kind: FailureKind::Interrupted,
+                        message: format!("stopped while the model was answering turn {turns}"),
+                        suggestions: vec![],
+                    },
+                    Halt::Interrupted,
+                ))
             }
+            Some(Err(e)) => return Step::End(Ending::Failed(model_failure(&e), Halt::Error)),
+            Some(Ok(reply)) => reply,
         };
-        tokens.input += reply.input_tokens;
-        tokens.output += reply.output_tokens;
+        state.tokens.input += reply.input_tokens;
+        state.tokens.output += reply.output_tokens;
         let truncated = reply.truncated;
-        let calls: Vec<(String, String, Value)> = reply
+        let calls: Vec<ToolCall> = reply
             .blocks
             .iter()
             .filter_map(|b| match b {
-                Block::ToolUse { id, name, input } => {
-                    Some((id.clone(), name.clone(), input.clone()))
-                }
+                Block::ToolUse { id, name, input } => Some(ToolCall {
+                    id: id.clone(),
+                    name: name.clone(),
+                    input: input.clone(),
+                }),
                 _ => None,
             })
             .collect();
@@ -499,12 +529,7 @@ pub async fn run(
             })
             .collect();
         for t in &text {
-            observer.event(Event {
-                kind: "text",
-                phase: "turn",
-                message: truncate(t, 500),
-                data: json!({"turn": turns}),
-            });
+            self.observer.event(Event::said(turns, t));
         }
         // An empty text block (or none at all) would make the next request invalid.
         let mut blocks: Vec<Block> = reply
@@ -515,166 +540,221 @@ pub async fn run(
         if blocks.is_empty() {
             blocks.push(Block::Text("(no answer)".into()));
         }
-        messages.push(Message {
+        state.messages.push(Message {
             role: Role::Assistant,
             blocks,
         });
-        if calls.is_empty() && truncated {
-            // Cut off at the output limit: the answer goes on in the next turn.
-            cut_off.push_str(&text.join("\n"));
-            messages.push(Message {
-                role: Role::User,
-                blocks: vec![Block::Text(
+        match (calls.is_empty(), truncated) {
+            (true, true) => {
+                // Cut off at the output limit: the answer goes on in the next turn.
+                state.cut_off.push_str(&text.join("\n"));
+                state.messages.push(user_text(
                     "Your answer was cut off at the output limit; continue exactly where it stopped."
                         .into(),
-                )],
-            });
-            continue;
-        }
-        if calls.is_empty() {
-            let summary = std::mem::take(&mut cut_off) + &text.join("\n");
-            if let Some(g) = goal.as_mut() {
-                g.iterations += 1;
-                let (receipt, output) = run_check(sandbox, &g.check, &stop).await;
-                let passed = receipt.ok;
-                observer.event(Event {
-                    kind: "goal_evaluated",
-                    phase: "goal",
-                    message: format!(
-                        "{} → {}",
-                        g.check,
-                        if passed { "passed" } else { "not yet" }
-                    ),
-                    data: json!({"check": g.check, "passed": passed, "iteration": g.iterations,
-                                 "exit_code": receipt.exit_code}),
-                });
-                let brief = receipt.brief.clone();
-                receipts.push(receipt);
-                if passed {
-                    g.passed = true;
-                    g.halt = "passed";
-                } else {
-                    messages.push(Message {
-                        role: Role::User,
-                        blocks: vec![Block::Text(format!(
-                            "The check `{}` does not pass yet ({brief}). Its output:\n{output}\nKeep working until it passes.",
-                            g.check
-                        ))],
-                    });
-                    continue;
-                }
+                ));
+                Step::Ask
             }
-            observer.event(Event {
-                kind: "completed",
-                phase: "end",
-                message: truncate(&summary, 500),
-                data: json!({"status": "success", "turns": turns}),
-            });
-            if let Some((subject, body)) = learned_fix(&receipts) {
-                let saved = runtime
-                    .call(
-                        "memory_save_procedural",
-                        json!({"subject": subject, "body": body,
-                               "tags": ["car-do", "fix"], "confidence": "derived"}),
-                        context,
-                        CallOptions::default(),
-                    )
-                    .await;
-                if let Ok(outcome) = saved {
-                    observer.event(Event {
-                        kind: "text",
-                        phase: "memory",
-                        message: format!("[remembered: {subject}]"),
-                        data: json!({"execution_id": outcome.execution_id}),
-                    });
-                }
-            }
-            let goal = goal.clone();
-            return finish(
-                "success",
-                Some(summary),
-                None,
-                turns,
-                tokens,
-                &receipts,
-                goal,
-            );
+            (true, false) => Step::Answered(std::mem::take(&mut state.cut_off) + &text.join("\n")),
+            (false, _) => Step::Call(calls),
         }
+    }
+
+    /// The model says it is done: with `--until`, only once the check passes.
+    async fn answered(&mut self, state: &mut RunState, summary: String) -> Step {
+        let Some(goal) = state.goal.as_mut() else {
+            return Step::End(Ending::Success(summary));
+        };
+        goal.iterations += 1;
+        let (receipt, output) = run_check(self.sandbox, &goal.check, &self.stop).await;
+        let passed = receipt.ok;
+        self.observer.event(Event::GoalEvaluated {
+            check: goal.check.clone(),
+            passed,
+            iteration: goal.iterations,
+            exit_code: receipt.exit_code,
+        });
+        let brief = receipt.brief.clone();
+        state.receipts.push(receipt);
+        if passed {
+            goal.passed = true;
+            goal.halt = Halt::Passed;
+            return Step::End(Ending::Success(summary));
+        }
+        let nudge = format!(
+            "The check `{}` does not pass yet ({brief}). Its output:\n{output}\nKeep working until it passes.",
+            goal.check
+        );
+        state.messages.push(user_text(nudge));
+        Step::Ask
+    }
+
+    /// Runs the calls through the registry, each leaving a receipt; their results go back to
+    /// the model as one message.
+    async fn call_tools(&mut self, state: &mut RunState, calls: Vec<ToolCall>) {
         let mut results = Vec::new();
-        for (id, name, input) in calls {
-            observer.event(Event {
-                kind: "tool_called",
-                phase: "tool",
-                message: name.clone(),
-                data: json!({"id": id, "input": input}),
-            });
-            let subject = subject_of(&name, &input);
-            let called = Instant::now();
-            let outcome = runtime
-                .call(
-                    &name,
-                    input,
-                    context,
-                    CallOptions {
-                        cancel: stop.child_token(),
-                        ..CallOptions::default()
-                    },
-                )
-                .await;
-            let (ok, exit_code, content, execution_id) = match outcome {
-                Ok(outcome) => {
-                    let execution_id = outcome.execution_id.clone();
-                    match outcome.result {
-                        Ok(value) => {
-                            let exit = value.get("exit_code").map(|c| c.as_i64().map(|c| c as i32));
-                            let ok = match exit {
-                                Some(code) => code == Some(0),
-                                None => true,
-                            };
-                            let text = match value {
-                                Value::String(s) => s,
-                                other => other.to_string(),
-                            };
-                            (ok, exit.flatten(), text, execution_id)
-                        }
-                        Err(error) => (
-                            false,
-                            None,
-                            format!("error ({}): {error}", error.code()),
-                            execution_id,
-                        ),
-                    }
-                }
-                Err(e) => (false, None, format!("error: {e}"), String::new()),
-            };
-            let receipt = Receipt {
+        for ToolCall { id, name, input } in calls {
+            self.observer.event(Event::ToolCalled {
+                id: id.clone(),
                 tool: name.clone(),
-                ok,
-                exit_code,
-                duration_ms: called.elapsed().as_millis() as u64,
-                brief: truncate(&brief_of(&content, exit_code), BRIEF_MAX),
-                digest: format!("sha256:{:x}", sha2::Sha256::digest(content.as_bytes())),
-                execution_id,
-                subject,
-            };
-            observer.event(Event {
-                kind: if ok { "tool_result" } else { "tool_failed" },
-                phase: "tool",
-                message: format!("{} {}", receipt.tool, receipt.brief),
-                data: json!({"id": id, "ok": ok, "exit_code": exit_code, "duration_ms": receipt.duration_ms}),
+                input: input.clone(),
             });
-            receipts.push(receipt);
+            let (receipt, content) = self.call_tool(&name, input).await;
+            self.observer.event(Event::ToolEnded {
+                id: id.clone(),
+                tool: receipt.tool.clone(),
+                ok: receipt.ok,
+                exit_code: receipt.exit_code,
+                duration_ms: receipt.duration_ms,
+                brief: receipt.brief.clone(),
+            });
             results.push(Block::ToolResult {
                 id,
                 content: truncate(&content, 64 * 1024),
-                is_error: !ok,
+                is_error: !receipt.ok,
             });
+            state.receipts.push(receipt);
         }
-        messages.push(Message {
+        state.messages.push(Message {
             role: Role::User,
             blocks: results,
         });
     }
+
+    /// One call, through the dispatcher like every other: its receipt and what the model sees.
+    async fn call_tool(&self, name: &str, input: Value) -> (Receipt, String) {
+        let subject = subject_of(name, &input);
+        let called = Instant::now();
+        let options = CallOptions {
+            cancel: self.stop.child_token(),
+            ..CallOptions::default()
+        };
+        let outcome = self.runtime.call(name, input, self.context, options).await;
+        let (ok, exit_code, content, execution_id) = match outcome {
+            Ok(outcome) => match outcome.result {
+                Ok(value) => {
+                    let exit = value.get("exit_code").map(|c| c.as_i64().map(|c| c as i32));
+                    let ok = exit.is_none_or(|code| code == Some(0));
+                    let text = match value {
+                        Value::String(s) => s,
+                        other => other.to_string(),
+                    };
+                    (ok, exit.flatten(), text, outcome.execution_id)
+                }
+                Err(error) => (
+                    false,
+                    None,
+                    format!("error ({}): {error}", error.code()),
+                    outcome.execution_id,
+                ),
+            },
+            Err(e) => (false, None, format!("error: {e}"), String::new()),
+        };
+        let receipt = Receipt {
+            tool: name.to_string(),
+            ok,
+            exit_code,
+            duration_ms: called.elapsed().as_millis() as u64,
+            brief: truncate(&brief_of(&content, exit_code), BRIEF_MAX),
+            digest: digest(&content),
+            execution_id,
+            subject,
+        };
+        (receipt, content)
+    }
+
+    /// Says how the run ended and writes its document; a success first saves the fix it
+    /// found, if any.
+    async fn end(mut self, state: RunState, ending: Ending) -> Document {
+        let (status, summary, failure, halt) = match ending {
+            Ending::Success(summary) => (RunStatus::Success, Some(summary), None, None),
+            Ending::MaxTurns(summary) => (
+                RunStatus::MaxTurns,
+                Some(summary),
+                None,
+                Some(Halt::MaxTurns),
+            ),
+            Ending::Failed(failure, halt) => (RunStatus::Error, None, Some(failure), Some(halt)),
+        };
+        match &failure {
+            Some(failure) => self.observer.event(Event::Failed {
+                error: failure.kind,
+                message: failure.message.clone(),
+            }),
+            None => self.observer.event(Event::Completed {
+                status,
+                summary: summary.clone().unwrap_or_default(),
+                turns: state.turns,
+            }),
+        }
+        if status == RunStatus::Success {
+            self.remember_fix(&state.receipts).await;
+        }
+        let goal = state.goal.clone().map(|g| match halt {
+            Some(halt) if !g.passed => Goal { halt, ..g },
+            _ => g,
+        });
+        let ungrounded = summary
+            .as_deref()
+            .map(|s| claims::ungrounded(s, &state.receipts));
+        let (error, message, suggestions) = match failure {
+            Some(f) => (Some(f.kind), Some(f.message), f.suggestions),
+            None => (None, None, Vec::new()),
+        };
+        Document {
+            schema: SCHEMA,
+            run_id: self.task.run_id.clone(),
+            status,
+            summary: summary.map(|s| truncate(&s, SUMMARY_MAX)),
+            error,
+            message,
+            turns: state.turns,
+            delegations: 0,
+            model_used: self.model.name().to_string(),
+            provider: self.model.provider().as_str(),
+            tokens: state.tokens,
+            receipts: Receipts::of(&state.receipts),
+            ungrounded_claims: ungrounded,
+            sandbox: Some(self.sandbox.clone()),
+            elapsed_seconds: (self.started.elapsed().as_secs_f64() * 100.0).round() / 100.0,
+            suggestions,
+            goal,
+        }
+    }
+
+    /// A command that failed and later passed: what was done in between, saved as a procedure.
+    async fn remember_fix(&mut self, receipts: &[Receipt]) {
+        let Some((subject, body)) = learned_fix(receipts) else {
+            return;
+        };
+        let saved = self
+            .runtime
+            .call(
+                "memory_save_procedural",
+                json!({"subject": subject, "body": body,
+                       "tags": ["car-do", "fix"], "confidence": "derived"}),
+                self.context,
+                CallOptions::default(),
+            )
+            .await;
+        if let Ok(outcome) = saved {
+            self.observer.event(Event::Remembered {
+                subject,
+                execution_id: outcome.execution_id,
+            });
+        }
+    }
+}
+
+fn user_text(text: String) -> Message {
+    Message {
+        role: Role::User,
+        blocks: vec![Block::Text(text)],
+    }
+}
+
+/// `sha256:` of what the model saw.
+fn digest(content: &str) -> String {
+    format!("sha256:{:x}", sha2::Sha256::digest(content.as_bytes()))
 }
 
 /// A command that failed and passed later in the run, with what was done in between: the
@@ -765,7 +845,7 @@ async fn run_check(
         exit_code,
         duration_ms: started.elapsed().as_millis() as u64,
         brief: truncate(&brief_of(&content, exit_code), BRIEF_MAX),
-        digest: format!("sha256:{:x}", sha2::Sha256::digest(content.as_bytes())),
+        digest: digest(&content),
         execution_id: String::new(),
         subject: check.to_string(),
     };
@@ -812,15 +892,6 @@ fn brief_of(content: &str, exit_code: Option<i32>) -> String {
     }
 }
 
-fn failed_event(failure: &Failure) -> Event {
-    Event {
-        kind: "failed",
-        phase: "end",
-        message: failure.message.clone(),
-        data: json!({"error": failure.kind}),
-    }
-}
-
 fn model_failure(error: &ModelError) -> Failure {
     let suggestions = match error {
         ModelError::NoKey { env, .. } => vec![format!("export {env}=… (or point --base-url at a local OpenAI-compatible server such as Ollama)")],
@@ -830,7 +901,7 @@ fn model_failure(error: &ModelError) -> Failure {
         _ => vec![],
     };
     Failure {
-        kind: "AssistantLoopFailed",
+        kind: FailureKind::AssistantLoopFailed,
         message: error.to_string(),
         suggestions,
     }

@@ -48,7 +48,8 @@ pub struct Note {
 #[derive(Debug, Clone, Serialize)]
 pub struct Reasoned {
     pub schema: &'static str,
-    pub status: &'static str,
+    /// `success` or `error`.
+    pub status: super::RunStatus,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub answer: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -249,9 +250,14 @@ pub async fn answer(
                 output: reply.output_tokens,
                 budget: 0,
             };
-            ("success", Some(answer), None, tokens)
+            (super::RunStatus::Success, Some(answer), None, tokens)
         }
-        Err(e) => ("error", None, Some(e.to_string()), super::Tokens::default()),
+        Err(e) => (
+            super::RunStatus::Error,
+            None,
+            Some(e.to_string()),
+            super::Tokens::default(),
+        ),
     };
     if let Some(answer) = &answer {
         for file in &mut files {

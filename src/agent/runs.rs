@@ -231,7 +231,7 @@ impl Runs {
             let document = work.await.unwrap_or_else(|join| {
                 Document::refused(
                     super::Failure {
-                        kind: "AssistantLoopFailed",
+                        kind: super::FailureKind::AssistantLoopFailed,
                         message: format!("the run stopped unexpectedly: {join}"),
                         suggestions: vec![],
                     },
@@ -357,17 +357,19 @@ impl Jobs for Runs {
             // What it did last.
             None => (
                 JobStatus::Working,
-                run.events.back().map(|(_, event)| event.message.clone()),
+                run.events.back().map(|(_, event)| event.message()),
             ),
             Some(document) => {
                 let message = document.summary.clone().or(document.message.clone());
-                if document.error == Some("Interrupted") && run.stop.is_cancelled() {
+                if document.error == Some(super::FailureKind::Interrupted)
+                    && run.stop.is_cancelled()
+                {
                     (JobStatus::Cancelled, message)
                 } else {
                     (
                         JobStatus::Done {
                             result: serde_json::to_value(document).unwrap_or(Value::Null),
-                            failed: document.status == "error",
+                            failed: document.status == super::RunStatus::Error,
                         },
                         message,
                     )

@@ -106,7 +106,7 @@ pub fn prepare(
         Some(id) => Some(Checkpoint::load(&runs_dir, id).map_err(|message| {
             Box::new(Refused {
                 failure: Failure {
-                    kind: "InvalidArguments",
+                    kind: agent::FailureKind::InvalidArguments,
                     message,
                     suggestions: vec![format!(
                         "the runs that can be resumed are in {}",
@@ -122,7 +122,7 @@ pub fn prepare(
     if model_name.trim().is_empty() {
         return Err(Box::new(Refused {
             failure: Failure {
-                kind: "InvalidArguments",
+                kind: agent::FailureKind::InvalidArguments,
                 message: "no model named: pass --model or set CAR_DO_MODEL".into(),
                 suggestions: vec!["car do --model claude-sonnet-4-5 \"…\"".into()],
             },
@@ -141,7 +141,7 @@ pub fn prepare(
         Sandbox::choose(request, project_root, options.allow_git_writes).map_err(|why| {
             Refused {
                 failure: Failure {
-                    kind: "SandboxUnavailable",
+                    kind: agent::FailureKind::SandboxUnavailable,
                     message: why,
                     suggestions: match options.sandbox {
                         SandboxChoice::Auto => vec![
@@ -169,7 +169,7 @@ pub fn prepare(
     .map_err(|e| {
         Box::new(Refused {
             failure: Failure {
-                kind: "AssistantLoopFailed",
+                kind: agent::FailureKind::AssistantLoopFailed,
                 message: e.to_string(),
                 suggestions: vec![format!("export {}=…", provider.key_env())],
             },
@@ -187,7 +187,7 @@ pub fn prepare(
         |e| {
             Box::new(Refused {
                 failure: Failure {
-                    kind: "AssistantLoopFailed",
+                    kind: agent::FailureKind::AssistantLoopFailed,
                     message: e.to_string(),
                     suggestions: vec![],
                 },

@@ -147,7 +147,7 @@ pub async fn run(env: &Env, args: DoArgs) -> ExitCode {
         &document,
         summary_shown.load(std::sync::atomic::Ordering::Relaxed),
     );
-    if document.status == "error" {
+    if document.status == agent::RunStatus::Error {
         ExitCode::FAILURE
     } else {
         ExitCode::SUCCESS
@@ -227,43 +227,45 @@ impl agent::Observer for View {
             }
             return;
         }
-        match event.kind {
-            "started" => {
-                self.line(&format!("car do: {}", event.message));
+        match &event {
+            Event::Started { .. } => {
+                self.line(&format!("car do: {}", event.message()));
                 self.spin("thinking".into());
             }
-            "text" if self.streamed && event.phase == "turn" => self.end_line(),
-            "text" => self.line(&format!("· {}", event.message)),
-            "tool_called" => {
+            Event::Said { .. } if self.streamed => self.end_line(),
+            Event::Resumed { .. } | Event::Said { .. } | Event::Remembered { .. } => {
+                self.line(&format!("· {}", event.message()))
+            }
+            Event::ToolCalled { tool, input, .. } => {
                 self.streamed = false;
-                let call = brief_call(&event);
+                let call = brief_call(tool, input);
                 self.line(&format!("→ {call}"));
                 self.spin(call);
             }
-            "tool_result" | "tool_failed" => {
-                let mark = if event.kind == "tool_result" {
-                    "✓"
-                } else {
-                    "✗"
-                };
-                let took = event.data["duration_ms"].as_u64().unwrap_or(0);
-                self.line(&format!("  {mark} {} ({})", event.message, elapsed(took)));
+            Event::ToolEnded {
+                ok, duration_ms, ..
+            } => {
+                let mark = if *ok { "✓" } else { "✗" };
+                self.line(&format!(
+                    "  {mark} {} ({})",
+                    event.message(),
+                    elapsed(*duration_ms)
+                ));
                 self.spin("thinking".into());
             }
-            "goal_evaluated" => {
+            Event::GoalEvaluated { .. } => {
                 self.streamed = false;
-                self.line(&format!("◎ {}", event.message));
+                self.line(&format!("◎ {}", event.message()));
                 self.spin("thinking".into());
             }
-            "completed" | "failed" => {
+            Event::Completed { .. } | Event::Failed { .. } => {
                 self.quiet();
-                if event.kind == "completed" && self.streamed && self.terminal {
+                if matches!(event, Event::Completed { .. }) && self.streamed && self.terminal {
                     self.summary_shown
                         .store(true, std::sync::atomic::Ordering::Relaxed);
                 }
                 self.end_line();
             }
-            other => self.line(&format!("{other}: {}", event.message)),
         }
     }
 
@@ -287,13 +289,12 @@ fn elapsed(ms: u64) -> String {
     }
 }
 
-fn brief_call(event: &Event) -> String {
-    let input = &event.data["input"];
+fn brief_call(tool: &str, input: &serde_json::Value) -> String {
     let detail = ["command", "file_path", "pattern", "query"]
         .iter()
         .find_map(|k| input.get(*k).and_then(|v| v.as_str()))
         .unwrap_or("");
-    agent::truncate(&format!("{} {detail}", event.message), 160)
+    agent::truncate(&format!("{tool} {detail}"), 160)
 }
 
 /// The document: JSON with `--json`; otherwise the summary (unless the live view already

@@ -58,7 +58,7 @@ pub async fn run(env: &Env, args: ReasonArgs) -> ExitCode {
         if json {
             console::stdout(&format!(
                 "{}\n",
-                json!({"schema": reason::SCHEMA, "status": "error", "message": message})
+                json!({"schema": reason::SCHEMA, "status": crate::agent::RunStatus::Error, "message": message})
             ));
         } else {
             console::stderr_line(&format!("error: {message}"));
@@ -132,7 +132,7 @@ pub async fn run(env: &Env, args: ReasonArgs) -> ExitCode {
     };
     let reasoned = reason::answer(&model, size, &problem, files, memory).await;
     show(json, &reasoned);
-    if reasoned.status == "success" {
+    if reasoned.status == crate::agent::RunStatus::Success {
         ExitCode::SUCCESS
     } else {
         ExitCode::FAILURE
