@@ -27,7 +27,7 @@ use std::time::Instant;
 use axum::routing::post;
 use axum::{Json, Router};
 use car::agent::model::{Model, ModelConfig, Provider};
-use car::agent::sandbox::{Request, Sandbox};
+use car::agent::sandbox::{Request, Sandbox, Writes};
 use car::agent::tools::Workspace;
 use car::agent::Task;
 use car::{App, Context, Face, Memory};
@@ -60,8 +60,8 @@ async fn main() {
     .unwrap();
 
     // 1. Sandbox start-up.
-    let sandboxed = Sandbox::choose(Request::Auto, &root, false);
-    let plain = Sandbox::choose(Request::Off, &root, false).unwrap();
+    let sandboxed = Sandbox::choose(Request::Auto, &root, Writes::Project);
+    let plain = Sandbox::choose(Request::Off, &root, Writes::Project).unwrap();
     let mut bwrap_ms = Vec::new();
     let mut none_ms = Vec::new();
     // The same namespaces without the seccomp filter (and without the home and environment
@@ -113,7 +113,7 @@ async fn main() {
                "layers": sandboxed.as_ref().map(|s| s.layers.clone()).unwrap_or_default()})
     };
     if let Ok(image) = std::env::var("BENCH_DOCKER_IMAGE") {
-        match Sandbox::choose(Request::Docker { image }, &root, false) {
+        match Sandbox::choose(Request::Docker { image }, &root, Writes::Project) {
             Ok(docker) => {
                 let mut docker_ms = Vec::new();
                 for _ in 0..runs.min(20) {
@@ -194,8 +194,7 @@ async fn main() {
     let workspace = Arc::new(Workspace {
         root: root.clone(),
         sandbox: plain.clone(),
-        invoked_by: None,
-        allow_git_writes: false,
+        invoked_by: Vec::new(),
     });
     let mut builder = App::builder().memory(Arc::new(Memory::in_memory().unwrap()));
     for tool in car::agent::tools::tools(workspace) {

@@ -28,6 +28,18 @@ pub enum SandboxChoice {
 /// The image of `--sandbox docker` when none is named.
 pub const DEFAULT_IMAGE: &str = "debian:stable-slim";
 
+/// What a run's commands (and its Write and Edit) may change.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Writes {
+    /// The working directory, but its `.car` and `.git`.
+    #[default]
+    Project,
+    /// The working directory and its `.git` (`--allow-git-writes`), never its `.car`.
+    ProjectAndGit,
+    /// Nothing: a read-only run (`assistant_start {local: true}`) reads and runs, changes nothing.
+    Nothing,
+}
+
 /// What the run asked for.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Request {
@@ -49,7 +61,8 @@ pub struct Sandbox {
     pub image: Option<String>,
     /// `none` or `host`.
     pub network: &'static str,
-    /// `sandbox_edit` (commands write only in the project) or `full_access`.
+    /// `read_only` (commands change nothing), `sandbox_edit` (commands write only in the
+    /// project) or `full_access`.
     pub tier: &'static str,
     pub root: PathBuf,
     /// What applies, one line each.
@@ -58,6 +71,8 @@ pub struct Sandbox {
     pub fallback_notice: Option<String>,
     #[serde(skip)]
     git_writable: bool,
+    #[serde(skip)]
+    writes: Writes,
     #[serde(skip)]
     backend: Backend,
 }
@@ -122,7 +137,13 @@ pub enum Ended {
 
 impl Sandbox {
     /// The sandbox block for `backend`: its mode, image, network and tier follow from it.
-    fn new(backend: Backend, root: PathBuf, layers: Vec<String>, git_writable: bool) -> Sandbox {
+    fn new(
+        backend: Backend,
+        root: PathBuf,
+        layers: Vec<String>,
+        git_writable: bool,
+        writes: Writes,
+    ) -> Sandbox {
         let (mode, image) = match &backend {
             Backend::None => ("none", None),
             Backend::Bwrap { .. } => ("bwrap", None),
@@ -134,35 +155,60 @@ impl Sandbox {
             mode,
             image,
             network: if off { "host" } else { "none" },
-            tier: if off { "full_access" } else { "sandbox_edit" },
+            tier: match (off, writes) {
+                (true, _) => "full_access",
+                (false, Writes::Nothing) => "read_only",
+                (false, _) => "sandbox_edit",
+            },
             root,
             layers,
             fallback_notice: off.then(|| "sandbox turned off with --no-sandbox".to_string()),
             git_writable,
+            writes,
             backend,
         }
     }
 
+    /// What the run may change.
+    pub fn writes(&self) -> Writes {
+        self.writes
+    }
+
     /// Picks the sandbox for `root`; `Err` says why none can be had and what to do.
-    pub fn choose(
-        request: Request,
-        root: &Path,
-        allow_git_writes: bool,
-    ) -> Result<Sandbox, String> {
+    pub fn choose(request: Request, root: &Path, writes: Writes) -> Result<Sandbox, String> {
         let root = root.canonicalize().unwrap_or_else(|_| root.to_path_buf());
-        let git_writable = allow_git_writes || !root.join(".git").exists();
+        let read_only = writes == Writes::Nothing;
+        let git_writable =
+            !read_only && (writes == Writes::ProjectAndGit || !root.join(".git").exists());
+        let writable = |layers: &mut Vec<String>, line: String| {
+            layers.push(if read_only {
+                format!(
+                    "filesystem: read-only, {} included (a read-only run)",
+                    root.display()
+                )
+            } else {
+                line
+            });
+        };
         let protected = |layers: &mut Vec<String>| {
+            if read_only {
+                return;
+            }
             layers.push(".car (policies, connectors): read-only".into());
             if !git_writable {
                 layers.push(".git: read-only (--allow-git-writes to commit)".into());
             }
         };
         match request {
+            Request::Off if read_only => Err(
+                "a read-only run needs a sandbox to hold its commands to reading; it cannot run with --no-sandbox".into(),
+            ),
             Request::Off => Ok(Sandbox::new(
                 Backend::None,
                 root,
                 vec!["none: commands run as you, with the network (--no-sandbox)".into()],
                 true,
+                writes,
             )),
             Request::Auto if cfg!(target_os = "macos") => {
                 let scratch = tempfile::tempdir()
@@ -188,28 +234,34 @@ impl Sandbox {
                 // toolchains stay where they are.
                 std::fs::create_dir_all(scratch_path.join("home"))
                     .map_err(|e| format!("cannot make the sandbox's home: {e}"))?;
-                let profile = seatbelt_profile(&root, git_writable, &homes, &scratch_path);
+                let profile =
+                    seatbelt_profile(&root, !read_only, git_writable, &homes, &scratch_path);
                 seatbelt_works(&profile).map_err(|why| {
                     format!("no sandbox is available for shell commands: {why}. Run commands in a container with --sandbox docker, or pass --no-sandbox to run them unsandboxed")
                 })?;
                 let mut layers = vec![
                     "seatbelt: sandbox-exec with a deny-by-default profile".to_string(),
                     "network: none (no connection of any kind, unix sockets included)".to_string(),
+                ];
+                writable(
+                    &mut layers,
                     format!(
                         "filesystem: writable only {} and a private temporary directory (TMPDIR)",
                         root.display()
                     ),
+                );
+                layers.extend([
                     "home: unreadable; toolchains (.cargo, .rustup, …) readable".to_string(),
                     "environment: cleared but PATH, HOME, locale and toolchain variables"
                         .to_string(),
-                ];
+                ]);
                 protected(&mut layers);
                 let backend = Backend::Seatbelt {
                     profile,
                     _scratch: Arc::new(scratch),
                     scratch_path,
                 };
-                Ok(Sandbox::new(backend, root, layers, git_writable))
+                Ok(Sandbox::new(backend, root, layers, git_writable, writes))
             }
             Request::Auto => {
                 bwrap_works(None).map_err(|why| format!(
@@ -227,12 +279,17 @@ impl Sandbox {
                 let mut layers = vec![
                     "bubblewrap: a new mount, PID and network namespace".to_string(),
                     "network: none (loopback only, inside the sandbox)".to_string(),
+                ];
+                writable(
+                    &mut layers,
                     format!("filesystem: read-only except {}", root.display()),
+                );
+                layers.extend([
                     "/tmp and /run: private and empty (no session sockets)".to_string(),
                     "home: hidden; toolchains (.cargo, .rustup, …) read-only".to_string(),
                     "environment: cleared but PATH, HOME, locale and toolchain variables"
                         .to_string(),
-                ];
+                ]);
                 if filter.is_some() {
                     layers.push("seccomp: sockets of the unix, IPv4 and IPv6 families only (no netlink, packet, vsock, …), socket pairs of unix only, no io_uring, no other syscall ABI".into());
                 }
@@ -242,6 +299,7 @@ impl Sandbox {
                     root,
                     layers,
                     git_writable,
+                    writes,
                 ))
             }
             Request::Docker { image } => {
@@ -258,11 +316,16 @@ impl Sandbox {
                 let mut layers = vec![
                     format!("docker: a container of {image} (engine {engine}), removed after each command"),
                     "network: none (--network none)".to_string(),
+                ];
+                writable(
+                    &mut layers,
                     format!("filesystem: the image read-only; {} mounted read-write", root.display()),
+                );
+                layers.extend([
                     "/tmp: a private tmpfs".to_string(),
                     "privileges: every capability dropped, no-new-privileges, Docker's default seccomp profile".to_string(),
                     "environment: the image's own (nothing from yours)".to_string(),
-                ];
+                ]);
                 if !docker_has_image(&image) {
                     layers.push(format!(
                         "image: not present locally; Docker pulls {image} on the first command"
@@ -278,6 +341,7 @@ impl Sandbox {
                     root,
                     layers,
                     git_writable,
+                    writes,
                 ))
             }
         }
@@ -396,7 +460,12 @@ impl Sandbox {
                 }
             }
         }
-        c.arg("--bind").arg(&self.root).arg(&self.root);
+        let bind = if self.writes == Writes::Nothing {
+            "--ro-bind"
+        } else {
+            "--bind"
+        };
+        c.arg(bind).arg(&self.root).arg(&self.root);
         for protected in self.protected_dirs() {
             c.arg("--ro-bind").arg(&protected).arg(&protected);
         }
@@ -442,7 +511,8 @@ impl Sandbox {
             }
             spec
         };
-        c.arg("--mount").arg(mount(&self.root, false));
+        c.arg("--mount")
+            .arg(mount(&self.root, self.writes == Writes::Nothing));
         for protected in self.protected_dirs() {
             c.arg("--mount").arg(mount(&protected, true));
         }
@@ -502,7 +572,13 @@ const SANDBOX_EXEC: &str = "/usr/bin/sandbox-exec";
 /// filesystem but the home (its toolchains excepted, the project included), write only `root`
 /// (never its `.car/policies`, nor its `.git` unless `git_writable`) and the private `scratch`
 /// directory, and open no connection of any kind.
-fn seatbelt_profile(root: &Path, git_writable: bool, homes: &[PathBuf], scratch: &Path) -> String {
+fn seatbelt_profile(
+    root: &Path,
+    root_writable: bool,
+    git_writable: bool,
+    homes: &[PathBuf],
+    scratch: &Path,
+) -> String {
     // A string literal of SBPL.
     let quote = |path: &Path| {
         format!(
@@ -574,10 +650,12 @@ fn seatbelt_profile(root: &Path, git_writable: bool, homes: &[PathBuf], scratch:
             )
         })
         .collect();
-    profile.push_str(&format!(
-        "(allow file-write* (require-all (subpath {}){exceptions}))\n",
-        quote(root)
-    ));
+    if root_writable {
+        profile.push_str(&format!(
+            "(allow file-write* (require-all (subpath {}){exceptions}))\n",
+            quote(root)
+        ));
+    }
     profile.push_str(&format!(
         "(allow file-read* file-write* (subpath {}))\n",
         quote(scratch)
@@ -846,7 +924,7 @@ mod tests {
         let root = Path::new("/Users/me/proj \"q\"");
         let home = Path::new("/Users/me");
         let scratch = Path::new("/private/var/folders/x/T/car");
-        let profile = seatbelt_profile(root, false, &[home.to_path_buf()], scratch);
+        let profile = seatbelt_profile(root, true, false, &[home.to_path_buf()], scratch);
         let lines: Vec<&str> = profile.lines().collect();
         assert_eq!(lines[..2], ["(version 1)", "(deny default)"]);
         assert!(lines.contains(&"(allow file-read* (require-all (subpath \"/\") (require-not (subpath \"/Users/me\"))))"));
@@ -875,11 +953,17 @@ mod tests {
             (depth >= 0).then_some(depth)
         });
         assert_eq!(depth, Some(0), "balanced: {profile}");
-        let writable = seatbelt_profile(root, true, &[home.to_path_buf()], scratch);
+        let writable = seatbelt_profile(root, true, true, &[home.to_path_buf()], scratch);
         assert!(
             !writable.contains("/.git"),
             "--allow-git-writes lets .git be written"
         );
+        let read_only = seatbelt_profile(root, false, false, &[home.to_path_buf()], scratch);
+        assert!(
+            !read_only.contains("(allow file-write* (require-all (subpath \"/Users/me/proj"),
+            "a read-only run writes only its scratch: {read_only}"
+        );
+        assert!(read_only.contains("(allow file-read* (subpath \"/Users/me/proj"));
     }
 
     #[test]

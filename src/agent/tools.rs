@@ -13,7 +13,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use super::sandbox::{Ended, Sandbox};
+use super::sandbox::{Ended, Sandbox, Writes};
 use crate::runtime::{Effect, Idempotence, Tool, ToolError, ToolSpec};
 
 /// The most a tool returns to the model from one file or command stream.
@@ -25,18 +25,23 @@ const MAX_MATCHES: usize = 200;
 pub struct Workspace {
     pub root: PathBuf,
     pub sandbox: Sandbox,
-    /// The host that launched this run (`CAR_INVOKED_BY`): a command that would launch it
-    /// again is refused.
-    pub invoked_by: Option<String>,
-    /// `--allow-git-writes`: Write and Edit may change `.git/` (hooks, config) too.
-    pub allow_git_writes: bool,
+    /// The hosts that led to this run (`CAR_INVOKED_BY`, `assistant_start`'s `invoked_by`): a
+    /// command that would launch one of them again is refused.
+    pub invoked_by: Vec<String>,
 }
 
 impl Workspace {
     /// `path` inside the project and writable by Write and Edit: never `.car/` (the policies
-    /// that govern this run and later sessions, the team's connectors), and `.git/` only with
-    /// `--allow-git-writes` (a hook or a config entry would run outside the sandbox).
+    /// that govern this run and later sessions, the team's connectors), `.git/` only with
+    /// `--allow-git-writes` (a hook or a config entry would run outside the sandbox), nothing
+    /// in a read-only run.
     fn writable(&self, path: &str) -> Result<PathBuf, ToolError> {
+        let writes = self.sandbox.writes();
+        if writes == Writes::Nothing {
+            return Err(ToolError::Denied(format!(
+                "this run is read-only (assistant_start with local: true): it may read and run commands but not change {path}"
+            )));
+        }
         let resolved = inside(&self.root, path)?;
         let relative = resolved.strip_prefix(&self.root).unwrap_or(&resolved);
         if relative.starts_with(".car") {
@@ -44,7 +49,7 @@ impl Workspace {
                 "{path} is CAR's configuration of the project (its policy files, its connectors); car do does not change the rules it runs under"
             )));
         }
-        if relative.starts_with(".git") && !self.allow_git_writes {
+        if relative.starts_with(".git") && writes != Writes::ProjectAndGit {
             return Err(ToolError::Denied(format!(
                 "{path} is inside .git; pass --allow-git-writes to let car do change it"
             )));
@@ -162,7 +167,7 @@ pub fn tools(workspace: Arc<Workspace>) -> Vec<Tool> {
                 let args: BashArgs = serde_json::from_value(call.args)
                     .map_err(|e| ToolError::InvalidArguments(e.to_string()))?;
                 let _ = args.description;
-                if let Some(host) = relaunches_host(&args.command, w.invoked_by.as_deref()) {
+                if let Some(host) = w.invoked_by.iter().find_map(|host| relaunches_host(&args.command, Some(host))) {
                     return Err(ToolError::Denied(format!(
                         "this run was started by {host} (CAR_INVOKED_BY); a command that launches {host} again is refused"
                     )));

@@ -160,13 +160,13 @@ fn daemon_check(home: &Home) -> Check {
 /// Where `car do` would run shell commands: the sandbox and its layers, and whether the Docker
 /// engine answers for `--sandbox docker` (optional: only that flag needs it).
 fn sandbox_check(project_root: &Path) -> Check {
-    use crate::agent::sandbox::{docker_engine, Request, Sandbox};
+    use crate::agent::sandbox::{docker_engine, Request, Sandbox, Writes};
     let engine = docker_engine();
     let docker = match &engine {
         Ok(version) => format!("docker: engine {version} reachable"),
         Err(_) => "docker: not reachable (only --sandbox docker needs it)".into(),
     };
-    match Sandbox::choose(Request::Auto, project_root, false) {
+    match Sandbox::choose(Request::Auto, project_root, Writes::Project) {
         Ok(sandbox) => Check::new(
             "sandbox",
             true,

@@ -9,7 +9,7 @@ use std::sync::Arc;
 use super::App;
 use crate::agent::model::{Model, ModelConfig, Provider};
 use crate::agent::runs::{Launch, Runs, StartArgs};
-use crate::agent::sandbox::{Request, Sandbox, SandboxChoice};
+use crate::agent::sandbox::{Request, Sandbox, SandboxChoice, Writes};
 use crate::agent::tools::Workspace;
 use crate::agent::{self, Checkpoint, Failure, Task};
 use crate::home::Home;
@@ -50,14 +50,20 @@ pub struct Options {
     pub sandbox: SandboxChoice,
     pub image: String,
     pub allow_git_writes: bool,
+    /// Change nothing (`assistant_start {local: true}`).
+    pub read_only: bool,
+    /// Where the run works, when not the project root (a directory inside the project).
+    pub workdir: Option<std::path::PathBuf>,
     pub until: Option<String>,
-    pub invoked_by: Option<String>,
+    /// The hosts that led to this run, outermost first.
+    pub invoked_by: Vec<String>,
     pub resume: Option<String>,
 }
 
 impl Options {
-    /// `assistant_start`'s arguments, with the daemon's defaults for the rest.
-    pub fn of_start(args: &StartArgs) -> Options {
+    /// `assistant_start`'s arguments, with the daemon's defaults for the rest; `workdir` is
+    /// its `cwd`, resolved ([`workdir_of`]).
+    pub fn of_start(args: &StartArgs, workdir: std::path::PathBuf) -> Options {
         Options {
             task: args.task.clone(),
             model: args
@@ -66,7 +72,10 @@ impl Options {
                 .or_else(|| std::env::var(crate::home::env::CAR_DO_MODEL).ok()),
             provider: None,
             base_url: None,
-            max_turns: args.max_turns.unwrap_or(40),
+            max_turns: args
+                .max_turns
+                .unwrap_or(crate::agent::runs::DEFAULT_TURNS)
+                .clamp(1, crate::agent::runs::MAX_TURNS),
             token_budget: 1_000_000,
             max_tokens: 8192,
             no_sandbox: false,
@@ -77,11 +86,41 @@ impl Options {
                 .or_else(|| std::env::var(crate::home::env::CAR_DO_IMAGE).ok())
                 .unwrap_or_else(|| crate::agent::sandbox::DEFAULT_IMAGE.into()),
             allow_git_writes: false,
+            read_only: args.local,
+            workdir: Some(workdir),
             until: args.until.clone(),
-            invoked_by: args.invoked_by.clone(),
+            invoked_by: crate::agent::runs::ancestry(args.invoked_by)
+                .iter()
+                .map(|h| h.as_str().to_string())
+                .collect(),
             resume: None,
         }
     }
+}
+
+/// `assistant_start`'s `cwd`: the project root, or a directory inside it (relative paths from
+/// the project root); anything else is refused, so a client cannot point a run elsewhere.
+pub fn workdir_of(project_root: &Path, cwd: Option<&str>) -> Result<std::path::PathBuf, String> {
+    let root = project_root
+        .canonicalize()
+        .unwrap_or_else(|_| project_root.to_path_buf());
+    let Some(cwd) = cwd.filter(|c| !c.trim().is_empty()) else {
+        return Ok(root);
+    };
+    let asked = root.join(cwd);
+    let dir = asked
+        .canonicalize()
+        .map_err(|e| format!("cwd {cwd} cannot be used: {e}"))?;
+    if !dir.is_dir() {
+        return Err(format!("cwd {cwd} is not a directory"));
+    }
+    if !dir.starts_with(&root) {
+        return Err(format!(
+            "cwd {cwd} is outside the project this daemon serves ({}); start car-server in that project to run there",
+            root.display()
+        ));
+    }
+    Ok(dir)
 }
 
 /// Why a run could not start: the failure, the sandbox if one was chosen, the exit code.
@@ -137,28 +176,31 @@ pub fn prepare(
             image: options.image.clone(),
         },
     };
-    let sandbox =
-        Sandbox::choose(request, project_root, options.allow_git_writes).map_err(|why| {
-            Refused {
-                failure: Failure {
-                    kind: agent::FailureKind::SandboxUnavailable,
-                    message: why,
-                    suggestions: match options.sandbox {
-                        SandboxChoice::Auto => vec![
-                            "apt install bubblewrap".into(),
-                            "car do --sandbox docker --image IMAGE …".into(),
-                            "car do --no-sandbox …".into(),
-                        ],
-                        SandboxChoice::Docker => vec![
-                            "start the Docker engine (or set DOCKER_HOST)".into(),
-                            "car do --sandbox auto … (bubblewrap)".into(),
-                        ],
-                    },
-                },
-                sandbox: None,
-                exit: 1,
-            }
-        })?;
+    let writes = match (options.read_only, options.allow_git_writes) {
+        (true, _) => Writes::Nothing,
+        (false, true) => Writes::ProjectAndGit,
+        (false, false) => Writes::Project,
+    };
+    let workdir = options.workdir.as_deref().unwrap_or(project_root);
+    let sandbox = Sandbox::choose(request, workdir, writes).map_err(|why| Refused {
+        failure: Failure {
+            kind: agent::FailureKind::SandboxUnavailable,
+            message: why,
+            suggestions: match options.sandbox {
+                SandboxChoice::Auto => vec![
+                    "apt install bubblewrap".into(),
+                    "car do --sandbox docker --image IMAGE …".into(),
+                    "car do --no-sandbox …".into(),
+                ],
+                SandboxChoice::Docker => vec![
+                    "start the Docker engine (or set DOCKER_HOST)".into(),
+                    "car do --sandbox auto … (bubblewrap)".into(),
+                ],
+            },
+        },
+        sandbox: None,
+        exit: 1,
+    })?;
     let model = Model::new(ModelConfig {
         provider,
         model: model_name,
@@ -181,21 +223,24 @@ pub fn prepare(
         root: sandbox.root.clone(),
         sandbox: sandbox.clone(),
         invoked_by: options.invoked_by.clone(),
-        allow_git_writes: options.allow_git_writes,
     });
-    let app = App::open_with(home, project_root, agent::tools::tools(workspace.clone())).map_err(
-        |e| {
-            Box::new(Refused {
-                failure: Failure {
-                    kind: agent::FailureKind::AssistantLoopFailed,
-                    message: e.to_string(),
-                    suggestions: vec![],
-                },
-                sandbox: Some(sandbox.clone()),
-                exit: 1,
-            })
-        },
-    )?;
+    let app = App::open_at(
+        home,
+        project_root,
+        workdir,
+        agent::tools::tools(workspace.clone()),
+    )
+    .map_err(|e| {
+        Box::new(Refused {
+            failure: Failure {
+                kind: agent::FailureKind::AssistantLoopFailed,
+                message: e.to_string(),
+                suggestions: vec![],
+            },
+            sandbox: Some(sandbox.clone()),
+            exit: 1,
+        })
+    })?;
     Ok(Launch {
         model,
         sandbox,
@@ -225,7 +270,8 @@ pub fn daemon_runs(home: &Home, project_root: &Path) -> Runs {
     let home = home.clone();
     let root = project_root.to_path_buf();
     Runs::new(Arc::new(move |args: &StartArgs| {
-        prepare(&home, &root, &Options::of_start(args)).map_err(|refused| {
+        let workdir = workdir_of(&root, args.cwd.as_deref())?;
+        prepare(&home, &root, &Options::of_start(args, workdir)).map_err(|refused| {
             let mut message = refused.failure.message;
             for suggestion in refused.failure.suggestions {
                 message.push_str(&format!("; try: {suggestion}"));

@@ -59,13 +59,24 @@ impl App {
         project_root: &Path,
         face_tools: Vec<Tool>,
     ) -> Result<App, AppError> {
+        App::open_at(home, project_root, project_root, face_tools)
+    }
+
+    /// As [`App::open_with`], for work in `cwd` (the project root or a directory inside it):
+    /// the policies of every `.car/policies` down to `cwd` apply.
+    pub fn open_at(
+        home: &Home,
+        project_root: &Path,
+        cwd: &Path,
+        face_tools: Vec<Tool>,
+    ) -> Result<App, AppError> {
         let store = Arc::new(Store::open(&home.db_path())?);
         let memory = Memory::open(
             store.clone(),
             Some(project_root),
             Some(&home.assistant_json()),
         )?;
-        let policy = PolicyEngine::load(&home.policies_dir(), project_root, project_root);
+        let policy = PolicyEngine::load(&home.policies_dir(), cwd, project_root);
         if let Some(failure) = &policy.rules().failure {
             tracing::warn!("policy rules did not load, every call will be denied: {failure}");
         }

@@ -98,11 +98,15 @@ fn options_of(args: &DoArgs) -> Options {
         sandbox: args.sandbox,
         image: args.image.clone(),
         allow_git_writes: args.allow_git_writes,
+        read_only: false,
+        workdir: None,
         until: args.until.clone(),
         resume: args.resume.clone(),
         invoked_by: std::env::var(crate::home::env::CAR_INVOKED_BY)
             .ok()
-            .filter(|v| !v.trim().is_empty()),
+            .filter(|v| !v.trim().is_empty())
+            .into_iter()
+            .collect(),
     }
 }
 

@@ -432,30 +432,54 @@ fn a_daemon_run_started_by_one_client_is_polled_to_the_end_by_another() {
                 json!({"task": "write daemon.txt", "model": "claude-scripted", "invoked_by": "claude-code"}),
             )))
             .await
-            .unwrap();
-        let run_id = started.structured_content.unwrap()["run_id"]
-            .as_str()
             .unwrap()
-            .to_string();
+            .structured_content
+            .unwrap();
+        // CAR's contract: the run id, running, when to poll, the sandbox and the ancestry.
+        assert_eq!(started["status"], "running", "{started}");
+        assert_eq!(started["poll_after_ms"], 2000, "{started}");
+        assert_eq!(started["ancestry"], json!(["claude-code"]), "{started}");
+        assert_eq!(started["sandbox"]["tier"], "sandbox_edit", "{started}");
+        let run_id = started["run_id"].as_str().unwrap().to_string();
+        assert!(run_id.starts_with("mcp-run-"), "{run_id}");
         first.cancel().await.unwrap();
 
         let second = connect().await;
-        let mut after = 0;
+        let mut since_seq = 0;
         let mut seen = Vec::new();
+        let mut seqs = Vec::new();
         for _ in 0..600 {
             let polled = second
                 .call_tool(
                     CallToolRequestParams::new("assistant_poll")
-                        .with_arguments(args(json!({"run_id": run_id, "after": after}))),
+                        .with_arguments(args(json!({"run_id": run_id, "since_seq": since_seq}))),
                 )
                 .await
                 .unwrap()
                 .structured_content
                 .unwrap();
-            after = polled["next"].as_u64().unwrap();
-            seen.extend(polled["events"].as_array().unwrap().iter().map(|e| e["type"].clone()));
-            if polled["done"] == true {
-                return (polled["document"].clone(), seen);
+            since_seq = polled["next_seq"].as_u64().unwrap();
+            assert_eq!(polled["events_skipped"], 0, "{polled}");
+            for event in polled["events"].as_array().unwrap() {
+                seen.push(event["type"].clone());
+                seqs.push(event["seq"].as_u64().unwrap());
+            }
+            if polled["status"] != "running" {
+                assert_eq!(polled["status"], "ok", "{polled}");
+                // Polling on from next_seq brings nothing twice.
+                let again = second
+                    .call_tool(CallToolRequestParams::new("assistant_poll").with_arguments(
+                        args(json!({"run_id": run_id, "since_seq": since_seq})),
+                    ))
+                    .await
+                    .unwrap()
+                    .structured_content
+                    .unwrap();
+                assert_eq!(again["events"], json!([]), "{again}");
+                assert_eq!(again["next_seq"], since_seq, "{again}");
+                let expected: Vec<u64> = (1..=seqs.len() as u64).collect();
+                assert_eq!(seqs, expected, "every event once, in order");
+                return (polled["result"].clone(), seen);
             }
             tokio::time::sleep(std::time::Duration::from_millis(50)).await;
         }
@@ -471,6 +495,184 @@ fn a_daemon_run_started_by_one_client_is_polled_to_the_end_by_another() {
         std::fs::read_to_string(home.project.join("daemon.txt")).unwrap(),
         "from the daemon\n"
     );
+}
+
+/// assistant_start's `cwd` and `local` as CAR's documents give them: the run works in a
+/// directory of the project and, read-only, changes nothing there; assistant_cancel answers
+/// `cancelled`, `already_terminal` or `unknown`; a cwd outside the project or too many turns is
+/// refused.
+#[test]
+fn a_daemon_run_works_in_its_cwd_changes_nothing_when_local_and_cancel_says_what_it_did() {
+    use rmcp::model::CallToolRequestParams;
+    use rmcp::transport::StreamableHttpClientTransport;
+    use rmcp::ServiceExt;
+
+    let home = TestHome::new();
+    let sub = home.project.join("sub");
+    std::fs::create_dir_all(&sub).unwrap();
+    std::fs::write(sub.join("notes.txt"), "kept as it was\n").unwrap();
+    let model = ScriptedModel::start(
+        vec![
+            call(
+                "w1",
+                "Write",
+                json!({"file_path": "out.txt", "content": "must not land\n"}),
+            ),
+            call(
+                "b1",
+                "Bash",
+                json!({"command": "cat notes.txt && touch made.txt"}),
+            ),
+            call("b2", "Bash", json!({"command": "sleep 30"})),
+        ],
+        "unused",
+    );
+    let base = format!("http://127.0.0.1:{}", model.port);
+    let server = crate::server::Server::start_with(&home, &[], &[("ANTHROPIC_BASE_URL", &base)]);
+    let url = server.mcp();
+    tokio::runtime::Runtime::new().unwrap().block_on(async {
+        let client = ().serve(StreamableHttpClientTransport::from_uri(url.as_str())).await.unwrap();
+        let tool = |name: &'static str, arguments: Value| {
+            let client = &client;
+            async move {
+                client
+                    .call_tool(
+                        CallToolRequestParams::new(name)
+                            .with_arguments(arguments.as_object().cloned().unwrap()),
+                    )
+                    .await
+                    .unwrap()
+            }
+        };
+        let poll_until = |run_id: String, done: fn(&Value) -> bool| {
+            let tool = &tool;
+            async move {
+                let mut since_seq = 0;
+                let mut events = Vec::new();
+                for _ in 0..600 {
+                    let polled = tool(
+                        "assistant_poll",
+                        json!({"run_id": run_id, "since_seq": since_seq}),
+                    )
+                    .await
+                    .structured_content
+                    .unwrap();
+                    since_seq = polled["next_seq"].as_u64().unwrap();
+                    events.extend(polled["events"].as_array().unwrap().iter().cloned());
+                    if done(&polled) || events.iter().any(|e| done(&json!({"event": e}))) {
+                        return (polled, events);
+                    }
+                    tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+                }
+                panic!("the run never got there: {events:?}");
+            }
+        };
+
+        // Read-only in sub/: the Write is refused, the command cannot write, notes.txt is read.
+        let started = tool(
+            "assistant_start",
+            json!({"task": "look around", "model": "claude-scripted", "cwd": "sub",
+                   "local": true, "max_turns": 2}),
+        )
+        .await
+        .structured_content
+        .unwrap();
+        assert_eq!(started["sandbox"]["tier"], "read_only", "{started}");
+        assert!(
+            started["sandbox"]["root"]
+                .as_str()
+                .unwrap()
+                .ends_with("/sub"),
+            "{started}"
+        );
+        let run_id = started["run_id"].as_str().unwrap().to_string();
+        let (ended, events) = poll_until(run_id.clone(), |p| {
+            p["status"] != "running" && p.get("status").is_some()
+        })
+        .await;
+        assert_eq!(ended["status"], "ok", "{ended}");
+        let document = &ended["result"];
+        assert_eq!(document["status"], "max_turns", "{document}");
+        assert_eq!(document["receipts"]["failed"], 2, "{document}");
+        let failures: Vec<&Value> = events
+            .iter()
+            .filter(|e| e["type"] == "tool_failed")
+            .collect();
+        assert!(
+            failures[0]["message"]
+                .as_str()
+                .unwrap()
+                .contains("read-only"),
+            "the Write is refused as read-only: {failures:?}"
+        );
+        assert!(
+            failures[1]["message"]
+                .as_str()
+                .unwrap()
+                .contains("Read-only file system"),
+            "the command cannot write: {failures:?}"
+        );
+        assert!(!sub.join("out.txt").exists() && !sub.join("made.txt").exists());
+        assert!(!home.project.join("out.txt").exists());
+        assert_eq!(
+            std::fs::read_to_string(sub.join("notes.txt")).unwrap(),
+            "kept as it was\n"
+        );
+        let again = tool("assistant_cancel", json!({"run_id": run_id})).await;
+        assert_eq!(
+            again.structured_content.unwrap()["status"],
+            "already_terminal"
+        );
+        let nobody = tool("assistant_cancel", json!({"run_id": "mcp-run-nobody"})).await;
+        assert_eq!(nobody.structured_content.unwrap()["status"], "unknown");
+
+        // Cancelled while its command sleeps: `cancelled`, and the poll says so.
+        let started = tool(
+            "assistant_start",
+            json!({"task": "wait", "model": "claude-scripted", "cwd": "sub", "max_turns": 5}),
+        )
+        .await
+        .structured_content
+        .unwrap();
+        assert_eq!(started["sandbox"]["tier"], "sandbox_edit", "{started}");
+        let run_id = started["run_id"].as_str().unwrap().to_string();
+        poll_until(run_id.clone(), |p| {
+            p["event"]["type"] == "tool_called"
+                && p["event"]["data"]["input"]["command"] == "sleep 30"
+        })
+        .await;
+        let cancelled = tool("assistant_cancel", json!({"run_id": run_id})).await;
+        assert_eq!(cancelled.structured_content.unwrap()["status"], "cancelled");
+        let (ended, _) = poll_until(run_id.clone(), |p| {
+            p.get("status").is_some() && p["status"] != "running"
+        })
+        .await;
+        assert_eq!(ended["status"], "cancelled", "{ended}");
+        assert_eq!(ended["result"]["error"], "Interrupted", "{ended}");
+        assert_eq!(
+            std::fs::read_to_string(sub.join("out.txt")).unwrap(),
+            "must not land\n",
+            "without local the same Write lands, in sub/"
+        );
+
+        // Outside the project, or past 200 turns: refused, nothing started.
+        let outside = tool(
+            "assistant_start",
+            json!({"task": "x", "model": "claude-scripted", "cwd": ".."}),
+        )
+        .await;
+        assert_eq!(outside.is_error, Some(true));
+        assert!(
+            format!("{:?}", outside.content).contains("outside the project"),
+            "{outside:?}"
+        );
+        let too_many = tool(
+            "assistant_start",
+            json!({"task": "x", "model": "claude-scripted", "max_turns": 500}),
+        )
+        .await;
+        assert_eq!(too_many.is_error, Some(true), "{too_many:?}");
+    });
 }
 
 #[test]
@@ -1098,7 +1300,10 @@ fn a_client_that_takes_tasks_follows_a_daemon_run_as_an_mcp_task() {
         (&json!(3_600_000), &json!(1000))
     );
     let task_id = handle["taskId"].as_str().unwrap().to_string();
-    assert_eq!(task_id.len(), 32, "an unguessable id: {task_id}");
+    assert!(
+        task_id.starts_with("mcp-run-") && task_id.len() == 40,
+        "an unguessable id: {task_id}"
+    );
     let mut seen = Vec::new();
     let finished = (0..600)
         .find_map(|i| {
@@ -1135,7 +1340,7 @@ fn a_client_that_takes_tasks_follows_a_daemon_run_as_an_mcp_task() {
         &json!({}),
     );
     assert_eq!(
-        polled["result"]["structuredContent"]["done"], true,
+        polled["result"]["structuredContent"]["status"], "ok",
         "{polled}"
     );
 
@@ -1162,7 +1367,11 @@ fn a_client_that_takes_tasks_follows_a_daemon_run_as_an_mcp_task() {
         json!({"name": "assistant_poll", "arguments": {"run_id": sleeping}}),
         &json!({}),
     );
-    let document = &polled["result"]["structuredContent"]["document"];
+    assert_eq!(
+        polled["result"]["structuredContent"]["status"], "cancelled",
+        "{polled}"
+    );
+    let document = &polled["result"]["structuredContent"]["result"];
     assert_eq!(
         (document["status"].as_str(), document["error"].as_str()),
         (Some("error"), Some("Interrupted")),
