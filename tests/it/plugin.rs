@@ -3,7 +3,8 @@
 //! errors, lists its commands, agent and MCP server, installs it from the marketplace into a fresh
 //! home, and in a `claude -p` run against a scripted model calls the plugin's memory tools (the
 //! fact lands in `car.db`) while the plugin's hook denies a destructive Bash command, and runs
-//! the `/car-remember` and `/car-recall` commands with their arguments.
+//! the `/car-remember` and `/car-recall` commands with their arguments, `/car-do` under its own
+//! permission, and the `car` and `car-reason` agents end to end.
 
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
@@ -654,6 +655,193 @@ fn the_car_agent_delegates_to_car_do_and_brings_back_its_summary() {
     let last = run.lines.last().cloned().unwrap_or_default();
     assert_eq!(
         last["result"], "The car agent reported back.",
+        "{last}\n{context}"
+    );
+}
+
+/// `/car:car-do` in the real Claude Code: the command's own `allowed-tools` lets its `car do`
+/// run (no `--allowedTools`), `car do` works against the scripted model in its own
+/// conversation, and the car.do/1 document comes back to the main loop as the Bash result.
+#[test]
+fn the_car_do_command_runs_car_do_under_its_own_permission_and_gets_the_document() {
+    let tmp = claude_root();
+    let root = tmp.path();
+    let project = root.join("project");
+    std::fs::create_dir_all(project.join(".car")).unwrap();
+    std::fs::write(project.join("notes.txt"), "the build is green\n").unwrap();
+    let task = "Read notes.txt and say what it says.";
+    let model = ScriptedModel::start_routed(
+        vec![ToolCall::bash(
+            "toolu_car_do",
+            format!("CAR_INVOKED_BY=claude-code car do --json \"{task}\" 2>/dev/null"),
+        )],
+        "car do: success. notes.txt says the build is green.",
+        "ok",
+        vec![Route {
+            marker: "You are car do",
+            calls: vec![ToolCall {
+                id: "toolu_read",
+                name: "Read".to_string(),
+                input: json!({"file_path": "notes.txt"}),
+            }],
+            last_words: "notes.txt says the build is green.",
+        }],
+    );
+    let mut cmd = claude(root, &format!("http://127.0.0.1:{}", model.port));
+    cmd.current_dir(&project)
+        .env("CAR_DO_MODEL", "claude-scripted")
+        .args(["-p", &format!("/car:car-do \"{task}\"")])
+        .arg("--plugin-dir")
+        .arg(plugin_dir())
+        .args(["--output-format", "stream-json", "--verbose"]);
+    let run = run_against(cmd, root, &model);
+    let context = &run.context;
+    assert_eq!(run.code, Some(0), "{context}");
+    let requests = model.requests();
+    let main_loop: Vec<&Value> = requests
+        .iter()
+        .map(|r| &r.body)
+        .filter(|b| !system_text_of(b).contains("You are car do"))
+        .filter(|b| b["tools"].as_array().is_some_and(|t| !t.is_empty()))
+        .collect();
+    assert!(
+        main_loop.first().is_some_and(|b| b
+            .to_string()
+            .contains("Run CAR's governed agent on this task")),
+        "the command's prompt reached the model\n{context}"
+    );
+    let result = main_loop
+        .iter()
+        .find_map(|b| {
+            tool_results(b)
+                .into_iter()
+                .find(|t| t["tool_use_id"] == "toolu_car_do")
+        })
+        .unwrap_or_else(|| panic!("the command's car do never came back\n{context}"));
+    assert_ne!(
+        result["is_error"], true,
+        "the command's allowed-tools let it run: {result}"
+    );
+    let output = result_text(&result["content"]);
+    let document: Value = serde_json::from_str(output.trim())
+        .unwrap_or_else(|e| panic!("{e}: not one JSON document: {output}\n{context}"));
+    assert_eq!(
+        (&document["schema"], &document["status"]),
+        (&json!("car.do/1"), &json!("success")),
+        "{document}"
+    );
+    assert_eq!(document["summary"], "notes.txt says the build is green.");
+    assert_eq!(
+        document["receipts"]["by_tool"],
+        json!({"Read": 1}),
+        "{document}"
+    );
+    let last = run.lines.last().cloned().unwrap_or_default();
+    assert_eq!(
+        last["result"], "car do: success. notes.txt says the build is green.",
+        "{last}\n{context}"
+    );
+}
+
+/// The plugin's `car-reason` agent, in the real Claude Code: the main loop asks it a question,
+/// it runs `car reason` with its Bash tool, `car reason` sends the files that bear on the
+/// question to the model, and the answer with the file it cites comes back to the main loop.
+#[test]
+fn the_car_reason_agent_answers_from_the_files_car_reason_picks() {
+    let tmp = claude_root();
+    let root = tmp.path();
+    let project = root.join("project");
+    let src = project.join("src");
+    std::fs::create_dir_all(project.join(".car")).unwrap();
+    std::fs::create_dir_all(&src).unwrap();
+    std::fs::write(
+        src.join("payout.rs"),
+        "/// Payouts are scheduled on business days: the scheduler skips weekends.\npub fn schedule_payout(day: u8) -> bool { day < 5 }\n",
+    )
+    .unwrap();
+    std::fs::write(project.join("NOTES.md"), "Release notes for the CLI.\n").unwrap();
+    let question = "Why does the payout scheduler skip weekends?";
+    // car reason's own request offers no tools, so it gets the model's side words.
+    let answer = "The scheduler skips weekends on purpose: see [src/payout.rs].";
+    let model = ScriptedModel::start_routed(
+        vec![ToolCall {
+            id: "toolu_agent",
+            name: "Agent".to_string(),
+            input: json!({"description": "Ask car reason", "subagent_type": "car:car-reason",
+                          "prompt": question, "run_in_background": false}),
+        }],
+        "The car-reason agent answered.",
+        answer,
+        vec![Route {
+            marker: "You answer by running `car reason`",
+            calls: vec![ToolCall::bash(
+                "toolu_reason",
+                format!("car reason --format json \"{question}\" 2>/dev/null"),
+            )],
+            last_words: "Weekends are skipped on purpose; cited: src/payout.rs.",
+        }],
+    );
+    let mut cmd = claude(root, &format!("http://127.0.0.1:{}", model.port));
+    cmd.current_dir(&project)
+        .env("CAR_DO_MODEL", "claude-scripted")
+        .args(["-p", "Ask the car-reason agent why payouts skip weekends."])
+        .arg("--plugin-dir")
+        .arg(plugin_dir())
+        .args(["--allowedTools", "Bash,Agent"])
+        .args(["--output-format", "stream-json", "--verbose"]);
+    let run = run_against(cmd, root, &model);
+    let context = &run.context;
+    assert_eq!(run.code, Some(0), "{context}");
+    let requests = model.requests();
+    let reasoned = requests
+        .iter()
+        .filter(|r| system_text_of(&r.body).contains("You answer by running `car reason`"))
+        .find_map(|r| {
+            tool_results(&r.body)
+                .into_iter()
+                .find(|t| t["tool_use_id"] == "toolu_reason")
+        })
+        .unwrap_or_else(|| panic!("the agent's car reason never came back\n{context}"));
+    let output = result_text(&reasoned["content"]);
+    let document: Value = serde_json::from_str(output.trim())
+        .unwrap_or_else(|e| panic!("{e}: not one JSON document: {output}\n{context}"));
+    assert_eq!(
+        (&document["schema"], &document["status"]),
+        (&json!("car.reason/1"), &json!("success")),
+        "{document}"
+    );
+    assert_eq!(document["answer"], answer, "{document}");
+    assert_eq!(
+        (
+            &document["files"][0]["path"],
+            &document["files"][0]["cited"]
+        ),
+        (&json!("src/payout.rs"), &json!(true)),
+        "{document}"
+    );
+    // car reason's request carried the file's text.
+    assert!(
+        requests.iter().any(
+            |r| r.body.to_string().contains("the scheduler skips weekends")
+                && r.body["tools"].as_array().is_none_or(|t| t.is_empty())
+        ),
+        "car reason never sent the file to its model\n{context}"
+    );
+    let main_result = requests
+        .iter()
+        .find_map(|r| {
+            tool_results(&r.body)
+                .into_iter()
+                .find(|t| t["tool_use_id"] == "toolu_agent")
+        })
+        .unwrap_or_else(|| panic!("the Agent call never came back to the main loop\n{context}"));
+    assert!(
+        result_text(&main_result["content"]).contains("cited: src/payout.rs"),
+        "{main_result}\n{context}"
+    );
+    let last = run.lines.last().cloned().unwrap_or_default();
+    assert_eq!(
+        last["result"], "The car-reason agent answered.",
         "{last}\n{context}"
     );
 }
