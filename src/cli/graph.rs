@@ -3,7 +3,9 @@
 
 use super::{open_project, render_typed, Env, Printed};
 use crate::project::commands::graph::{self, command_name, GraphCommand, GraphOutcome};
-use crate::project::graph::{Added, Content, Exported, Linked, NodeEdges, Progress, ScanReport};
+use crate::project::graph::{
+    Added, Content, EdgeOrigin, Exported, Linked, NodeEdges, Progress, ScanReport,
+};
 
 /// How a person reads a graph command's outcome.
 fn render(done: &GraphOutcome) -> String {
@@ -86,7 +88,7 @@ fn human_edges(edges: &NodeEdges) -> String {
                 "  {arrow} {}  {}{}\n",
                 edge.key,
                 edge.kind,
-                if edge.origin == "manual" {
+                if edge.origin == EdgeOrigin::Manual {
                     " (manual)"
                 } else {
                     ""

@@ -16,6 +16,7 @@ use std::time::Duration;
 use rusqlite::{params, Connection, Transaction, TransactionBehavior};
 use serde::{Deserialize, Serialize};
 
+use super::tasks::TaskStatus;
 use super::{Mode, Project, ProjectError, Result};
 use crate::store::Store;
 
@@ -49,7 +50,8 @@ pub struct MovedTask {
     pub id: i64,
     pub number: i64,
     pub title: String,
-    pub status: String,
+    /// `done` or `cancelled`.
+    pub status: TaskStatus,
     pub closed_at: Option<String>,
 }
 
@@ -251,7 +253,7 @@ fn read_moved(tx: &Transaction<'_>, schema: &str, ids: &[i64]) -> Result<Vec<Mov
             id: r.get(0)?,
             number: r.get(1)?,
             title: r.get(2)?,
-            status: r.get(3)?,
+            status: TaskStatus::shown(&r.get::<_, String>(3)?, 0)?,
             closed_at: r.get(4)?,
         })
     })?;

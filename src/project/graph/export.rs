@@ -6,7 +6,7 @@ use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
 
-use super::Node;
+use super::{EdgeOrigin, Node};
 
 /// One edge of an export, by node keys.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq, schemars::JsonSchema)]
@@ -14,7 +14,7 @@ pub struct Edge {
     pub src: String,
     pub dst: String,
     pub kind: String,
-    pub origin: String,
+    pub origin: EdgeOrigin,
 }
 
 /// Every node and edge of a project, sorted.
@@ -159,7 +159,7 @@ impl GraphDump {
                 dot_quote(&edge.src),
                 dot_quote(&edge.dst),
                 dot_quote(&edge.kind),
-                if edge.origin == "manual" {
+                if edge.origin == EdgeOrigin::Manual {
                     ", style=dashed"
                 } else {
                     ""
@@ -197,7 +197,7 @@ impl GraphDump {
             else {
                 continue;
             };
-            let arrow = if edge.origin == "manual" {
+            let arrow = if edge.origin == EdgeOrigin::Manual {
                 "-.->"
             } else {
                 "-->"

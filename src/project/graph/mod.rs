@@ -87,8 +87,28 @@ pub struct Neighbour {
     pub key: String,
     /// The edge kind: what a scan found (`imports`, …) or the one given to link.
     pub kind: String,
-    /// `scan` or `manual`.
-    pub origin: String,
+    pub origin: EdgeOrigin,
+}
+
+/// Who made an edge: a scan (which the next scan may remove) or a person (`link`; kept).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum EdgeOrigin {
+    Scan,
+    Manual,
+}
+
+impl EdgeOrigin {
+    /// The stored text (`scan`, `manual`).
+    pub fn parse(text: &str) -> Result<EdgeOrigin> {
+        match text {
+            "scan" => Ok(EdgeOrigin::Scan),
+            "manual" => Ok(EdgeOrigin::Manual),
+            other => Err(crate::project::ProjectError::Invalid(format!(
+                "an edge's origin is scan or manual, not {other:?}"
+            ))),
+        }
+    }
 }
 
 /// Which edges of a node to list.
@@ -228,7 +248,7 @@ impl Project {
                 Ok(Neighbour {
                     key: row.get(0)?,
                     kind: row.get(1)?,
-                    origin: row.get(2)?,
+                    origin: crate::project::stored(row, "origin", EdgeOrigin::parse)?,
                 })
             })?;
             Ok(rows.collect::<rusqlite::Result<_>>()?)
@@ -333,7 +353,7 @@ impl Project {
                     src: row.get(0)?,
                     dst: row.get(1)?,
                     kind: row.get(2)?,
-                    origin: row.get(3)?,
+                    origin: crate::project::stored(row, "origin", EdgeOrigin::parse)?,
                 })
             })?
             .collect::<rusqlite::Result<Vec<_>>>()?;

@@ -38,7 +38,7 @@ pub enum TaskStatus {
 
 impl TaskStatus {
     /// The status shown for a stored one and the count of dependencies not done yet.
-    fn shown(stored: &str, open_deps: i64) -> rusqlite::Result<TaskStatus> {
+    pub(crate) fn shown(stored: &str, open_deps: i64) -> rusqlite::Result<TaskStatus> {
         Ok(match stored {
             "open" if open_deps == 0 => TaskStatus::Ready,
             "open" => TaskStatus::Open,
