@@ -117,8 +117,7 @@ pub(crate) fn tools() -> Vec<Tool> {
                     extra_tools: args.extra_tools,
                     initial_state: args.initial_state,
                 };
-                let catalog = ToolCatalog::from_registry(call.tools.registry())
-                    .with_source(call.tools.source().cloned());
+                let catalog = ToolCatalog::beside(call.tools.clone());
                 Ok(verify(&args.proposal, &catalog, &options))
             },
         ),

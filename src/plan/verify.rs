@@ -85,8 +85,9 @@ pub struct Verification {
 #[derive(Clone, Default)]
 pub struct ToolCatalog {
     validators: HashMap<String, Arc<crate::runtime::LazyValidator>>,
-    /// Tools that come and go (enabled connector tools), looked up at verify time.
-    source: Option<Arc<dyn crate::runtime::ToolSource>>,
+    /// The tools beside (a running tool's registry and the connectors' tools), asked at
+    /// verify time for a tool not declared here.
+    beside: Option<Arc<dyn crate::runtime::Tools>>,
 }
 
 impl ToolCatalog {
@@ -96,11 +97,18 @@ impl ToolCatalog {
                 .validators()
                 .map(|(name, v)| (name.to_string(), v.clone()))
                 .collect(),
-            source: None,
+            beside: None,
         }
     }
 
-    /// Also knows the tools of `source`, as they are when a proposal is checked.
+    /// Knows the tools a handler sees beside it, as they are when a proposal is checked.
+    pub fn beside(tools: Arc<dyn crate::runtime::Tools>) -> ToolCatalog {
+        ToolCatalog {
+            validators: HashMap::new(),
+            beside: Some(tools),
+        }
+    }
+
     /// Adds tools declared elsewhere (a WebSocket client's own tools), by name and input schema.
     pub fn with_declared(mut self, tools: impl IntoIterator<Item = (String, Value)>) -> Self {
         for (name, schema) in tools {
@@ -110,20 +118,13 @@ impl ToolCatalog {
         self
     }
 
-    pub fn with_source(mut self, source: Option<Arc<dyn crate::runtime::ToolSource>>) -> Self {
-        self.source = source;
-        self
-    }
-
-    fn validator(&self, tool: &str) -> Option<Arc<crate::runtime::LazyValidator>> {
-        self.validators.get(tool).cloned().or_else(|| {
-            let current = self.source.as_ref()?.current();
-            let found = current
-                .validators()
-                .find(|(name, _)| *name == tool)
-                .map(|(_, v)| v.clone());
-            found
-        })
+    /// Every way `params` break the input schema of `tool`, or `None` when it knows no such
+    /// tool.
+    fn problems(&self, tool: &str, params: &Value) -> Option<Vec<String>> {
+        match self.validators.get(tool) {
+            Some(validator) => Some(validator.problems(params)),
+            None => self.beside.as_ref()?.problems(tool, params),
+        }
     }
 }
 
@@ -243,10 +244,9 @@ pub fn verify(
             }
             (ActionType::StateWrite | ActionType::StateRead | ActionType::Assertion, _) => continue,
         };
-        match catalog.validator(tool) {
-            Some(validator) => {
-                let params = Value::Object(action.parameters.clone());
-                let problems = validator.problems(&params);
+        let params = Value::Object(action.parameters.clone());
+        match catalog.problems(tool, &params) {
+            Some(problems) => {
                 if !problems.is_empty() {
                     found.error(
                         &action.id,

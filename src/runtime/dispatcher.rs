@@ -12,8 +12,9 @@ use super::context::Context;
 use super::error::ToolError;
 use super::executions::{self, Claim, ExecStatus, Finished};
 use super::registry::Registry;
+use super::registry::{Served, ToolSource};
 use super::spec::{Confirmation, Gating, Idempotence, ToolSpec};
-use super::tool::{ToolCall, ToolSource, Tools};
+use super::tool::ToolCall;
 use crate::store::{self, Store};
 
 /// The longest string accepted in any argument, so one call cannot flood the store.
@@ -254,7 +255,10 @@ impl Dispatcher {
             cancel: options.cancel.child_token(),
             context: context.clone(),
             client: options.client.clone(),
-            tools: Tools::new(self.registry.clone(), self.source.clone()),
+            tools: Arc::new(Served {
+                registry: self.registry.clone(),
+                source: self.source.clone(),
+            }),
         };
         let cancel = call.cancel.clone();
         let work = (entry.tool.handler)(call);

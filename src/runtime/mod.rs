@@ -24,9 +24,10 @@ pub use error::ToolError;
 pub use executions::ExecStatus;
 pub use jobs::{JobState, JobStatus, Jobs};
 pub(crate) use registry::LazyValidator;
+pub use registry::ToolSource;
 pub use registry::{Registry, RegistryError};
 pub use spec::{Confirmation, Effect, Gating, Idempotence, Parallelism, ResultText, ToolSpec};
-pub use tool::{Tool, ToolCall, ToolSource, Tools};
+pub use tool::{Tool, ToolCall, Tools};
 
 use crate::store::{Store, StoreError};
 

@@ -7,7 +7,7 @@ use std::sync::{Arc, OnceLock};
 use serde_json::Value;
 
 use super::spec::ToolSpec;
-use super::tool::Tool;
+use super::tool::{Tool, Tools};
 
 /// An input schema, compiled when first needed.
 pub(crate) struct LazyValidator {
@@ -53,6 +53,30 @@ impl LazyValidator {
                 "the tool's input schema does not compile: {message}"
             )],
         }
+    }
+}
+
+/// Tools that come and go while the process runs (a connector's enabled tools). The dispatcher
+/// looks a name up in its own registry first, then here.
+pub trait ToolSource: Send + Sync {
+    /// The tools now. Called on every lookup and listing, so it must be cheap.
+    fn current(&self) -> Arc<Registry>;
+    /// A number that changes whenever the set of tools changes.
+    fn generation(&self) -> u64;
+}
+
+/// A registry and the source beside it: the tools a handler sees ([`Tools`]).
+pub(crate) struct Served {
+    pub registry: Arc<Registry>,
+    pub source: Option<Arc<dyn ToolSource>>,
+}
+
+impl Tools for Served {
+    fn problems(&self, name: &str, args: &Value) -> Option<Vec<String>> {
+        if let Some(found) = self.registry.problems(name, args) {
+            return Some(found);
+        }
+        self.source.as_ref()?.current().problems(name, args)
     }
 }
 
@@ -103,6 +127,13 @@ impl Registry {
 
     /// Each tool's name and compiled input validator, for checks that validate arguments
     /// without calling (plan `verify`). Shares the validators; holds no handler.
+    /// Every way `args` break the input schema of `name`, or `None` when it is not here.
+    pub(crate) fn problems(&self, name: &str, args: &Value) -> Option<Vec<String>> {
+        self.by_name
+            .get(name)
+            .map(|&i| self.entries[i].validator.problems(args))
+    }
+
     pub(crate) fn validators(&self) -> impl Iterator<Item = (&str, &Arc<LazyValidator>)> {
         self.entries
             .iter()

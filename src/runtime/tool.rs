@@ -9,7 +9,6 @@ use tokio_util::sync::CancellationToken;
 
 use super::context::Context;
 use super::error::ToolError;
-use super::registry::Registry;
 use super::spec::ToolSpec;
 
 /// The future a tool's handler returns.
@@ -26,7 +25,7 @@ pub struct ToolCall {
     pub context: Context,
     /// The client of the call: progress, logs, sampling and elicitation requests.
     pub client: super::client::Client,
-    pub tools: Tools,
+    pub tools: Arc<dyn Tools>,
 }
 
 /// A tool: declaration and handler.
@@ -166,39 +165,17 @@ impl Tool {
     }
 }
 
-/// Tools that come and go while the process runs (a connector's enabled tools). The dispatcher
-/// looks a name up in its own registry first, then here.
-pub trait ToolSource: Send + Sync {
-    /// The tools now. Called on every lookup and listing, so it must be cheap.
-    fn current(&self) -> Arc<Registry>;
-    /// A number that changes whenever the set of tools changes.
-    fn generation(&self) -> u64;
+/// The tools beside a running tool, as a handler may see them (the plan tools check a
+/// proposal's calls against them): the registry it is served from, then the tools that come and
+/// go.
+pub trait Tools: Send + Sync {
+    /// Every way `args` break the input schema of the tool called `name` (none: they fit), or
+    /// `None` when there is no such tool.
+    fn problems(&self, name: &str, args: &Value) -> Option<Vec<String>>;
 }
 
-/// The tools beside a running tool, as a handler may see them: the registry it is served from
-/// and the source of the tools that come and go (the plan tools check proposals against both).
-#[derive(Clone)]
-pub struct Tools {
-    registry: Arc<Registry>,
-    source: Option<Arc<dyn ToolSource>>,
-}
-
-impl Tools {
-    pub(crate) fn new(registry: Arc<Registry>, source: Option<Arc<dyn ToolSource>>) -> Tools {
-        Tools { registry, source }
-    }
-
-    pub fn registry(&self) -> &Registry {
-        &self.registry
-    }
-
-    pub fn source(&self) -> Option<&Arc<dyn ToolSource>> {
-        self.source.as_ref()
-    }
-}
-
-impl std::fmt::Debug for Tools {
+impl std::fmt::Debug for dyn Tools {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Tools").finish_non_exhaustive()
+        f.write_str("Tools")
     }
 }
