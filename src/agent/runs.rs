@@ -196,7 +196,7 @@ pub struct Started {
     /// How long to wait before the first poll.
     pub poll_after_ms: u64,
     /// Where the run's commands run (the document's `sandbox` block).
-    pub sandbox: Value,
+    pub sandbox: Sandbox,
     /// The hosts that led to this run, outermost first: it launches none of them.
     pub ancestry: Vec<Host>,
 }
@@ -295,7 +295,7 @@ impl Runs {
         // One id everywhere: the poll key, the task id, the document's run_id and the checkpoint
         // that `car do --resume` reads.
         launch.task.run_id = run_id.clone();
-        let sandbox = serde_json::to_value(&launch.sandbox).unwrap_or(Value::Null);
+        let sandbox = launch.sandbox.clone();
         let ancestry = ancestry(args.invoked_by);
         let runs = self.runs.clone();
         let id = run_id.clone();

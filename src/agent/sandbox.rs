@@ -52,7 +52,7 @@ pub enum Request {
 }
 
 /// The sandbox a run uses (the document's `sandbox` block).
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
 pub struct Sandbox {
     /// `bwrap`, `seatbelt`, `docker` or `none`.
     pub mode: &'static str,
