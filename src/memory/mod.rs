@@ -931,6 +931,41 @@ mod tests {
         assert!(direct.why.via.is_none());
     }
 
+    /// A number, a version or a single character links nothing: facts that share "0" (of
+    /// "canary 0") or "2.1" are not reached through it.
+    #[test]
+    fn numbers_versions_and_single_letters_bridge_nothing() {
+        use super::retrieve::worth_a_name;
+        for weak in ["0", "42", "1.2.3", "v2", "v1.4", "x"] {
+            assert!(!worth_a_name(weak), "{weak}");
+        }
+        for name in ["falcon", "s3", "k8s", "invoice_svc", "v2beta", "ab"] {
+            assert!(worth_a_name(name), "{name}");
+        }
+        let memory = Memory::in_memory().unwrap();
+        let mut entries = vec![NewEntry::new(
+            Kind::Pattern,
+            "service 42 deploys",
+            "Service 42 deploys with a canary 0 stage first, since release 2.1.",
+        )];
+        for (i, topic) in ["billing", "search", "mailer", "ledger"].iter().enumerate() {
+            entries.push(NewEntry::new(
+                Kind::Pattern,
+                &format!("{topic} queue"),
+                &format!("The {topic} queue drains batch 0 nightly, since release 2.{i}."),
+            ));
+        }
+        memory.write_entries(entries).unwrap();
+        let hits = memory
+            .query("how do we deploy service 42 with canary", "", 5)
+            .unwrap();
+        let walked: Vec<_> = hits.iter().filter_map(|h| h.why.via.as_ref()).collect();
+        assert!(
+            walked.is_empty(),
+            "nothing is reached through a number: {hits:#?}"
+        );
+    }
+
     #[test]
     fn a_reminder_stays_silent_when_no_entry_is_about_the_request() {
         let (memory, bridge, _) = bridge_memory();

@@ -12,7 +12,8 @@
 //!    their score on through the *named things* they mention that the query does not — a
 //!    codename, a team, a vendor, a repository, a file path, an identifier: any term in at most
 //!    [`BRIDGE_MAX_DF`] entries, weighted by its rarity and more when it is written as a name
-//!    (a capital, a digit, a `/`, `_`, `-` or `.` inside) — and through the entry's explicit
+//!    (a capital, a digit, a `/`, `_`, `-` or `.` inside; never a number, a version or a single
+//!    character) — and through the entry's explicit
 //!    links (depends_on, triggers, …). An entry reached so scores `seed × BRIDGE × strength`
 //!    and remembers the path (`via fact-12 "falcon"`); an entry only mentioning the named thing
 //!    in its body, not its subject, gets [`MENTION`] of that. Common words never bridge, so a
@@ -464,6 +465,9 @@ fn bridges(
             if asked.terms.contains(term) || asked.stems.contains(&index.stem(term)) {
                 continue;
             }
+            if !worth_a_name(term) {
+                continue;
+            }
             let postings = index.postings(term);
             if postings.len() < 2 || postings.len() > BRIDGE_MAX_DF {
                 continue;
@@ -489,6 +493,19 @@ fn bridges(
         }
     }
     reached
+}
+
+/// Whether a term can be a named thing that ties two entries: not a number ("canary 0"), a
+/// version (`1.2.3`, `v2`) or a single character — entries that share one have nothing in
+/// common.
+pub fn worth_a_name(term: &str) -> bool {
+    let mut chars = term.chars();
+    if chars.next().is_none() || chars.next().is_none() {
+        return false;
+    }
+    let numeric = term.strip_prefix('v').unwrap_or(term);
+    !(numeric.starts_with(|c: char| c.is_ascii_digit())
+        && numeric.chars().all(|c| c.is_ascii_digit() || c == '.'))
 }
 
 /// How strongly a shared term ties two entries, in (0, 1]: its rarity, `ln(N/df) / ln(N/2)`
