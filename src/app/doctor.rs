@@ -73,6 +73,7 @@ pub fn run(home_dir: &Home, project_root: &Path, mode: Mode) -> Doctor {
                         true,
                         format!("{count} current entries visible from this project"),
                     ));
+                    checks.push(meaning_check(&memory));
                 }
                 Err(e) => checks.push(Check::new("memory", false, e.to_string())),
             }
@@ -114,6 +115,25 @@ pub fn run(home_dir: &Home, project_root: &Path, mode: Mode) -> Doctor {
         home: home.display().to_string(),
         version: env!("CARGO_PKG_VERSION").to_string(),
         checks,
+    }
+}
+
+/// The `meaning` check of `car doctor`: the embedding model and whether every entry has its
+/// vector (a backfill after an upgrade may still be under way).
+fn meaning_check(memory: &Memory) -> Check {
+    let card = crate::memory::embed::card();
+    let model = format!(
+        "{}, {} dimensions, {} (assets/embed/NOTICE)",
+        card.name, card.dims, card.licence
+    );
+    match crate::memory::missing_vectors(memory.store()) {
+        Ok(0) => Check::new("meaning", true, format!("{model}; every entry embedded")),
+        Ok(missing) => Check::new(
+            "meaning",
+            true,
+            format!("{model}; {missing} entries still to embed (a backfill is under way; queries embed them meanwhile)"),
+        ),
+        Err(e) => Check::new("meaning", false, format!("{model}; {e}")),
     }
 }
 

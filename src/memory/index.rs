@@ -11,6 +11,7 @@ use foldhash::HashMap;
 use rusqlite::{Connection, OptionalExtension};
 use serde::{Deserialize, Serialize};
 
+use super::embed::{self, Vector};
 use super::model::{EdgeKind, Kind, Node};
 use super::text;
 use crate::store;
@@ -67,10 +68,29 @@ pub struct Index {
     posted_terms: usize,
     /// Current nodes per (project, tenant, kind), so counts never scan the graph.
     current: HashMap<(Option<i64>, String, Kind), usize>,
+    /// Each slot's meaning ([`Vector`]), flat so a scan reads one array: `embed::dims()` values
+    /// from `slot × dims`, and its scale (0: the slot has none).
+    vector_values: Vec<i8>,
+    vector_scales: Vec<f32>,
 }
 
+/// A node's columns and its stored vector's (model, vector), from `NODES`.
 const NODE_COLUMNS: &str = "seq, id, project_id, tenant, kind, subject, body, tags, confidence,
-    source, created_at, superseded_by, invalidated_by, injections, invalidated_note";
+    source, created_at, superseded_by, invalidated_by, injections, invalidated_note, v.model, v.vector";
+const NODES: &str = "memory_nodes LEFT JOIN memory_vectors v ON v.node_id = memory_nodes.id";
+
+/// A node and its stored vector, when that is of this build's model.
+fn read_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<(Node, Option<Vector>)> {
+    let model: Option<String> = row.get(15)?;
+    let vector = match model {
+        Some(model) if model == embed::model_id() => {
+            let bytes: Vec<u8> = row.get(16)?;
+            Vector::from_bytes(&bytes)
+        }
+        _ => None,
+    };
+    Ok((read_node(row)?, vector))
+}
 
 fn read_node(row: &rusqlite::Row<'_>) -> rusqlite::Result<Node> {
     let subject: String = row.get(5)?;
@@ -137,12 +157,12 @@ impl Index {
         for id in &changed {
             let node = conn
                 .prepare_cached(&format!(
-                    "SELECT {NODE_COLUMNS} FROM memory_nodes WHERE id = ?1"
+                    "SELECT {NODE_COLUMNS} FROM {NODES} WHERE memory_nodes.id = ?1"
                 ))?
-                .query_row([id], read_node)
+                .query_row([id], read_row)
                 .optional()?;
             match node {
-                Some(node) => self.upsert(node),
+                Some((node, vector)) => self.upsert(node, vector),
                 None => self.remove(id),
             }
         }
@@ -180,9 +200,11 @@ impl Index {
                 index.pairs.len(),
                 index.out.len(),
                 index.inc.len(),
+                index.vector_scales.len(),
             ]
             .iter()
-            .all(|&len| len == n);
+            .all(|&len| len == n)
+            && index.vector_values.len() == n * embed::dims();
         let at = node_at(conn, index.last_change).ok()?;
         if !consistent || at != snapshot.last_node {
             return None;
@@ -239,12 +261,12 @@ impl Index {
                 r.get(0)
             })?;
         {
-            let mut stmt = tx.prepare(&format!(
-                "SELECT {NODE_COLUMNS} FROM memory_nodes ORDER BY seq"
-            ))?;
-            let rows = stmt.query_map([], read_node)?;
-            for node in rows {
-                self.upsert(node?);
+            let mut stmt =
+                tx.prepare(&format!("SELECT {NODE_COLUMNS} FROM {NODES} ORDER BY seq"))?;
+            let rows = stmt.query_map([], read_row)?;
+            for row in rows {
+                let (node, vector) = row?;
+                self.upsert(node, vector);
             }
             let mut stmt = tx.prepare("SELECT src, dst, kind, weight FROM memory_edges")?;
             let rows = stmt.query_map([], |r| {
@@ -354,7 +376,8 @@ impl Index {
         stem
     }
 
-    fn upsert(&mut self, node: Node) {
+    /// Adds or replaces a node; its vector is the stored one, or made from its text.
+    fn upsert(&mut self, node: Node, vector: Option<Vector>) {
         self.tally(&node, 1);
         let terms = node.terms();
         let meta = self.slot_meta(&node, terms.len());
@@ -370,12 +393,16 @@ impl Index {
                 self.unpost(slot);
                 self.post(slot, &terms);
             }
+            if !same_text || self.vector_scales[slot as usize] == 0.0 {
+                self.set_vector(slot, vector.or_else(|| embed::embed(&node.text())));
+            }
             self.pairs[slot as usize] = pairs_of(&node);
             self.slots[slot as usize] = Some(node);
             self.meta[slot as usize] = Some(meta);
             return;
         }
         let slot = self.slots.len() as u32;
+        let vector = vector.or_else(|| embed::embed(&node.text()));
         self.post(slot, &terms);
         self.by_id.insert(node.id.clone(), slot);
         self.pairs.push(pairs_of(&node));
@@ -383,7 +410,69 @@ impl Index {
         self.meta.push(Some(meta));
         self.out.push(Vec::new());
         self.inc.push(Vec::new());
+        self.vector_scales.push(0.0);
+        self.vector_values
+            .resize(self.vector_scales.len() * embed::dims(), 0);
+        self.set_vector(slot, vector);
         self.live += 1;
+    }
+
+    fn set_vector(&mut self, slot: u32, vector: Option<Vector>) {
+        let dims = embed::dims();
+        let at = slot as usize * dims;
+        match vector {
+            Some(v) if v.values.len() == dims => {
+                self.vector_values[at..at + dims].copy_from_slice(&v.values);
+                self.vector_scales[slot as usize] = v.scale;
+            }
+            _ => {
+                self.vector_values[at..at + dims].fill(0);
+                self.vector_scales[slot as usize] = 0.0;
+            }
+        }
+    }
+
+    /// The `n` slots whose meaning is nearest `query`'s among those `admit` lets through, as
+    /// (slot, cosine similarity), nearest first. Brute force over the flat vectors: a few
+    /// hundred thousand integer multiply-adds per thousand entries.
+    pub fn nearest(
+        &self,
+        query: &Vector,
+        n: usize,
+        admit: impl Fn(u32) -> bool,
+    ) -> Vec<(u32, f32)> {
+        let dims = embed::dims();
+        if n == 0 || query.values.len() != dims {
+            return Vec::new();
+        }
+        let mut best: Vec<(u32, f32)> = Vec::with_capacity(n + 1);
+        let mut floor = f32::MIN;
+        for (slot, (&scale, values)) in self
+            .vector_scales
+            .iter()
+            .zip(self.vector_values.chunks_exact(dims))
+            .enumerate()
+        {
+            if scale == 0.0 {
+                continue;
+            }
+            let similarity = embed::dot(&query.values, values) as f32 * scale * query.scale;
+            if best.len() == n && similarity <= floor {
+                continue;
+            }
+            let slot = slot as u32;
+            if !admit(slot) {
+                continue;
+            }
+            let at = best
+                .partition_point(|&(s, sim)| sim > similarity || (sim == similarity && s > slot));
+            best.insert(at, (slot, similarity));
+            best.truncate(n);
+            if best.len() == n {
+                floor = best[n - 1].1;
+            }
+        }
+        best
     }
 
     fn remove(&mut self, id: &str) {
@@ -397,6 +486,7 @@ impl Index {
         }
         self.meta[slot as usize] = None;
         self.pairs[slot as usize] = Box::default();
+        self.set_vector(slot, None);
         self.live -= 1;
     }
 
@@ -600,7 +690,7 @@ fn pairs_of(node: &Node) -> Box<[u64]> {
 
 /// The snapshot's layout version: bump it whenever a field of [`Index`] or of what it holds
 /// changes (postcard is not self-describing, so an old file must not be read as a new layout).
-const SNAPSHOT_FORMAT: u32 = 3;
+const SNAPSHOT_FORMAT: u32 = 4;
 
 /// The name a snapshot being written has until it is complete.
 const SNAPSHOT_TEMP_PREFIX: &str = ".car.memory-index.";
@@ -662,6 +752,7 @@ fn tokenizer_fingerprint() -> u64 {
         previous.push_str(term);
     });
     hash ^ pair_hash(&text::terms(PROBE).join(" "), &text::stem("approvals"))
+        ^ pair_hash(embed::model_id(), "embedding model")
 }
 
 #[derive(Serialize)]

@@ -4,6 +4,7 @@
 //! SQLite transaction, so any number of processes can share a memory without losing a write.
 
 mod context;
+pub mod embed;
 mod index;
 mod model;
 mod notes;
@@ -77,6 +78,9 @@ pub struct QueryHit {
 pub struct Why {
     /// The query's terms the entry matches (exactly, by stem, or inside a longer term).
     pub matched: Vec<String>,
+    /// How close its meaning is to the query's (cosine similarity, 0–1), when meaning found it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub meaning: Option<f64>,
     /// The entry it was reached through, when that path beat its own match.
     pub via: Option<ViaEntry>,
 }
@@ -91,13 +95,21 @@ pub struct ViaEntry {
 }
 
 impl std::fmt::Display for Why {
-    /// `matched invoice, rendering · via fact-12 "falcon"`
+    /// `matched invoice, rendering · meaning 0.61 · via fact-12 "falcon"`
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         if !self.matched.is_empty() {
             write!(f, "matched {}", self.matched.join(", "))?;
         }
+        let mut sep = !self.matched.is_empty();
+        if let Some(meaning) = self.meaning {
+            if sep {
+                write!(f, " · ")?;
+            }
+            write!(f, "meaning {meaning:.2}")?;
+            sep = true;
+        }
         if let Some(via) = &self.via {
-            if !self.matched.is_empty() {
+            if sep {
                 write!(f, " · ")?;
             }
             write!(f, "via {} \"{}\"", via.id, via.through)?;
@@ -121,6 +133,68 @@ struct Batch<'a> {
     mark: Option<(&'a str, &'a Path)>,
     /// Called with (done, total) after each entry.
     progress: Option<&'a mut dyn FnMut(usize, usize)>,
+}
+
+/// The meta key naming the model every entry has a vector of (unset: a backfill is due).
+const VECTORS_MODEL: &str = "memory_vectors_model";
+/// Entries embedded per backfill transaction: short enough that a writer waits milliseconds.
+const BACKFILL_CHUNK: usize = 256;
+
+/// How many entries lack a vector of this build's model.
+pub fn missing_vectors(store: &Store) -> Result<usize> {
+    let conn = store.conn();
+    let n: i64 = conn.query_row(
+        "SELECT count(*) FROM memory_nodes n WHERE NOT EXISTS
+           (SELECT 1 FROM memory_vectors v WHERE v.node_id = n.id AND v.model = ?1)",
+        [embed::model_id()],
+        |r| r.get(0),
+    )?;
+    Ok(n as usize)
+}
+
+fn mark_vectors_complete(tx: &rusqlite::Transaction<'_>) -> Result<()> {
+    tx.execute(
+        "INSERT OR REPLACE INTO meta(key, value) VALUES (?1, ?2)",
+        params![VECTORS_MODEL, embed::model_id()],
+    )?;
+    Ok(())
+}
+
+/// Embeds every entry that lacks a vector of this build's model, [`BACKFILL_CHUNK`] per
+/// transaction, calling `progress(done, total)` after each; returns how many it embedded. Safe
+/// to run in several processes at once (each chunk re-reads what is missing).
+pub fn backfill_vectors(store: &Store, progress: &mut dyn FnMut(usize, usize)) -> Result<usize> {
+    let total = missing_vectors(store)?;
+    let mut done = 0;
+    loop {
+        let embedded = store.write::<usize, MemoryError>(|tx| {
+            let rows: Vec<(String, String)> = tx
+                .prepare_cached(
+                    "SELECT n.id, n.subject || ' ' || n.body FROM memory_nodes n WHERE NOT EXISTS
+                       (SELECT 1 FROM memory_vectors v WHERE v.node_id = n.id AND v.model = ?1)
+                     ORDER BY n.seq LIMIT ?2",
+                )?
+                .query_map(params![embed::model_id(), BACKFILL_CHUNK as i64], |r| {
+                    Ok((r.get(0)?, r.get(1)?))
+                })?
+                .collect::<rusqlite::Result<_>>()?;
+            let mut stored = 0;
+            for (id, text) in &rows {
+                write::store_vector(tx, id, text)?;
+                stored += 1;
+            }
+            if rows.is_empty() {
+                mark_vectors_complete(tx)?;
+            }
+            Ok(stored)
+        })?;
+        if embedded == 0 {
+            break;
+        }
+        done += embedded;
+        progress(done.min(total.max(done)), total.max(done));
+    }
+    Ok(done)
 }
 
 /// The meta key that records that `assistant.json` was imported.
@@ -154,7 +228,39 @@ impl Memory {
                 tracing::info!(path = %path.display(), count = notes.len(), "imported assistant.json");
             }
         }
+        memory.start_backfill()?;
         Ok(memory)
+    }
+
+    /// Gives every entry written before this build's model (by an older release, or under
+    /// another model) its vector, on a background thread, in small transactions: queries go on
+    /// meanwhile (the index embeds what the store lacks on its own), and a process that exits
+    /// half-way leaves the rest to the next one. Nothing to do costs one `meta` read.
+    fn start_backfill(&self) -> Result<()> {
+        if self.store.meta(VECTORS_MODEL)?.as_deref() == Some(embed::model_id()) {
+            return Ok(());
+        }
+        if missing_vectors(&self.store)? == 0 {
+            self.tx(mark_vectors_complete)?;
+            return Ok(());
+        }
+        let store = Arc::clone(&self.store);
+        std::thread::Builder::new()
+            .name("car-embed-backfill".into())
+            .spawn(move || {
+                let mut last_logged = std::time::Instant::now();
+                let result = backfill_vectors(&store, &mut |done, total| {
+                    if done == total || last_logged.elapsed().as_secs() >= 2 {
+                        last_logged = std::time::Instant::now();
+                        tracing::info!(done, total, "embedding memory entries written before this model");
+                    }
+                });
+                if let Err(e) = result {
+                    tracing::warn!(error = %e, "the memory embedding backfill stopped; the next start resumes it");
+                }
+            })
+            .map_err(|e| MemoryError::Invalid(format!("could not start the embedding backfill: {e}")))?;
+        Ok(())
     }
 
     /// Builds the in-memory index now (a server calls this right after start-up so the first
@@ -373,6 +479,7 @@ impl Memory {
                     activation: 0.0,
                     why: Why {
                         matched: Vec::new(),
+                        meaning: None,
                         via: None,
                     },
                 }));
@@ -683,6 +790,7 @@ fn hits_of(index: &Index, scope: &Scope, query: &str, kinds: &[Kind], k: usize) 
                 activation: (hit.activation * 10_000.0).round() / 10_000.0,
                 why: Why {
                     matched: retrieve::matched_terms(index, &asked, n),
+                    meaning: hit.meaning.map(|m| (f64::from(m) * 100.0).round() / 100.0),
                     via,
                 },
             })

@@ -373,6 +373,7 @@ impl Memory {
                         grounding: c.grounding,
                         why: super::Why {
                             matched: retrieve::matched_terms(index, &asked, node),
+                            meaning: None,
                             via: None,
                         },
                     })

@@ -19,6 +19,14 @@
 //!    in its body, not its subject, gets [`MENTION`] of that. Common words never bridge, so a
 //!    fact reached through a strong bridge outranks facts that only share the question's words.
 //!
+//! 3. **Meaning.** When the query's terms find nothing, the entries nearest its meaning (the
+//!    embedding model in [`embed`], cosine similarity at least [`MIN_MEANING`]) are the answer.
+//!    The shipped static model is too weak to be trusted beside the terms: it rates an entry
+//!    that reuses a question's words, or just a word like "run", as close as the paraphrase that
+//!    answers it (RRF fusion dropped `cargo bench --bench recall`'s multi-hop recall from 1.0 to
+//!    0.0; even the meaning ranking four places behind returned unrelated entries in a small
+//!    memory). A stronger model is what will let the two rankings be fused.
+//!
 //! An entry's activation is the stronger of its two scores plus a fifth of the weaker; entries
 //! derived from a superseded premise are ranked lower ([`STALE_PENALTY`]). This is HippoRAG's
 //! idea (a walk seeded by the query over an entity–passage graph, passages scored by the mass
@@ -28,6 +36,7 @@
 
 use foldhash::{HashMap, HashMapExt};
 
+use super::embed;
 use super::index::{pair_hash, Bits, Index};
 use super::model::{EdgeKind, Kind, Node, Scope};
 use super::text;
@@ -78,6 +87,8 @@ pub struct Hit {
     pub activation: f64,
     /// The strongest bridge that reached it, when that beat its own match.
     pub via: Option<Via>,
+    /// Its meaning's cosine similarity to the query's, when meaning found it.
+    pub meaning: Option<f32>,
 }
 
 /// Which nodes a retrieval may return.
@@ -298,8 +309,48 @@ fn by_rank(a: &(u32, f64), b: &(u32, f64)) -> std::cmp::Ordering {
     b.1.total_cmp(&a.1).then_with(|| b.0.cmp(&a.0))
 }
 
-/// The top `k` entries for a query, most activated first.
+/// The top `k` entries for a query, most activated first: the lexical and bridge ranking
+/// (steps 1–2), or, when the query's terms find nothing, the meaning ranking (step 3).
 pub fn retrieve(index: &Index, query: &str, filter: &Filter<'_>, k: usize) -> Vec<Hit> {
+    if k == 0 {
+        return Vec::new();
+    }
+    let lexical = lexical(index, query, filter, k);
+    if !lexical.is_empty() {
+        return lexical;
+    }
+    let Some(asked) = embed::embed(query) else {
+        return Vec::new();
+    };
+    let admit = Admit::new(index, filter);
+    if admit.tenant.is_none() {
+        return Vec::new();
+    }
+    let mut hits: Vec<Hit> = index
+        .nearest(&asked, k, |slot| admit.admits(index, slot))
+        .into_iter()
+        .take_while(|&(_, similarity)| similarity >= MIN_MEANING)
+        .map(|(slot, similarity)| {
+            let stale = index.meta(slot).is_some_and(|m| m.stale);
+            let activation = f64::from(similarity) * if stale { STALE_PENALTY } else { 1.0 };
+            Hit {
+                slot,
+                activation,
+                via: None,
+                meaning: Some(similarity),
+            }
+        })
+        .collect();
+    hits.sort_by(|a, b| b.activation.total_cmp(&a.activation));
+    hits
+}
+
+/// Below this cosine similarity a meaning match is noise, not a signal.
+pub const MIN_MEANING: f32 = 0.25;
+
+/// The top `k` entries by the query's terms and the bridges they cross (steps 1 and 2 of the
+/// module docs), most activated first.
+fn lexical(index: &Index, query: &str, filter: &Filter<'_>, k: usize) -> Vec<Hit> {
     let mut keyword = keyword_scores(index, query, filter);
     if keyword.is_empty() || k == 0 {
         return Vec::new();
@@ -366,6 +417,7 @@ pub fn retrieve(index: &Index, query: &str, filter: &Filter<'_>, k: usize) -> Ve
                 .remove(&slot)
                 .filter(|reach| reach.walked > reach.own)
                 .map(|reach| reach.via),
+            meaning: None,
         })
         .collect()
 }
@@ -601,8 +653,11 @@ pub fn matched_terms(index: &Index, asked: &Asked<'_>, node: &Node) -> Vec<Strin
 }
 
 /// How much of a request an entry is about, in [0, 1]: the IDF mass of the request's terms the
-/// entry matches over the mass of all of them. "write a haiku about autumn" against a fact that mentions writing scores low;
-/// "edit the invoice rendering worker config" against the worker's fact scores high.
+/// entry matches over the mass of all of them. "write a haiku about autumn" against a fact that
+/// mentions writing scores low; "edit the invoice rendering worker config" against the worker's
+/// fact scores high. Meaning does not ground a reminder yet: the shipped static model rates
+/// distractors that reuse a prompt's words as close as the entry it is about, and a reminder
+/// must be precise (see docs/memory.md).
 pub fn grounding(index: &Index, query: &str, node: &Node) -> f64 {
     let terms = text::terms(query);
     // A term memory has never seen weighs as one in 1% of the entries: it says the request

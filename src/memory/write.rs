@@ -190,6 +190,7 @@ pub(super) fn insert(
         entry.source,
         store::now()
     ])?;
+    store_vector(tx, &id, &format!("{} {}", entry.subject, entry.body))?;
     log_change(tx, &id)?;
 
     let mut invalidated = Vec::new();
@@ -243,6 +244,18 @@ pub(super) fn insert(
         links: made,
         total: 0,
     })
+}
+
+/// Stores the meaning of an entry's text (subject and body), in
+/// the transaction that writes it (its text joined as [`super::model::Node::text`] does). Text
+/// with nothing to embed stores the zero vector (no meaning), so a backfill does not retry it.
+pub(super) fn store_vector(tx: &Transaction<'_>, id: &str, text: &str) -> Result<()> {
+    let vector = super::embed::embed(text).unwrap_or_else(super::embed::Vector::zero);
+    tx.prepare_cached(
+        "INSERT OR REPLACE INTO memory_vectors(node_id, model, vector) VALUES (?1, ?2, ?3)",
+    )?
+    .execute(params![id, super::embed::model_id(), vector.to_bytes()])?;
+    Ok(())
 }
 
 fn log_change(tx: &Transaction<'_>, id: &str) -> Result<()> {

@@ -23,6 +23,7 @@ const MIGRATIONS: &[(&str, &str)] = &[
         "0007_injections",
         include_str!("migrations/0007_injections.sql"),
     ),
+    ("0008_vectors", include_str!("migrations/0008_vectors.sql")),
 ];
 
 /// How many times a writer retries a locked database before giving up (about 30 s in all).

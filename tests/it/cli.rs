@@ -312,6 +312,7 @@ fn doctor_reports_a_healthy_home() {
             "wal",
             "integrity",
             "memory",
+            "meaning",
             "assistant.json",
             "policies",
             "connectors",

@@ -30,6 +30,7 @@ mod interop;
 mod keychain;
 mod many_clients;
 mod mcp;
+mod meaning;
 mod oauth;
 mod plan;
 mod plugin;
