@@ -802,6 +802,9 @@ fn car_count(config: &Config, home: &Path, project: &Path) -> Result<usize> {
 struct Side {
     /// `ping` round trips: the transport's floor.
     pings: Vec<Duration>,
+    /// A trivial tool's round trips (`skill_list` on an empty registry), interleaved with the
+    /// queries: what any tool call costs in this client, the yardstick.
+    trivial: Vec<Duration>,
     times: Vec<Duration>,
     /// The same queries, alternating with the other server.
     interleaved: Vec<Duration>,
@@ -854,6 +857,7 @@ impl Side {
         json!({
             "latency": Stats::of(&self.times).json(),
             "ping": Stats::of(&self.pings).json(),
+            "trivial_tool": (!self.trivial.is_empty()).then(|| Stats::of(&self.trivial).json()),
             "interleaved_latency": (!self.interleaved.is_empty()).then(|| Stats::of(&self.interleaved).json()),
             "first_query_ms": ms(first),
             "spawn_to_initialize_ms": ms(start),
@@ -978,6 +982,9 @@ async fn bench_queries(config: &Config, scratch: &Path, n: usize) -> Result<Valu
         car_side
             .interleaved
             .push(CAR_QUERY.ask(&mut car, query).await?.elapsed);
+        car_side
+            .trivial
+            .push(car.call_tool("skill_list", json!({})).await?.elapsed);
         if let Some((server, _, _)) = &mut peer {
             peer_side
                 .interleaved
@@ -1022,8 +1029,17 @@ async fn bench_queries(config: &Config, scratch: &Path, n: usize) -> Result<Valu
         ms(car_start),
         rss(car_rss)
     );
+    let trivial = Stats::of(&car_side.trivial);
+    let queried = Stats::of(&car_side.interleaved);
+    println!(
+        "car-mcp memory_query / skill_list (interleaved, same client): p50 {:.3} / {:.3} ms = {:.2}× (goal ≤ 2× at 10k)",
+        queried.p50,
+        trivial.p50,
+        queried.p50 / trivial.p50
+    );
     let mut out = json!({
         "facts": n,
+        "query_over_trivial_tool_p50": round(queried.p50 / trivial.p50),
         "queries": corpus.queries.len(),
         "car_import_s": round(import_time.as_secs_f64()),
         "car_import_facts_per_s": (n as f64 / import_time.as_secs_f64()).round(),

@@ -123,8 +123,8 @@ pub enum Command {
     /// Check calls against the policy rules, list them, lint rule files and write presets.
     #[command(subcommand)]
     Policy(policy::PolicyCommand),
-    /// Claude Code PreToolUse hook: reads the hook payload on stdin, prints a deny decision or nothing, always exits 0.
-    PolicyCheckHook,
+    /// The policy gate's pre-tool-call hook for Claude Code, Codex, Gemini CLI and Cursor: reads the host's payload on stdin, answers in the host's form (a deny, or what the host needs for an allow), always exits 0.
+    PolicyCheckHook(hook::HookArgs),
     /// Agent host hooks that bring memory to the model: the session-start briefing and a prompt's reminders (payload on stdin, always exits 0).
     #[command(subcommand, after_help = hook::HELP)]
     Hook(hook::HookCommand),
@@ -451,9 +451,18 @@ pub fn main() -> ExitCode {
     // Claude Code runs the hook before every tool call, so its plain form (the one plugins use)
     // skips building the clap tree and the logger: it logs nothing and reads only CAR_HOME.
     let mut args = std::env::args_os().skip(1);
-    match (args.next(), args.next(), args.next()) {
+    let (first, second, third, fourth) = (args.next(), args.next(), args.next(), args.next());
+    // `policy-check-hook --host <host>`, the form the other hosts' packages use.
+    if let (Some(first), Some(flag), Some(host), None) = (&first, &second, &third, &fourth) {
+        if first == "policy-check-hook" && flag == "--host" {
+            if let Some(host) = host.to_str().and_then(crate::hooks::hosts::Host::parse) {
+                return policy::hook(Home::from_env(), Some(host));
+            }
+        }
+    }
+    match (first, second, third) {
         (Some(first), None, None) if first == "policy-check-hook" => {
-            return policy::hook(Home::from_env())
+            return policy::hook(Home::from_env(), None)
         }
         // The session-start and prompt hooks' plain form, the same way.
         (Some(first), Some(event), None) if first == "hook" => {
@@ -467,8 +476,11 @@ pub fn main() -> ExitCode {
     init_logging();
     match &cli.command {
         // No async runtime, no database.
-        Command::PolicyCheckHook => {
-            return policy::hook(Home::resolve(cli.global.location.home.as_deref()))
+        Command::PolicyCheckHook(args) => {
+            return policy::hook(
+                Home::resolve(cli.global.location.home.as_deref()),
+                args.host.map(Into::into),
+            )
         }
         Command::Hook(command) => {
             return hook::execute(
@@ -506,9 +518,10 @@ async fn run(cli: Cli) -> ExitCode {
         Command::Plan(command) => plan::run(&env, command).await,
         Command::Skill(command) => skill::run(&env, command).await,
         Command::Policy(command) => policy::run(&env, command).await,
-        Command::PolicyCheckHook => {
-            policy::hook(Home::resolve(cli.global.location.home.as_deref()))
-        }
+        Command::PolicyCheckHook(args) => policy::hook(
+            Home::resolve(cli.global.location.home.as_deref()),
+            args.host.map(Into::into),
+        ),
         Command::Hook(command) => hook::execute(
             &command,
             Ok(env.home.clone()),

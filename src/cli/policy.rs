@@ -12,6 +12,7 @@ use serde_json::Value;
 
 use super::{call_tool, finish, finish_typed, human_as, open_app, tool_args, Env, Failure};
 use crate::home::{Home, HomeError};
+use crate::hooks::hosts::Host;
 use crate::policy::hook::{self, HookAnswer};
 use crate::policy::preset::{self, Overwrite, PresetError};
 use crate::policy::{rules, CheckArgs, Decision, Evaluation, PolicyEngine};
@@ -371,7 +372,7 @@ pub async fn run(env: &Env, command: PolicyCommand) -> ExitCode {
 
 /// `car policy-check-hook` with the resolved home (`--home`, else `CAR_HOME`, else `~/.car`):
 /// always exits 0; stdout holds the deny JSON or nothing.
-pub fn hook(home: Result<Home, HomeError>) -> ExitCode {
+pub fn hook(home: Result<Home, HomeError>, host: Option<Host>) -> ExitCode {
     let note =
         |message: &str| super::console::stderr_line(&format!("car policy-check-hook: {message}"));
     let home = match home {
@@ -414,14 +415,26 @@ pub fn hook(home: Result<Home, HomeError>) -> ExitCode {
         .chain(plugins.iter())
         .map(|p| p.as_path())
         .collect();
-    match hook::answer(&payload, &home.policies_dir(), &cwd, &hooks) {
-        HookAnswer::Allow { warnings } => {
+    let print = |output: Option<&str>| {
+        if let Some(output) = output {
+            super::console::stdout(&format!("{output}\n"));
+        }
+    };
+    match hook::answer(&payload, host, &home.policies_dir(), &cwd, &hooks) {
+        HookAnswer::Allow { output, warnings } => {
             for warning in warnings {
                 note(&format!("warning: {warning}"));
             }
+            print(output);
         }
-        HookAnswer::Deny { output } => super::console::stdout(&format!("{output}\n")),
-        HookAnswer::FailOpen { note: message } => note(&message),
+        HookAnswer::Deny { output } => print(Some(&output)),
+        HookAnswer::FailOpen {
+            output,
+            note: message,
+        } => {
+            note(&message);
+            print(output);
+        }
     }
     ExitCode::SUCCESS
 }

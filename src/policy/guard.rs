@@ -1,7 +1,8 @@
 //! Self-protection: the rules guard themselves. Whenever any rule is loaded, the engine denies
 //! a call that would create, change, delete, move or truncate a rule file or directory
 //! (`<CAR_HOME>/policies`, every `.car/policies`, an enclosing `.car` or CAR_HOME itself), or
-//! unhook CAR from its host (Claude Code's settings files' `hooks`, `disableAllHooks` and
+//! unhook CAR from its host (the hook keys of Claude Code's settings, of Codex's `hooks.json`
+//! and `config.toml`, of Gemini CLI's `settings.json` and Cursor's `hooks.json`;
 //! `enabledPlugins` for CAR, the plugin's directory, the `car` executable the hook runs,
 //! `claude plugin uninstall|disable car…`), or run the `car` command that replaces rules
 //! (`car policy init --force`). It is built into the engine, not a preset line a user could
@@ -31,7 +32,13 @@ use super::shell::UNKNOWN;
 const ASK: &str = "ask the user to make this change themselves, outside the agent (or with `car policy …` in their own shell)";
 
 /// The keys of a Claude Code settings file that keep CAR's hook running.
-const HOOK_KEYS: &[&str] = &["hooks", "disableAllHooks", "allowManagedHooksOnly"];
+const HOOK_KEYS: &[&str] = &[
+    "hooks",
+    "disableAllHooks",
+    "allowManagedHooksOnly",
+    // Gemini CLI's switch and list of disabled hooks.
+    "hooksConfig",
+];
 
 /// The variables of a settings file's `env` that decide which rules and which `car` the hook
 /// runs with.
@@ -121,8 +128,8 @@ impl Protected {
         let text = |p: &Path| normalize(&p.to_string_lossy());
         let mut settings = Vec::new();
         for dir in anchors.iter().copied().chain(user_home) {
-            for name in ["settings.json", "settings.local.json"] {
-                settings.push(dir.join(".claude").join(name));
+            for name in HOST_SETTINGS.iter().filter(|n| n.matches('/').count() == 2) {
+                settings.push(dir.join(&name[1..]));
             }
         }
         self.existing = self
@@ -311,7 +318,7 @@ impl Protected {
             if let Place::Known(path) = &place {
                 if is_settings(path) || is_settings(&canonical(path)) {
                     return Some(deny(
-                        "Claude Code's settings, which hook CAR's gate in (the Edit tool may change their other keys: it checks that the hook keys stay as they are)",
+                        "the agent host's settings, which hook CAR's gate in (an edit tool may change their other keys: it checks that the hook keys stay as they are)",
                     ));
                 }
             }
@@ -581,13 +588,23 @@ fn canonical(path: &str) -> String {
     }
 }
 
-/// Claude Code's settings files: a project's or the user's `.claude/settings.json` and
-/// `settings.local.json`, and the managed settings.
+/// Whether `path` is one of the agent hosts' settings files ([`HOST_SETTINGS`]): a project's
+/// or the user's `.claude/settings.json`, `.codex/hooks.json`, `.gemini/settings.json`, ….
 fn is_settings(path: &str) -> bool {
-    path.ends_with("/.claude/settings.json")
-        || path.ends_with("/.claude/settings.local.json")
-        || path.ends_with("/managed-settings.json")
+    HOST_SETTINGS.iter().any(|name| path.ends_with(name))
 }
+
+/// The agent hosts' files that hook CAR's gate in (see docs/hosts.md): an edit that keeps
+/// their hook keys as they are is allowed, anything else is not.
+const HOST_SETTINGS: &[&str] = &[
+    "/.claude/settings.json",
+    "/.claude/settings.local.json",
+    "/managed-settings.json",
+    "/.codex/hooks.json",
+    "/.codex/config.toml",
+    "/.gemini/settings.json",
+    "/.cursor/hooks.json",
+];
 
 /// Lexically normalized (`.`/`..` applied, no trailing slash).
 fn normalize(path: &str) -> String {
@@ -1013,7 +1030,7 @@ fn rewrites_worktree(command: &Command) -> Option<Takes> {
 /// Whether a `Write`/`Edit`/`MultiEdit` of a Claude settings file changes the keys that keep
 /// CAR's hook running: the file as it is and as it would be are compared, key by key.
 fn settings_edit(tool: &str, params: &Value, path: &str) -> Option<String> {
-    let refused = || Some(deny("Claude Code's settings that hook CAR's gate in"));
+    let refused = || Some(deny("the agent host's settings that hook CAR's gate in"));
     let current = std::fs::read_to_string(path).ok();
     let after = match tool {
         "Write" => params
@@ -1034,10 +1051,15 @@ fn settings_edit(tool: &str, params: &Value, path: &str) -> Option<String> {
     let Some(after) = after else {
         return refused();
     };
-    let before: Value = current
-        .and_then(|text| serde_json::from_str(&text).ok())
-        .unwrap_or(Value::Null);
-    let Ok(after) = serde_json::from_str::<Value>(&after) else {
+    let parse = |text: &str| -> Option<Value> {
+        if path.ends_with(".toml") {
+            toml::from_str::<Value>(text).ok()
+        } else {
+            serde_json::from_str(text).ok()
+        }
+    };
+    let before: Value = current.and_then(|text| parse(&text)).unwrap_or(Value::Null);
+    let Some(after) = parse(&after) else {
         return refused();
     };
     if hook_keys(&before) != hook_keys(&after) {
@@ -1078,6 +1100,10 @@ fn hook_keys(settings: &Value) -> Vec<Value> {
         })
         .unwrap_or_default();
     keys.push(serde_json::json!(car_plugins));
+    // Codex turns hooks off with `[features] hooks = false` (`codex_hooks` before 0.124).
+    for feature in ["/features/hooks", "/features/codex_hooks"] {
+        keys.push(settings.pointer(feature).cloned().unwrap_or(Value::Null));
+    }
     let env: Vec<(String, Value)> = settings
         .get("env")
         .and_then(Value::as_object)

@@ -16,6 +16,7 @@ mod egress;
 mod engine;
 mod guard;
 pub(crate) mod hook;
+pub(crate) mod hosts;
 pub(crate) mod preset;
 pub(crate) mod rules;
 mod scripts;

@@ -24,6 +24,7 @@ mod eval;
 mod gate;
 mod graph;
 mod hooks;
+mod hosts;
 mod inproc_mcp;
 mod install;
 mod interop;

@@ -43,7 +43,7 @@ pub fn corpus(name: &str) -> Vec<Case> {
 
 /// A project outside `/tmp`, which the preset treats as scratch space (for projects that live
 /// elsewhere): under the target directory, or `/var/tmp` when the checkout itself is in `/tmp`.
-fn project_home() -> TestHome {
+pub fn project_home() -> TestHome {
     let target = PathBuf::from(env!("CARGO_TARGET_TMPDIR"));
     let base = if target.starts_with("/tmp") {
         PathBuf::from("/var/tmp/car-it")
