@@ -29,6 +29,7 @@ mod project;
 mod runtime;
 pub mod secrets;
 pub mod server;
+pub mod setup;
 mod skills;
 mod store;
 

@@ -94,6 +94,7 @@ pub fn run(home_dir: &Home, project_root: &Path, mode: Mode) -> Doctor {
         },
     ));
     checks.push(policy_check(home_dir, project_root));
+    checks.push(hosts_check(project_root));
     checks.push(connectors_check(home_dir));
     checks.push(daemon_check(home_dir));
     checks.push(sandbox_check(project_root));
@@ -135,6 +136,28 @@ fn meaning_check(memory: &Memory) -> Check {
         ),
         Err(e) => Check::new("meaning", false, format!("{model}; {e}")),
     }
+}
+
+/// The `hosts` check of `car doctor`: which agent hosts' files run CAR's gate, for the user or
+/// this project (`car setup <host>` wires one; Claude Code's plugin is the other way in).
+fn hosts_check(project_root: &Path) -> Check {
+    use crate::hooks::hosts::Host;
+    let wired: Vec<String> = Host::ALL
+        .into_iter()
+        .filter_map(|host| {
+            let scopes = crate::setup::wired(host, project_root);
+            (!scopes.is_empty()).then(|| {
+                let scopes: Vec<&str> = scopes.iter().map(|s| s.as_str()).collect();
+                format!("{} ({})", host.as_str(), scopes.join(", "))
+            })
+        })
+        .collect();
+    let detail = if wired.is_empty() {
+        "no host's settings run CAR's gate (`car setup claude-code|codex|gemini|cursor` wires one; Claude Code's plugin is another way)".to_string()
+    } else {
+        format!("gate wired in {}", wired.join("; "))
+    };
+    Check::new("hosts", true, detail)
 }
 
 /// The `policies` check of `car doctor`.

@@ -13,9 +13,14 @@ pub struct Location {
     /// CAR's data directory (absolute path). Default: ~/.car.
     #[arg(long, global = true, env = home::env::CAR_HOME, hide_env_values = true, value_name = "DIR")]
     pub home: Option<PathBuf>,
-    /// The project directory (default: the nearest ancestor with .car/, else the git root, else the current directory).
-    #[arg(long, global = true, env = home::env::CAR_PROJECT_DIR, hide_env_values = true, value_name = "DIR")]
+    /// The project directory (default: the nearest ancestor with .car/, else the git root, else the current directory; `--project` alone means that default, and `car setup` then configures the project instead of the user).
+    #[arg(long, global = true, env = home::env::CAR_PROJECT_DIR, hide_env_values = true, value_name = "DIR", num_args = 0..=1, default_missing_value = "", value_parser = any_path)]
     pub project: Option<PathBuf>,
+}
+
+/// A path as given, the empty one included (`--project` alone: the default project).
+fn any_path(text: &str) -> Result<PathBuf, std::convert::Infallible> {
+    Ok(PathBuf::from(text))
 }
 
 /// Why a location could not be resolved: the message, and the exit code (2: a bad flag).

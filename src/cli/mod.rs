@@ -18,6 +18,7 @@ mod policy;
 pub mod progress;
 mod reason;
 mod session;
+mod setup;
 mod skill;
 mod task;
 mod tools;
@@ -125,6 +126,9 @@ pub enum Command {
     Policy(policy::PolicyCommand),
     /// The policy gate's pre-tool-call hook for Claude Code, Codex, Gemini CLI and Cursor: reads the host's payload on stdin, answers in the host's form (a deny, or what the host needs for an allow), always exits 0.
     PolicyCheckHook(hook::HookArgs),
+    /// Wire CAR (MCP server, policy gate, memory hooks) into Claude Code, Codex, Gemini CLI or Cursor: shows the change, asks, keeps your settings; --undo takes it out.
+    #[command(after_help = setup::HELP)]
+    Setup(setup::SetupArgs),
     /// Agent host hooks that bring memory to the model: the session-start briefing and a prompt's reminders (payload on stdin, always exits 0).
     #[command(subcommand, after_help = hook::HELP)]
     Hook(hook::HookCommand),
@@ -533,6 +537,7 @@ async fn run(cli: Cli) -> ExitCode {
         Command::Connector(command) => connector::run(&env, command).await,
         Command::Tools(command) => tools::run(&env, command).await,
         Command::Executions(args) => tools::executions(&env, args).await,
+        Command::Setup(args) => setup::run(&env, &args),
         Command::Doctor(args) => doctor::execute(&env, Mode::dry_run_if(!args.fix)).emit(),
         Command::Task(command) => task::execute(&env, command).emit(),
         Command::Progress(command) => journal::execute_progress(&env, command).emit(),

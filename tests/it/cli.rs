@@ -315,6 +315,7 @@ fn doctor_reports_a_healthy_home() {
             "meaning",
             "assistant.json",
             "policies",
+            "hosts",
             "connectors",
             "daemon",
             "sandbox",

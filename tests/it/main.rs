@@ -39,5 +39,6 @@ mod policy;
 mod preset;
 mod project;
 mod server;
+mod setup;
 mod skills;
 mod support;
