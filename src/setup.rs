@@ -252,12 +252,7 @@ fn hook_entries(host: Host, bins: &Binaries) -> Vec<(&'static str, Value)> {
 }
 
 fn mcp_entry(host: Host, bins: &Binaries) -> Value {
-    let mut entry = json!({"command": bins.car_mcp, "args": [],
-        "env": {"CAR_INVOKED_BY": host.as_str()}});
-    if host == Host::ClaudeCode {
-        entry["type"] = json!("stdio");
-    }
-    entry
+    json!({"command": bins.car_mcp, "args": [], "env": {"CAR_INVOKED_BY": host.as_str()}})
 }
 
 /// Whether a hook entry (a host's matcher group, or Cursor's flat entry) runs CAR.

@@ -78,6 +78,7 @@ pub enum Host {
     ClaudeCode,
     Codex,
     Gemini,
+    Cursor,
 }
 
 impl Host {
@@ -86,6 +87,7 @@ impl Host {
             Host::ClaudeCode => "claude-code",
             Host::Codex => "codex",
             Host::Gemini => "gemini",
+            Host::Cursor => "cursor",
         }
     }
 }

@@ -414,16 +414,24 @@ fn clip(text: &str) -> String {
 /// The host a command would launch again, if it launches the one named by `invoked_by`.
 fn relaunches_host(command: &str, invoked_by: Option<&str>) -> Option<String> {
     let host = invoked_by?;
-    let program = match host {
-        "claude-code" | "claude" => "claude",
-        "codex" => "codex",
-        "gemini" => "gemini",
-        other => other,
+    let programs: &[&str] = match host {
+        "claude-code" | "claude" => &["claude"],
+        "codex" => &["codex"],
+        "gemini" => &["gemini"],
+        // Cursor's command-line agent.
+        "cursor" => &["cursor-agent", "agent"],
+        _ => &[],
+    };
+    let own = [host];
+    let programs = if programs.is_empty() {
+        &own[..]
+    } else {
+        programs
     };
     command
         .split(|c: char| c.is_whitespace() || ";|&()`$".contains(c))
         .map(|word| word.rsplit('/').next().unwrap_or(word))
-        .any(|word| word == program)
+        .any(|word| programs.contains(&word))
         .then(|| host.to_string())
 }
 
@@ -464,5 +472,13 @@ mod tests {
         );
         assert!(relaunches_host("claude -p hi", None).is_none());
         assert!(relaunches_host("cat claude.md", Some("claude-code")).is_none());
+        assert_eq!(
+            relaunches_host("cursor-agent -p fix it", Some("cursor")).as_deref(),
+            Some("cursor")
+        );
+        assert_eq!(
+            relaunches_host("npx gemini -p hi", Some("gemini")).as_deref(),
+            Some("gemini")
+        );
     }
 }

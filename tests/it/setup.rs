@@ -244,7 +244,10 @@ fn claude_code_setup_for_a_project_writes_its_settings_and_mcp_json() {
         .unwrap();
     assert!(gate.ends_with("/car policy-check-hook; exit 0"), "{gate}");
     let mcp: Value = serde_json::from_str(&read(&home.project.join(".mcp.json"))).unwrap();
-    assert_eq!(mcp["mcpServers"]["car"]["type"], "stdio");
+    assert_eq!(
+        mcp["mcpServers"]["car"]["env"]["CAR_INVOKED_BY"],
+        "claude-code"
+    );
     // The gate now guards what it was wired with: an agent may not take the hook out.
     std::fs::create_dir_all(home.project.join(".car/policies")).unwrap();
     std::fs::write(
@@ -292,4 +295,84 @@ fn jsonc(text: &str) -> String {
         .filter(|l| !l.trim_start().starts_with("//"))
         .collect::<Vec<_>>()
         .join("\n")
+}
+
+/// Each host's package beside `plugins/car` (plugins/codex, plugins/gemini, plugins/cursor) wires
+/// the same MCP server and hooks as `car setup` writes, with `car` found on PATH instead of by
+/// absolute path: one wiring, two ways to install it.
+#[test]
+fn each_hosts_package_wires_what_car_setup_writes() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let json_file = |path: &Path| -> Value {
+        serde_json::from_str(&read(path)).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+    };
+    let home = TestHome::new();
+    for host in ["claude-code", "codex", "gemini", "cursor"] {
+        let (code, doc) = setup(&home, &[host, "--project", "--yes"]);
+        assert_eq!(code, 0, "{doc}");
+    }
+    let bin = Path::new(CAR).parent().unwrap().canonicalize().unwrap();
+    // What setup wrote, with this build's directory taken out of the commands.
+    let unpin = |v: &Value| -> Value {
+        let text = v.to_string().replace(&format!("{}/", bin.display()), "");
+        serde_json::from_str(&text).unwrap()
+    };
+    let p = &home.project;
+
+    // Claude Code: the plugin's hooks and .mcp.json.
+    let settings = json_file(&p.join(".claude/settings.json"));
+    let plugin = json_file(&root.join("plugins/car/hooks/hooks.json"));
+    assert_eq!(unpin(&settings["hooks"]), plugin["hooks"]);
+    let mcp = json_file(&p.join(".mcp.json"));
+    let plugin_mcp = json_file(&root.join("plugins/car/.mcp.json"));
+    assert_eq!(unpin(&mcp["mcpServers"]), plugin_mcp["mcpServers"]);
+
+    // Codex: the plugin's hooks/hooks.json and .mcp.json against config.toml.
+    let config: Value = toml::from_str(&read(&p.join(".codex/config.toml"))).unwrap();
+    let codex_hooks = json_file(&root.join("plugins/codex/hooks/hooks.json"));
+    assert_eq!(unpin(&config["hooks"]), codex_hooks["hooks"]);
+    let codex_mcp = json_file(&root.join("plugins/codex/.mcp.json"));
+    assert_eq!(unpin(&config["mcp_servers"]), codex_mcp["mcpServers"]);
+    let market = json_file(&root.join(".agents/plugins/marketplace.json"));
+    assert_eq!(market["plugins"][0]["source"]["path"], "./plugins/codex");
+    assert!(root
+        .join("plugins/codex/.codex-plugin/plugin.json")
+        .exists());
+
+    // Gemini CLI: the extension's manifest and hooks against settings.json.
+    let gemini = json_file(&p.join(".gemini/settings.json"));
+    let extension = json_file(&root.join("plugins/gemini/gemini-extension.json"));
+    let gemini_hooks = json_file(&root.join("plugins/gemini/hooks/hooks.json"));
+    assert_eq!(unpin(&gemini["hooks"]), gemini_hooks["hooks"]);
+    assert_eq!(unpin(&gemini["mcpServers"]), extension["mcpServers"]);
+    assert_eq!(extension["name"], "car");
+    assert!(root
+        .join("plugins/gemini")
+        .join(extension["contextFileName"].as_str().unwrap())
+        .exists());
+    for command in std::fs::read_dir(root.join("plugins/gemini/commands/car")).unwrap() {
+        let command: toml::Value = toml::from_str(&read(&command.unwrap().path())).unwrap();
+        assert!(command["prompt"].as_str().is_some_and(|p| p.contains("CAR") || p.contains("car")));
+        assert!(command["description"].is_str());
+    }
+
+    for manifest in [
+        "plugins/codex/.codex-plugin/plugin.json",
+        "plugins/gemini/gemini-extension.json",
+        "plugins/cursor/.cursor-plugin/plugin.json",
+    ] {
+        let manifest = json_file(&root.join(manifest));
+        assert_eq!(manifest["version"], env!("CARGO_PKG_VERSION"), "{manifest}");
+        assert_eq!(manifest["name"], "car");
+    }
+
+    // Cursor: the package's hooks.json and mcp.json.
+    let cursor = json_file(&p.join(".cursor/hooks.json"));
+    let cursor_pkg = json_file(&root.join("plugins/cursor/hooks/hooks.json"));
+    assert_eq!(unpin(&cursor), cursor_pkg);
+    let cursor_mcp = json_file(&p.join(".cursor/mcp.json"));
+    assert_eq!(
+        unpin(&cursor_mcp),
+        json_file(&root.join("plugins/cursor/mcp.json"))
+    );
 }
