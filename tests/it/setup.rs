@@ -352,7 +352,9 @@ fn each_hosts_package_wires_what_car_setup_writes() {
         .exists());
     for command in std::fs::read_dir(root.join("plugins/gemini/commands/car")).unwrap() {
         let command: toml::Value = toml::from_str(&read(&command.unwrap().path())).unwrap();
-        assert!(command["prompt"].as_str().is_some_and(|p| p.contains("CAR") || p.contains("car")));
+        assert!(command["prompt"]
+            .as_str()
+            .is_some_and(|p| p.contains("CAR") || p.contains("car")));
         assert!(command["description"].is_str());
     }
 
