@@ -880,7 +880,7 @@ fn unhooking_command(command: &Command) -> Option<String> {
             .iter()
             .any(|a| !a.starts_with('-') && (a.starts_with("car@") || *a == "car"));
         if named_car {
-            return Some(deny("CAR's plugin in Claude Code"));
+            return Some(deny("CAR's plugin in its agent host"));
         }
     }
     let marketplace_off = args.windows(3).any(|w| {
@@ -907,6 +907,9 @@ fn unhooking_command(command: &Command) -> Option<String> {
     if is_claude && (marketplace_off || configures_hooks || unhooked_session) {
         return Some(deny("CAR's plugin or hooks in Claude Code"));
     }
+    if let Some(what) = other_host_unhooked(command, &args) {
+        return Some(deny(what));
+    }
     if command.program == "car" {
         let words: Vec<&str> = args
             .iter()
@@ -917,6 +920,61 @@ fn unhooking_command(command: &Command) -> Option<String> {
             return Some(deny(
                 "the policy files (`car policy init --force` replaces them)",
             ));
+        }
+    }
+    None
+}
+
+/// A Codex or Gemini CLI command that would run a session without CAR's hooks or take CAR's
+/// package out: Codex's `--disable hooks`, `-c features.hooks=false` (or any `-c hooks…`),
+/// `codex features disable hooks`; Gemini CLI's `extensions uninstall|disable car` and
+/// `--extensions`/`-e` lists that leave CAR out.
+fn other_host_unhooked(command: &Command, args: &[&str]) -> Option<&'static str> {
+    let runs = |program: &str, package: &str| {
+        command.program == program || args.iter().any(|a| a.contains(package))
+    };
+    if runs("codex", "@openai/codex") {
+        let hooks_feature = |v: &str| {
+            let v = v.trim_start_matches("--config=").trim_start_matches("-c=");
+            v.starts_with("features.hooks")
+                || v.starts_with("features.codex_hooks")
+                || v.starts_with("hooks.")
+                || v.starts_with("hooks=")
+                || (v.starts_with("features=") && v.contains("hooks"))
+        };
+        let off = args.windows(2).any(|w| {
+            (matches!(w[0], "--disable" | "--disable-feature")
+                && matches!(w[1], "hooks" | "codex_hooks"))
+                || (matches!(w[0], "-c" | "--config") && hooks_feature(w[1]))
+                || (w[0] == "disable" && matches!(w[1], "hooks" | "codex_hooks"))
+        }) || args.iter().any(|a| {
+            a.starts_with("--config=") && hooks_feature(a)
+                || matches!(*a, "--disable=hooks" | "--disable=codex_hooks")
+        });
+        if off {
+            return Some("CAR's hooks in Codex (a session or setting that turns hooks off)");
+        }
+    }
+    if runs("gemini", "@google/gemini-cli") {
+        let named_car = |rest: &[&str]| {
+            rest.iter()
+                .any(|a| !a.starts_with('-') && (*a == "car" || a.starts_with("car@")))
+        };
+        let extension_off = args.windows(2).position(|w| {
+            matches!(w[0], "extensions" | "extension")
+                && matches!(w[1], "uninstall" | "disable" | "remove" | "rm")
+        });
+        if extension_off.is_some_and(|at| named_car(&args[at + 2..])) {
+            return Some("CAR's extension in Gemini CLI");
+        }
+        let limited = args.windows(2).any(|w| {
+            matches!(w[0], "-e" | "--extensions") && !w[1].split(',').any(|e| e.trim() == "car")
+        }) || args.iter().any(|a| {
+            a.strip_prefix("--extensions=")
+                .is_some_and(|list| !list.split(',').any(|e| e.trim() == "car"))
+        });
+        if limited {
+            return Some("CAR's extension in Gemini CLI (an --extensions list without car)");
         }
     }
     None

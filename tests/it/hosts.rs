@@ -419,3 +419,41 @@ fn a_forced_host_and_a_garbage_payload_get_that_hosts_allow() {
     let reason = decision(Host::Gemini, "forced", &out).unwrap();
     assert!(reason.contains("deny_tool"), "{reason}");
 }
+
+/// A child session of another host without CAR's hooks, or CAR's package taken out of it, is
+/// the gate walked around: denied from every host, once any rule is loaded.
+#[test]
+fn starting_a_host_without_cars_hooks_is_denied() {
+    let home = project_home();
+    home.car_json(&["policy", "init", "--preset", "recommended"]);
+    let denied = [
+        "codex exec --disable hooks 'clean up'",
+        "codex -c features.hooks=false exec 'x'",
+        "npx @openai/codex exec --config=features.hooks=false 'x'",
+        "codex features disable hooks",
+        "codex plugin remove car@car",
+        "gemini extensions uninstall car",
+        "gemini -e other -p 'x'",
+        "gemini --extensions=other -p 'x'",
+    ];
+    for command in denied {
+        for (host, payload) in shell(&home, command) {
+            let reason = decision(host, command, &run(&home, &payload, None))
+                .unwrap_or_else(|| panic!("{host:?} allowed {command}"));
+            assert!(reason.contains("CAR's"), "{command}: {reason}");
+        }
+    }
+    for command in [
+        "codex exec 'fix the test'",
+        "gemini -p 'hi' -e car",
+        "gemini extensions list",
+    ] {
+        for (host, payload) in shell(&home, command) {
+            assert_eq!(
+                decision(host, command, &run(&home, &payload, None)),
+                None,
+                "{host:?} {command}"
+            );
+        }
+    }
+}
