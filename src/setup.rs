@@ -182,57 +182,56 @@ pub fn is_car_command(command: &str) -> bool {
 /// The hook entries CAR adds for `host`: (event, entry in the host's format).
 fn hook_entries(host: Host, bins: &Binaries) -> Vec<(&'static str, Value)> {
     let car = bins.quoted_car();
+    // A matcher group of one command handler (Claude Code, Codex and Gemini CLI share the
+    // shape; Gemini names its handlers and counts milliseconds).
+    let group = |matcher: Option<&str>, name: &str, command: String, seconds: u64| {
+        let mut handler = json!({"type": "command", "command": command});
+        if host == Host::Gemini {
+            handler["name"] = json!(name);
+            handler["timeout"] = json!(seconds * 1000);
+        } else {
+            handler["timeout"] = json!(seconds);
+        }
+        if host == Host::Codex && name == "car-policy" {
+            handler["statusMessage"] = json!("CAR policy");
+        }
+        let mut group = json!({"hooks": [handler]});
+        if let Some(matcher) = matcher {
+            group["matcher"] = json!(matcher);
+        }
+        group
+    };
+    // (the gate's event, its matcher, the prompt's event, the gate's --host, a suffix): Claude
+    // Code's plugin form ends each command with `; exit 0`.
+    let (gate, matcher, prompt, flag, tail) = match host {
+        Host::ClaudeCode => ("PreToolUse", "*", "UserPromptSubmit", "", "; exit 0"),
+        Host::Codex => ("PreToolUse", "*", "UserPromptSubmit", " --host codex", ""),
+        Host::Gemini => ("BeforeTool", ".*", "BeforeAgent", " --host gemini", ""),
+        Host::Cursor => ("", "", "", "", ""),
+    };
     match host {
-        Host::ClaudeCode => vec![
+        Host::ClaudeCode | Host::Codex | Host::Gemini => vec![
             (
-                "PreToolUse",
-                json!({"matcher": "*", "hooks": [{"type": "command",
-                    "command": format!("{car} policy-check-hook; exit 0"), "timeout": 10}]}),
+                gate,
+                group(
+                    Some(matcher),
+                    "car-policy",
+                    format!("{car} policy-check-hook{flag}{tail}"),
+                    10,
+                ),
             ),
             (
                 "SessionStart",
-                json!({"hooks": [{"type": "command",
-                    "command": format!("{car} hook session-start; exit 0"), "timeout": 10}]}),
+                group(
+                    None,
+                    "car-briefing",
+                    format!("{car} hook session-start{tail}"),
+                    10,
+                ),
             ),
             (
-                "UserPromptSubmit",
-                json!({"hooks": [{"type": "command",
-                    "command": format!("{car} hook prompt; exit 0"), "timeout": 5}]}),
-            ),
-        ],
-        Host::Codex => vec![
-            (
-                "PreToolUse",
-                json!({"matcher": "*", "hooks": [{"type": "command",
-                    "command": format!("{car} policy-check-hook --host codex"), "timeout": 10,
-                    "statusMessage": "CAR policy"}]}),
-            ),
-            (
-                "SessionStart",
-                json!({"hooks": [{"type": "command",
-                    "command": format!("{car} hook session-start"), "timeout": 10}]}),
-            ),
-            (
-                "UserPromptSubmit",
-                json!({"hooks": [{"type": "command",
-                    "command": format!("{car} hook prompt"), "timeout": 5}]}),
-            ),
-        ],
-        Host::Gemini => vec![
-            (
-                "BeforeTool",
-                json!({"matcher": ".*", "hooks": [{"name": "car-policy", "type": "command",
-                    "command": format!("{car} policy-check-hook --host gemini"), "timeout": 10000}]}),
-            ),
-            (
-                "SessionStart",
-                json!({"hooks": [{"name": "car-briefing", "type": "command",
-                    "command": format!("{car} hook session-start"), "timeout": 10000}]}),
-            ),
-            (
-                "BeforeAgent",
-                json!({"hooks": [{"name": "car-reminders", "type": "command",
-                    "command": format!("{car} hook prompt"), "timeout": 5000}]}),
+                prompt,
+                group(None, "car-reminders", format!("{car} hook prompt{tail}"), 5),
             ),
         ],
         Host::Cursor => {
@@ -416,34 +415,14 @@ fn edit(
     let object = root.object_value_or_set();
     match part {
         Part::McpServers => {
-            let servers = object.object_value_or_set("mcpServers");
-            if let Some(old) = servers.get("car") {
-                old.remove();
-            }
-            if add {
-                servers.append("car", input(&mcp_entry(host, bins)));
-            } else if servers.properties().is_empty() {
-                if let Some(prop) = object.get("mcpServers") {
-                    prop.remove();
-                }
-            }
+            set_mcp(&object, host, bins, add);
         }
         Part::ClaudeHooks | Part::GeminiSettings | Part::CursorHooks => {
             if part == Part::CursorHooks && object.get("version").is_none() && add {
                 object.insert(0, "version", CstInputValue::Number("1".into()));
             }
             if part == Part::GeminiSettings {
-                let servers = object.object_value_or_set("mcpServers");
-                if let Some(old) = servers.get("car") {
-                    old.remove();
-                }
-                if add {
-                    servers.append("car", input(&mcp_entry(host, bins)));
-                } else if servers.properties().is_empty() {
-                    if let Some(prop) = object.get("mcpServers") {
-                        prop.remove();
-                    }
-                }
+                set_mcp(&object, host, bins, add);
             }
             let hooks = object.object_value_or_set("hooks");
             let entries = hook_entries(host, bins);
@@ -478,6 +457,22 @@ fn edit(
         return Ok(None);
     }
     Ok(Some(with_newline(out)))
+}
+
+/// `mcpServers.car` of a JSON settings object set (`add`) or removed, and `mcpServers` itself
+/// removed when that leaves it empty.
+fn set_mcp(object: &CstObject, host: Host, bins: &Binaries, add: bool) {
+    let servers = object.object_value_or_set("mcpServers");
+    if let Some(old) = servers.get("car") {
+        old.remove();
+    }
+    if add {
+        servers.append("car", input(&mcp_entry(host, bins)));
+    } else if servers.properties().is_empty() {
+        if let Some(prop) = object.get("mcpServers") {
+            prop.remove();
+        }
+    }
 }
 
 fn drop_empty(hooks: &CstObject, events: &[&str]) {

@@ -3,13 +3,12 @@
 //! The recommended preset decides the same for each host on the same corpus, each host gets its
 //! own form of deny and allow, and the gate guards each host's own hook settings.
 
-use std::io::Write as _;
-use std::process::{Output, Stdio};
+use std::process::Output;
 
 use serde_json::{json, Value};
 
 use crate::preset::{corpus, project_home};
-use crate::support::{TestHome, CAR};
+use crate::support::TestHome;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Host {
@@ -21,24 +20,11 @@ enum Host {
 
 /// Runs the hook on `payload`, with `--host` when `forced`.
 fn run(home: &TestHome, payload: &Value, forced: Option<&str>) -> Output {
-    let mut cmd = home.command(CAR);
-    cmd.arg("policy-check-hook");
+    let mut args = vec!["policy-check-hook"];
     if let Some(host) = forced {
-        cmd.args(["--host", host]);
+        args.extend(["--host", host]);
     }
-    let mut child = cmd
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(&serde_json::to_vec(payload).unwrap())
-        .unwrap();
-    child.wait_with_output().unwrap()
+    home.car_with_input(&args, &serde_json::to_vec(payload).unwrap())
 }
 
 /// The deny reason in `host`'s form, `None` for `host`'s allow; panics on anything else.
@@ -380,21 +366,7 @@ fn a_forced_host_and_a_garbage_payload_get_that_hosts_allow() {
         (Host::Codex, "codex", ""),
         (Host::Claude, "claude-code", ""),
     ] {
-        let mut child = home
-            .command(CAR)
-            .args(["policy-check-hook", "--host", flag])
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
-        child
-            .stdin
-            .take()
-            .unwrap()
-            .write_all(b"\xff not json")
-            .unwrap();
-        let out = child.wait_with_output().unwrap();
+        let out = home.car_with_input(&["policy-check-hook", "--host", flag], b"\xff not json");
         assert_eq!(out.status.code(), Some(0));
         assert_eq!(String::from_utf8_lossy(&out.stdout), expected, "{host:?}");
         assert!(String::from_utf8_lossy(&out.stderr).contains("not JSON"));
