@@ -370,6 +370,21 @@ pub async fn run(env: &Env, command: PolicyCommand) -> ExitCode {
     }
 }
 
+/// The files a shell reads before it runs a hook's command (a login shell's profile, zsh's and
+/// fish's start-up files) and Gemini CLI's environment file: guarded like the hook itself.
+const SHELL_STARTUP: &[&str] = &[
+    ".profile",
+    ".bash_profile",
+    ".bash_login",
+    ".bashrc",
+    ".zshenv",
+    ".zprofile",
+    ".zshrc",
+    ".zlogin",
+    ".config/fish",
+    ".gemini/.env",
+];
+
 /// `car policy-check-hook` with the resolved home (`--home`, else `CAR_HOME`, else `~/.car`):
 /// always exits 0; stdout holds the deny JSON or nothing.
 pub fn hook(home: Result<Home, HomeError>, host: Option<Host>) -> ExitCode {
@@ -408,11 +423,17 @@ pub fn hook(home: Result<Home, HomeError>, host: Option<Host>) -> ExitCode {
         })
         .unwrap_or_default();
     let plugins = crate::home::user_home().map(|home| home.join(".claude").join("plugins"));
+    // Codex runs hooks through a login shell and Gemini CLI with the variables of its `.env`:
+    // a line in a shell start-up file (`exit 0`) or a `BASH_ENV` there would silence the gate.
+    let startup: Vec<std::path::PathBuf> = crate::home::user_home()
+        .map(|home| SHELL_STARTUP.iter().map(|name| home.join(name)).collect())
+        .unwrap_or_default();
     let hooks: Vec<&Path> = plugin_root
         .iter()
         .chain(exe.iter())
         .chain(on_path.iter())
         .chain(plugins.iter())
+        .chain(startup.iter())
         .map(|p| p.as_path())
         .collect();
     let print = |output: Option<&str>| {

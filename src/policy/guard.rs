@@ -675,20 +675,49 @@ fn archive_members(command: &Command, home: Option<&str>) -> Option<Vec<String>>
         "unzip" => &["-Z1"],
         _ => &["-tf"],
     };
-    let out = std::process::Command::new(&command.program)
+    let mut child = std::process::Command::new(&command.program)
         .args(list)
         .arg(&path)
         .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::null())
-        .output()
+        .spawn()
         .ok()?;
+    let mut stdout = child.stdout.take()?;
+    let reader = std::thread::spawn(move || {
+        use std::io::Read;
+        let mut out = Vec::new();
+        let _ = stdout.read_to_end(&mut out);
+        out
+    });
+    // An archive built to list slowly must not run the hook past the host's timeout (Codex and
+    // Gemini CLI then let the whole command run): one that does not list within the deadline
+    // counts as unpacking over `.car`.
+    let started = std::time::Instant::now();
+    loop {
+        match child.try_wait() {
+            Ok(Some(_)) => break,
+            Ok(None) if started.elapsed() < ARCHIVE_DEADLINE => {
+                std::thread::sleep(std::time::Duration::from_millis(2));
+            }
+            Ok(None) | Err(_) => {
+                let _ = child.kill();
+                let _ = child.wait();
+                return Some(vec![".car".to_string()]);
+            }
+        }
+    }
+    let out = reader.join().ok()?;
     Some(
-        String::from_utf8_lossy(&out.stdout)
+        String::from_utf8_lossy(&out)
             .lines()
             .map(str::to_string)
             .collect(),
     )
 }
+
+/// How long an archive may take to list its members.
+const ARCHIVE_DEADLINE: std::time::Duration = std::time::Duration::from_secs(2);
 
 fn changes_of_args<'c>(
     command: &'c Command,
@@ -1113,13 +1142,36 @@ fn settings_edit(tool: &str, params: &Value, path: &str) -> Option<String> {
         if path.ends_with(".toml") {
             toml::from_str::<Value>(text).ok()
         } else {
-            serde_json::from_str(text).ok()
+            // The hosts read their settings with comments and trailing commas allowed.
+            if text.trim().is_empty() {
+                return Some(Value::Null);
+            }
+            jsonc_parser::parse_to_serde_value::<Value>(
+                text,
+                &jsonc_parser::ParseOptions::default(),
+            )
+            .ok()
         }
     };
-    let before: Value = current.and_then(|text| parse(&text)).unwrap_or(Value::Null);
+    let before: Value = match current {
+        Some(text) => match parse(&text) {
+            Some(value) => value,
+            // A file CAR cannot read may hold hooks: it is not the agent's to replace.
+            None => return refused(),
+        },
+        None => Value::Null,
+    };
     let Some(after) = parse(&after) else {
         return refused();
     };
+    // Codex drops a whole hooks.json that has a key it does not know.
+    if path.ends_with("/.codex/hooks.json")
+        && after
+            .as_object()
+            .is_some_and(|o| o.keys().any(|k| k != "hooks" && k != "description"))
+    {
+        return refused();
+    }
     if hook_keys(&before) != hook_keys(&after) {
         return refused();
     }
@@ -1132,6 +1184,11 @@ fn apply_edit(text: String, edit: &Value) -> Option<String> {
     let new = edit.get("new_string").and_then(Value::as_str)?;
     if old.is_empty() {
         return Some(format!("{new}{text}"));
+    }
+    // An edit whose text is not there exactly is not a no-op: the hosts match leniently
+    // (trimmed lines, regular expressions), so what it would do cannot be known.
+    if !text.contains(old) {
+        return None;
     }
     if edit.get("replace_all").and_then(Value::as_bool) == Some(true) {
         Some(text.replace(old, new))

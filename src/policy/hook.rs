@@ -60,6 +60,17 @@ pub fn answer(
 ) -> HookAnswer {
     let payload: Value = match serde_json::from_slice(payload) {
         Ok(value) => value,
+        // A tool call the agent's own arguments made unreadable (a lone surrogate escape, a
+        // nesting deeper than the parser goes) is denied: what cannot be read cannot be judged.
+        Err(e) if looks_like_a_tool_call(payload) => {
+            let host = host.unwrap_or_else(|| sniff_host(payload));
+            return HookAnswer::Deny {
+                output: hosts::deny_output(
+                    host,
+                    &format!("CAR policy: this tool call's payload cannot be read ({e}), so it cannot be checked; send its arguments as plain text"),
+                ),
+            };
+        }
         Err(e) => {
             return HookAnswer::FailOpen {
                 output: host.and_then(hosts::allow_output),
@@ -79,29 +90,36 @@ pub fn answer(
         }
     };
     let project = crate::home::project_root(&cwd);
+    // Gemini CLI loads a trusted project's `.gemini/.env` into the environment its hooks run in.
+    let project_env = project.join(".gemini").join(".env");
+    let mut hooks = hooks.to_vec();
+    hooks.push(&project_env);
+    let hooks = &hooks[..];
     let engine = PolicyEngine::load(home_policies, &cwd, &project).guarding_hooks(hooks);
     let mut warnings = Vec::new();
     for action in &actions {
-        let evaluation = if action.cwd == cwd {
-            engine.evaluate(
-                &action.tool,
-                &action.params,
-                &Map::new(),
-                Admission::Consume,
-            )
-        } else {
-            // A shell run in another directory (Gemini's dir_path, Cursor's working_directory)
-            // is judged with that directory's rules.
+        let mut evaluation = engine.evaluate(
+            &action.tool,
+            &action.params,
+            &Map::new(),
+            Admission::Consume,
+        );
+        if action.cwd != cwd && evaluation.decision == Decision::Allow {
+            // A shell run in another directory (Gemini's dir_path, Cursor's
+            // working_directory) answers to the session's rules and to that directory's.
             let project = crate::home::project_root(&action.cwd);
-            PolicyEngine::load(home_policies, &action.cwd, &project)
+            let there = PolicyEngine::load(home_policies, &action.cwd, &project)
                 .guarding_hooks(hooks)
                 .evaluate(
                     &action.tool,
                     &action.params,
                     &Map::new(),
                     Admission::Consume,
-                )
-        };
+                );
+            if there.decision == Decision::Deny {
+                evaluation = there;
+            }
+        }
         match evaluation.decision {
             Decision::Allow => warnings.extend(
                 evaluation
@@ -123,6 +141,33 @@ pub fn answer(
     HookAnswer::Allow {
         output: hosts::allow_output(host),
         warnings,
+    }
+}
+
+/// Whether unreadable bytes still carry a tool call's marks.
+fn looks_like_a_tool_call(payload: &[u8]) -> bool {
+    let text = String::from_utf8_lossy(payload);
+    [
+        "\"tool_name\"",
+        "\"tool_input\"",
+        "\"command\"",
+        "\"file_path\"",
+    ]
+    .iter()
+    .any(|key| text.contains(key))
+}
+
+/// The host of a payload that is not JSON, from the marks each host's payload carries.
+fn sniff_host(payload: &[u8]) -> Host {
+    let text = String::from_utf8_lossy(payload);
+    if text.contains("\"BeforeTool\"") {
+        Host::Gemini
+    } else if text.contains("\"conversation_id\"") || text.contains("\"workspace_roots\"") {
+        Host::Cursor
+    } else if text.contains("\"turn_id\"") {
+        Host::Codex
+    } else {
+        Host::ClaudeCode
     }
 }
 

@@ -107,7 +107,17 @@ fn codex(payload: &Value, cwd: &Path) -> Result<Vec<Action>, String> {
     let params = input(payload);
     if tool != "apply_patch" {
         // Every shell tool arrives as `Bash` {command}; MCP tools as `mcp__server__tool`.
-        return Ok(vec![Action::new(tool, params, cwd)]);
+        // Codex applies a patch given to `apply_patch` in a shell command itself, after this
+        // hook ran on the command: the patch is judged here as if it came by the tool.
+        let inline = (tool == "Bash")
+            .then(|| text(&params, &["command"]))
+            .flatten()
+            .filter(|c| c.contains("*** Begin Patch"))
+            .map(|c| patch_actions(c, cwd))
+            .unwrap_or_default();
+        let mut out = vec![Action::new(tool, params, cwd)];
+        out.extend(inline);
+        return Ok(out);
     }
     let patch = text(&params, &["command", "patch", "input"]).unwrap_or("");
     let mut out = vec![Action::new("apply_patch", params.clone(), cwd)];
@@ -135,20 +145,23 @@ pub fn patch_actions(patch: &str, cwd: &Path) -> Vec<Action> {
     };
     for line in patch.lines() {
         let line = line.strip_suffix('\r').unwrap_or(line);
-        if let Some(path) = line.strip_prefix("*** Add File: ") {
+        // Codex trims a line before it looks for a marker ("tolerant of extra padding"), so a
+        // header counts however it is indented.
+        let marker = line.trim();
+        if let Some(path) = marker.strip_prefix("*** Add File:") {
             flush(&mut ops, &mut hunk);
             ops.push(Op::Add(path.trim().to_string(), Vec::new()));
-        } else if let Some(path) = line.strip_prefix("*** Update File: ") {
+        } else if let Some(path) = marker.strip_prefix("*** Update File:") {
             flush(&mut ops, &mut hunk);
             ops.push(Op::Update(path.trim().to_string(), None, Vec::new()));
-        } else if let Some(path) = line.strip_prefix("*** Delete File: ") {
+        } else if let Some(path) = marker.strip_prefix("*** Delete File:") {
             flush(&mut ops, &mut hunk);
             ops.push(Op::Delete(path.trim().to_string()));
-        } else if let Some(path) = line.strip_prefix("*** Move to: ") {
+        } else if let Some(path) = marker.strip_prefix("*** Move to:") {
             if let Some(Op::Update(_, to, _)) = ops.last_mut() {
                 *to = Some(path.trim().to_string());
             }
-        } else if line.starts_with("@@") || line.starts_with("*** ") {
+        } else if marker.starts_with("@@") || marker.starts_with("***") {
             flush(&mut ops, &mut hunk);
         } else {
             match ops.last_mut() {
@@ -253,7 +266,12 @@ fn gemini(payload: &Value, cwd: &Path) -> Result<Vec<Action>, String> {
                 .map(|path| {
                     let full = cwd.join(path).to_string_lossy().into_owned();
                     if path.contains(['*', '?', '[', '{']) {
-                        Action::new("Glob", json!({"path": cwd, "pattern": path}), cwd)
+                        // It returns the contents of what the glob matches: a content search.
+                        Action::new(
+                            "Grep",
+                            json!({"path": cwd, "pattern": ".", "glob": path, "output_mode": "content"}),
+                            cwd,
+                        )
                     } else {
                         Action::new("Read", json!({"file_path": full}), cwd)
                     }
@@ -278,9 +296,11 @@ fn gemini(payload: &Value, cwd: &Path) -> Result<Vec<Action>, String> {
             json!({"path": dir(&["dir_path", "path"]), "pattern": text(&p, &["pattern"]).unwrap_or("")}),
         ),
         "grep_search" | "search_file_content" => {
+            // grep_search returns the matching lines: a content search.
             let mut params = json!({
                 "path": dir(&["dir_path", "path"]),
                 "pattern": text(&p, &["pattern"]).unwrap_or(""),
+                "output_mode": if p.get("names_only").and_then(Value::as_bool) == Some(true) { "files_with_matches" } else { "content" },
             });
             if let Some(glob) = text(&p, &["include_pattern", "include"]) {
                 params["glob"] = json!(glob);
@@ -341,8 +361,18 @@ fn cursor(payload: &Value, cwd: &Path) -> Result<Vec<Action>, String> {
     let event = payload["hook_event_name"].as_str().unwrap_or("preToolUse");
     let p = input(payload);
     let one = |tool: &str, params: Value, dir: &Path| Ok(vec![Action::new(tool, params, dir)]);
+    // Cursor's field names for a path are not all documented: the known ones first, then any
+    // field whose name says it holds a path.
     let path_of = |v: &Value| {
         text(v, &["file_path", "path", "target_file", "target_path"])
+            .or_else(|| {
+                v.as_object()?.iter().find_map(|(k, v)| {
+                    let k = k.to_ascii_lowercase();
+                    (k.contains("path") || k.contains("file"))
+                        .then(|| v.as_str())
+                        .flatten()
+                })
+            })
             .map(|f| cwd.join(f).to_string_lossy().into_owned())
     };
     match event {
@@ -391,6 +421,7 @@ fn cursor(payload: &Value, cwd: &Path) -> Result<Vec<Action>, String> {
                         "file_path": path_of(&p),
                         "old_string": text(&p, &["old_string", "old_str"]).unwrap_or(""),
                         "new_string": text(&p, &["new_string", "new_str"]).unwrap_or(""),
+                        "replace_all": p.get("replace_all").and_then(Value::as_bool).unwrap_or(false),
                     }),
                     cwd,
                 ),
@@ -398,6 +429,7 @@ fn cursor(payload: &Value, cwd: &Path) -> Result<Vec<Action>, String> {
                     let mut params = json!({
                         "path": within(cwd, text(&p, &["path"])),
                         "pattern": text(&p, &["pattern"]).unwrap_or(""),
+                        "output_mode": text(&p, &["output_mode"]).unwrap_or("content"),
                     });
                     if let Some(glob) = text(&p, &["glob", "include"]) {
                         params["glob"] = json!(glob);

@@ -429,3 +429,166 @@ fn starting_a_host_without_cars_hooks_is_denied() {
         }
     }
 }
+
+/// The ways around the gate a review of the host mappings found, each closed: a shell run in
+/// another directory, an indented or inline Codex patch, the files that run the hook, settings
+/// edits the hosts would apply leniently, content searches through a glob, settings CAR cannot
+/// parse, and a payload the agent's arguments make unreadable.
+#[test]
+fn the_reviewed_ways_around_the_gate_are_closed() {
+    let home = project_home();
+    home.car_json(&["policy", "init", "--preset", "recommended"]);
+    std::fs::write(home.project.join(".env"), "API_KEY=sk-live-1\n").unwrap();
+    let cwd = home.project.clone();
+    let user = home.user_home();
+    let gemini = |tool: &str, input: Value| {
+        json!({"hook_event_name": "BeforeTool", "timestamp": "t", "cwd": cwd,
+            "tool_name": tool, "tool_input": input})
+    };
+    let codex = |tool: &str, input: Value| {
+        json!({"hook_event_name": "PreToolUse", "turn_id": "u", "cwd": cwd,
+            "tool_name": tool, "tool_input": input})
+    };
+    let denied = |host: Host, payload: Value, what: &str| {
+        let out = run(&home, &payload, None);
+        assert!(
+            decision(host, what, &out).is_some(),
+            "{what} was allowed: {payload}"
+        );
+    };
+    // A shell in another directory still answers to the session's rules.
+    denied(
+        Host::Gemini,
+        gemini(
+            "run_shell_command",
+            json!({"command": format!("cd {} && git push --force", cwd.display()), "dir_path": "/"}),
+        ),
+        "dir_path elsewhere",
+    );
+    // Codex patches: an indented header, and a patch given to apply_patch in the shell.
+    let indented =
+        "*** Begin Patch\n *** Delete File: .car/policies/recommended.toml\n*** End Patch\n";
+    denied(
+        Host::Codex,
+        codex("apply_patch", json!({"command": indented})),
+        "indented header",
+    );
+    let inline = format!("apply_patch <<'EOF'\n{indented}EOF\n");
+    denied(
+        Host::Codex,
+        codex("Bash", json!({"command": inline})),
+        "inline patch",
+    );
+    // What runs the hook: a login shell's profile, Gemini's environment file.
+    denied(
+        Host::Codex,
+        codex(
+            "Bash",
+            json!({"command": "echo 'exit 0' >> ~/.bash_profile"}),
+        ),
+        "bash_profile",
+    );
+    let zshenv = format!(
+        "*** Begin Patch\n*** Add File: {}\n+exit 0\n*** End Patch\n",
+        user.join(".zshenv").display()
+    );
+    denied(
+        Host::Codex,
+        codex("apply_patch", json!({"command": zshenv})),
+        "zshenv",
+    );
+    denied(
+        Host::Gemini,
+        gemini(
+            "run_shell_command",
+            json!({"command": "echo BASH_ENV=/tmp/x >> .gemini/.env"}),
+        ),
+        "gemini .env",
+    );
+    // A settings edit whose text is not there exactly, and a file with comments replaced.
+    let settings = cwd.join(".gemini/settings.json");
+    std::fs::create_dir_all(settings.parent().unwrap()).unwrap();
+    std::fs::write(
+        &settings,
+        "{\n  // mine\n  \"hooks\": {\"BeforeTool\": [{\"matcher\": \".*\", \"hooks\": [{\"type\": \"command\", \"command\": \"car policy-check-hook --host gemini\"}]}]},\n}\n",
+    )
+    .unwrap();
+    denied(
+        Host::Gemini,
+        gemini(
+            "replace",
+            json!({"file_path": ".gemini/settings.json", "old_string": "\"matcher\":  \".*\"", "new_string": "\"matcher\": \"^never$\"", "instruction": "x"}),
+        ),
+        "lenient replace",
+    );
+    denied(
+        Host::Gemini,
+        gemini(
+            "write_file",
+            json!({"file_path": ".gemini/settings.json", "content": "{}"}),
+        ),
+        "settings with comments replaced",
+    );
+    // Reading secrets through a glob or a content search.
+    denied(
+        Host::Gemini,
+        gemini("read_many_files", json!({"include": ["**/.env*"]})),
+        "read_many_files glob",
+    );
+    denied(
+        Host::Gemini,
+        gemini(
+            "grep_search",
+            json!({"pattern": "KEY", "dir_path": ".", "include_pattern": "*"}),
+        ),
+        "grep_search include *",
+    );
+    // A payload made unreadable by the agent's own argument (a lone surrogate escape).
+    let raw = format!(
+        "{{\"hook_event_name\":\"BeforeTool\",\"timestamp\":\"t\",\"cwd\":\"{}\",\"tool_name\":\"run_shell_command\",\"tool_input\":{{\"command\":\"cat .env \\ud800\"}}}}",
+        cwd.display()
+    );
+    let out = home.car_with_input(&["policy-check-hook"], raw.as_bytes());
+    assert!(decision(Host::Gemini, "surrogate", &out).is_some_and(|r| r.contains("cannot be read")));
+}
+
+/// An archive that lists slowly (here a `tar` that takes 10 s) would run the hook past the
+/// host's timeout, and Codex and Gemini CLI then run the command: after 2 s it counts as
+/// unpacking over `.car`, and the command is denied in time.
+#[test]
+fn an_archive_too_slow_to_list_is_denied_before_the_hosts_timeout() {
+    let home = project_home();
+    home.car_json(&["policy", "init", "--preset", "recommended"]);
+    std::fs::write(home.project.join("slow.tar"), "not really").unwrap();
+    let bin = home.project.parent().unwrap().join("slow-bin");
+    std::fs::create_dir_all(&bin).unwrap();
+    let tar = bin.join("tar");
+    std::fs::write(&tar, "#!/bin/sh\nsleep 10\n").unwrap();
+    use std::os::unix::fs::PermissionsExt as _;
+    std::fs::set_permissions(&tar, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let payload = json!({"hook_event_name": "BeforeTool", "timestamp": "t", "cwd": home.project,
+        "tool_name": "run_shell_command", "tool_input": {"command": "tar -xf slow.tar"}});
+    let path = format!(
+        "{}:{}",
+        bin.display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let mut child = home
+        .command(crate::support::CAR)
+        .arg("policy-check-hook")
+        .env("PATH", path)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    use std::io::Write as _;
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(payload.to_string().as_bytes())
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    let reason = decision(Host::Gemini, "slow tar", &out).expect("a slow archive was allowed");
+    assert!(reason.contains("policy"), "{reason}");
+}
