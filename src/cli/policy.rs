@@ -383,6 +383,9 @@ const SHELL_STARTUP: &[&str] = &[
     ".zlogin",
     ".config/fish",
     ".gemini/.env",
+    // Which Gemini CLI extensions load, and CAR's own.
+    ".gemini/extensions/extension-enablement.json",
+    ".gemini/extensions/car",
 ];
 
 /// `car policy-check-hook` with the resolved home (`--home`, else `CAR_HOME`, else `~/.car`):

@@ -182,7 +182,19 @@ impl State<'_> {
                 continue;
             }
             let before = self.out.len();
+            // `VAR=value program …`: the assignments hold for that command only.
+            let mut scoped = Vec::new();
+            for (name, value) in &simple.assignments {
+                let value = self.expand(&value.text);
+                let before = self.vars.iter().position(|(n, _)| n == name);
+                scoped.push((name.clone(), before.map(|i| self.vars.remove(i))));
+                self.vars.push((name.clone(), value));
+            }
             self.unwrap(&simple.words, &around, depth, self.cwd.clone(), None)?;
+            for (name, before) in scoped {
+                self.vars.retain(|(n, _)| *n != name);
+                self.vars.extend(before);
+            }
             if self.out.len() == before && (!around.reads.is_empty() || !around.writes.is_empty()) {
                 // A wrapper with nothing to run still opens its redirections (`exec 3>file`).
                 self.record(":", &[], &around, self.cwd.clone(), &None, false);

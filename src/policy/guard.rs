@@ -591,6 +591,8 @@ fn canonical(path: &str) -> String {
 /// Whether `path` is one of the agent hosts' settings files ([`HOST_SETTINGS`]): a project's
 /// or the user's `.claude/settings.json`, `.codex/hooks.json`, `.gemini/settings.json`, ….
 fn is_settings(path: &str) -> bool {
+    // Compared without case: on macOS's and Windows's disks `~/.Codex/Config.toml` is the file.
+    let path = path.to_ascii_lowercase();
     HOST_SETTINGS.iter().any(|name| path.ends_with(name))
 }
 
@@ -962,6 +964,20 @@ fn other_host_unhooked(command: &Command, args: &[&str]) -> Option<&'static str>
     let runs = |program: &str, package: &str| {
         command.program == program || args.iter().any(|a| a.contains(package))
     };
+    // A host session with another home or config directory loads none of CAR's wiring.
+    let elsewhere = command.vars.iter().any(|(name, _)| {
+        matches!(
+            name.as_str(),
+            "HOME" | "CODEX_HOME" | "GEMINI_CLI_HOME" | "XDG_CONFIG_HOME" | "CURSOR_CONFIG_DIR"
+        )
+    });
+    let a_host = ["codex", "gemini", "cursor-agent", "claude"].contains(&command.program.as_str())
+        || args
+            .iter()
+            .any(|a| a.contains("@openai/codex") || a.contains("@google/gemini-cli"));
+    if elsewhere && a_host {
+        return Some("CAR's hooks (an agent host started with another home or config directory)");
+    }
     if runs("codex", "@openai/codex") {
         let hooks_feature = |v: &str| {
             let v = v.trim_start_matches("--config=").trim_start_matches("-c=");
@@ -1215,10 +1231,23 @@ fn hook_keys(settings: &Value) -> Vec<Value> {
         })
         .unwrap_or_default();
     keys.push(serde_json::json!(car_plugins));
-    // Codex turns hooks off with `[features] hooks = false` (`codex_hooks` before 0.124).
-    for feature in ["/features/hooks", "/features/codex_hooks"] {
-        keys.push(settings.pointer(feature).cloned().unwrap_or(Value::Null));
+    // Codex turns hooks off with `[features] hooks = false` (`codex_hooks` before 0.124), for
+    // every session or for a profile's (`[profiles.X.features]`, then `codex -p X`).
+    for key in ["/features/hooks", "/features/codex_hooks"] {
+        keys.push(settings.pointer(key).cloned().unwrap_or(Value::Null));
     }
+    let profiles: Vec<(String, &str, Value)> = settings
+        .get("profiles")
+        .and_then(Value::as_object)
+        .into_iter()
+        .flatten()
+        .flat_map(|(name, profile)| {
+            ["/features/hooks", "/features/codex_hooks", "/hooks"]
+                .into_iter()
+                .filter_map(move |key| Some((name.clone(), key, profile.pointer(key)?.clone())))
+        })
+        .collect();
+    keys.push(serde_json::json!(profiles));
     let env: Vec<(String, Value)> = settings
         .get("env")
         .and_then(Value::as_object)

@@ -592,3 +592,53 @@ fn an_archive_too_slow_to_list_is_denied_before_the_hosts_timeout() {
     let reason = decision(Host::Gemini, "slow tar", &out).expect("a slow archive was allowed");
     assert!(reason.contains("policy"), "{reason}");
 }
+
+/// More switches that would run a host without CAR's hooks: a Codex profile that turns hooks
+/// off, a session with another home, Gemini CLI's extension switches, and the same settings file
+/// named in another case (one file on macOS's and Windows's disks).
+#[test]
+fn profiles_other_homes_and_extension_switches_cannot_unhook_the_gate() {
+    let home = project_home();
+    home.car_json(&["policy", "init", "--preset", "recommended"]);
+    let user = home.user_home();
+    let codex_dir = user.join(".codex");
+    std::fs::create_dir_all(&codex_dir).unwrap();
+    std::fs::write(codex_dir.join("config.toml"), "model = \"gpt-5.5\"\n").unwrap();
+    let patch = |path: &str, body: &str| {
+        json!({"hook_event_name": "PreToolUse", "turn_id": "u", "cwd": home.project,
+            "tool_name": "apply_patch",
+            "tool_input": {"command": format!("*** Begin Patch\n*** Update File: {path}\n@@\n model = \"gpt-5.5\"\n{body}*** End Patch\n")}})
+    };
+    let config = codex_dir.join("config.toml").display().to_string();
+    let profile = "+\n+[profiles.quiet.features]\n+hooks = false\n";
+    assert!(decision(
+        Host::Codex,
+        "profile",
+        &run(&home, &patch(&config, profile), None)
+    )
+    .is_some());
+    let other = "+\n+[profiles.quiet]\n+model = \"o4\"\n";
+    assert_eq!(
+        decision(
+            Host::Codex,
+            "a harmless profile",
+            &run(&home, &patch(&config, other), None)
+        ),
+        None
+    );
+    for command in [
+        "HOME=/tmp/elsewhere codex exec 'x'",
+        "CODEX_HOME=/tmp/c codex exec 'x'",
+        "GEMINI_CLI_HOME=/tmp/g gemini -p 'x'",
+        "echo '{\"car\":{\"overrides\":[\"!/*\"]}}' > ~/.gemini/extensions/extension-enablement.json",
+        "rm -rf ~/.gemini/extensions/car",
+        "echo '{}' > ~/.Codex/Config.toml",
+    ] {
+        for (host, payload) in shell(&home, command) {
+            assert!(
+                decision(host, command, &run(&home, &payload, None)).is_some(),
+                "{host:?} allowed {command}"
+            );
+        }
+    }
+}
