@@ -7,7 +7,8 @@
 //! - a model asking to `rm -rf ~` is denied with CAR's reason;
 //! - a model asking to read a secret file is denied, and the secret never reaches the model;
 //! - an allowed command runs;
-//! - `memory_add_fact` then `memory_query` go round through the host's MCP client.
+//! - `memory_add_fact` then `memory_query` go round through the host's MCP client;
+//! - the session-start hook brings the project's briefing (its ready task) to the model.
 //!
 //! The CLIs come from `scripts/test.sh` (into `tools/`). Codex runs a hook only once the user has
 //! trusted it in `/hooks`; the test passes `--dangerously-bypass-hook-trust` for that one run.
@@ -26,6 +27,7 @@ pub const CODEX_VERSION: &str = "0.169.0";
 pub const GEMINI_VERSION: &str = "0.61.0";
 const SECRETS: [&str; 2] = ["sk-live-123", "sk-live-456"];
 const FACT: &str = "zebra-cluster-42";
+const TASK: &str = "Wire the quokka billing webhook";
 const RUN_TIMEOUT: Duration = Duration::from_secs(180);
 
 fn repo() -> PathBuf {
@@ -155,6 +157,8 @@ fn wired_project(host: &str) -> TestHome {
     )
     .unwrap();
     home.car_json(&["policy", "init", "--preset", "recommended"]);
+    // Ready work, for the session-start briefing the memory hook gives the model.
+    home.car_json(&["task", "create", TASK]);
     let data = home.car_json(&["setup", host, "--yes"]);
     assert_eq!(data["applied"], true, "{data}");
     home
@@ -233,6 +237,11 @@ fn check(home: &TestHome, model: &Model, log: &str, calls: &Calls) {
         "no read was denied by CAR: {context}"
     );
     let everything = serde_json::to_string(&requests).unwrap();
+    // The session-start hook car setup wired brought the project's briefing to the model.
+    assert!(
+        everything.contains("CAR briefing") && everything.contains(TASK),
+        "no briefing reached the model: {context}"
+    );
     for secret in SECRETS {
         assert!(!everything.contains(secret), "{secret} reached the model");
     }
@@ -275,37 +284,8 @@ fn codex_runs_cars_gate_and_memory_once_car_setup_wired_it() {
             {"name": "mcp__car__memory_query", "arguments": {"query": "where do deploys go", "k": 5}}
         ], "final": "all done", "side": "ok"}),
     );
-    // The model provider comes on the command line: the config file is what car setup wrote.
-    let provider = format!(
-        "model_providers.scripted={{name=\"scripted\",base_url=\"http://127.0.0.1:{}/v1\",wire_api=\"responses\",env_key=\"SCRIPTED_API_KEY\",request_max_retries=0,stream_max_retries=0}}",
-        model.port
-    );
-    let codex = codex.to_string_lossy().into_owned();
-    let argv = [
-        codex.as_str(),
-        "exec",
-        "--skip-git-repo-check",
-        "--sandbox",
-        "workspace-write",
-        "-c",
-        "approval_policy=\"never\"",
-        // An unknown slug: Codex then offers the MCP tools directly (a known one defers them
-        // behind its tool search).
-        "-c",
-        "model=\"scripted-model\"",
-        "-c",
-        "model_provider=\"scripted\"",
-        "-c",
-        &provider,
-        "-c",
-        "analytics.enabled=false",
-        "-c",
-        "check_for_update_on_startup=false",
-        "--dangerously-bypass-hook-trust",
-        "--color",
-        "never",
-        "Follow the scripted plan.",
-    ];
+    let argv = codex_argv(&codex, model.port, "scripted-model");
+    let argv: Vec<&str> = argv.iter().map(String::as_str).collect();
     let (ok, log) = run_host(&home, &argv, &[("SCRIPTED_API_KEY", "dummy".into())]);
     assert!(ok, "codex exec failed: {log}");
     check(
@@ -385,5 +365,80 @@ fn gemini_cli_runs_cars_gate_and_memory_once_car_setup_wired_it() {
             reads: vec!["call_2", "call_3"],
             query: "call_6",
         },
+    );
+}
+
+/// `codex exec` against the scripted provider on `port`, with `model`'s slug. An unknown slug
+/// makes Codex offer the MCP tools directly; a known one (gpt-5.5) offers `apply_patch` and
+/// defers the MCP tools behind its tool search. The provider comes on the command line: the
+/// config file is what car setup wrote.
+fn codex_argv(codex: &Path, port: u16, model: &str) -> Vec<String> {
+    let provider = format!(
+        "model_providers.scripted={{name=\"scripted\",base_url=\"http://127.0.0.1:{port}/v1\",wire_api=\"responses\",env_key=\"SCRIPTED_API_KEY\",request_max_retries=0,stream_max_retries=0}}"
+    );
+    [
+        codex.to_string_lossy().as_ref(),
+        "exec",
+        "--skip-git-repo-check",
+        "--sandbox",
+        "workspace-write",
+        "-c",
+        "approval_policy=\"never\"",
+        "-c",
+        &format!("model=\"{model}\""),
+        "-c",
+        "model_provider=\"scripted\"",
+        "-c",
+        &provider,
+        "-c",
+        "analytics.enabled=false",
+        "-c",
+        "check_for_update_on_startup=false",
+        "--dangerously-bypass-hook-trust",
+        "--color",
+        "never",
+        "Follow the scripted plan.",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect()
+}
+
+/// Codex's own `apply_patch` tool: a patch that deletes the project's rules is denied by CAR
+/// (and the rules stay), an ordinary patch is applied.
+#[test]
+fn codex_patches_are_judged_file_by_file() {
+    let codex = host_bin("codex", "@openai/codex", CODEX_VERSION);
+    let home = wired_project("codex");
+    let rules = home.project.join(".car/policies/recommended.toml");
+    assert!(rules.exists());
+    let model = Model::start(
+        "responses_model.py",
+        &home.project.parent().unwrap().join("model"),
+        &json!({"calls": [
+            {"name": "apply_patch", "type": "custom_tool_call",
+             "input": "*** Begin Patch\n*** Add File: notes/a.md\n+fine\n*** Delete File: .car/policies/recommended.toml\n*** End Patch\n"},
+            {"name": "apply_patch", "type": "custom_tool_call",
+             "input": "*** Begin Patch\n*** Add File: notes/b.md\n+hello from a patch\n*** End Patch\n"}
+        ], "final": "all done", "side": "ok"}),
+    );
+    let argv = codex_argv(&codex, model.port, "gpt-5.5");
+    let argv: Vec<&str> = argv.iter().map(String::as_str).collect();
+    let (ok, log) = run_host(&home, &argv, &[("SCRIPTED_API_KEY", "dummy".into())]);
+    assert!(ok, "codex exec failed: {log}");
+    let requests = model.requests();
+    let denied = result_of(&requests, "call_1").unwrap_or_else(|| panic!("no result: {log}"));
+    assert!(denied.contains("CAR policy"), "{denied}");
+    assert!(rules.exists(), "the rules were deleted");
+    assert!(
+        !home.project.join("notes/a.md").exists(),
+        "a denied patch was applied in part"
+    );
+    assert_eq!(
+        std::fs::read_to_string(home.project.join("notes/b.md"))
+            .ok()
+            .as_deref(),
+        Some("hello from a patch\n"),
+        "{log}"
     );
 }
