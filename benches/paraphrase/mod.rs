@@ -116,36 +116,9 @@ fn distractor_templates() -> Distractors {
         .expect("benches/paraphrase/distractors.json parses")
 }
 
-/// A small deterministic generator (xorshift64*).
-struct Rng(u64);
-
-impl Rng {
-    fn new(seed: u64) -> Self {
-        let state = seed ^ 0x9E37_79B9_7F4A_7C15;
-        Rng(if state == 0 {
-            0x2545_F491_4F6C_DD1D
-        } else {
-            state
-        })
-    }
-
-    fn next_u64(&mut self) -> u64 {
-        let mut x = self.0;
-        x ^= x >> 12;
-        x ^= x << 25;
-        x ^= x >> 27;
-        self.0 = x;
-        x.wrapping_mul(0x2545_F491_4F6C_DD1D)
-    }
-
-    fn below(&mut self, n: usize) -> usize {
-        if n == 0 {
-            0
-        } else {
-            (self.next_u64() % n as u64) as usize
-        }
-    }
-}
+#[path = "../common/rng.rs"]
+mod rng;
+use rng::Rng;
 
 /// Fills `{key}` slots: `{n}` is a number from 2 to 98, other keys a random filler of that
 /// name; a key already in `picked` (also `{a}` and `{b}`) keeps its value within one fact.
@@ -203,7 +176,7 @@ pub fn distractors(n: usize, seed: u64) -> Vec<(String, String)> {
         .map(|c| question_words(&c.question))
         .filter(|words| !words.is_empty())
         .collect();
-    let mut rng = Rng::new(seed);
+    let mut rng = Rng::new(seed ^ 0x9E37_79B9_7F4A_7C15);
     let mut seen = BTreeSet::new();
     let mut out = Vec::with_capacity(n);
     let mut attempts = 0usize;

@@ -16,28 +16,9 @@ pub struct Case {
     pub stale: Option<(String, String)>,
 }
 
-/// A small deterministic generator (xorshift*).
-pub struct Rng(u64);
-
-impl Rng {
-    pub fn new(seed: u64) -> Rng {
-        Rng(seed.max(1))
-    }
-    pub fn next(&mut self) -> u64 {
-        let mut x = self.0;
-        x ^= x >> 12;
-        x ^= x << 25;
-        x ^= x >> 27;
-        self.0 = x;
-        x.wrapping_mul(0x2545_F491_4F6C_DD1D)
-    }
-    pub fn below(&mut self, n: usize) -> usize {
-        (self.next() % n as u64) as usize
-    }
-    pub fn pick<'a>(&mut self, items: &[&'a str]) -> &'a str {
-        items[self.below(items.len())]
-    }
-}
+#[path = "../common/rng.rs"]
+mod rng;
+pub use rng::Rng;
 
 const DOMAINS: &[&str] = &[
     "invoice",
