@@ -118,7 +118,7 @@ fn distractor_templates() -> Distractors {
 
 #[path = "../common/rng.rs"]
 mod rng;
-use rng::Rng;
+pub use rng::Rng;
 
 /// Fills `{key}` slots: `{n}` is a number from 2 to 98, other keys a random filler of that
 /// name; a key already in `picked` (also `{a}` and `{b}`) keeps its value within one fact.

@@ -16,9 +16,8 @@ pub struct Case {
     pub stale: Option<(String, String)>,
 }
 
-#[path = "../common/rng.rs"]
-mod rng;
-pub use rng::Rng;
+/// The benches' generator (benches/common/rng.rs).
+pub use crate::paraphrase::Rng;
 
 const DOMAINS: &[&str] = &[
     "invoice",

@@ -158,7 +158,9 @@ pub fn detect(payload: &Value) -> Host {
         || has("cursor_version")
     {
         Host::Cursor
-    } else if event == "BeforeAgent" || (has("timestamp") && !has("permission_mode")) {
+    } else if matches!(event, "BeforeAgent" | "BeforeTool")
+        || (has("timestamp") && !has("permission_mode"))
+    {
         Host::Gemini
     } else if has("turn_id") {
         Host::Codex

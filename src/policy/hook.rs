@@ -47,7 +47,7 @@ pub enum HookAnswer {
     },
 }
 
-/// Evaluates one payload of `host` (`None`: told from the payload, see [`hosts::detect`]).
+/// Evaluates one payload of `host` (`None`: told from the payload, see [`crate::hooks::hosts::detect`]).
 /// `fallback_cwd` is used when the payload has no absolute `cwd`; `hooks` are what runs this
 /// hook (the plugin directory, the `car` executable), which the rules' self-protection guards
 /// like the rules.
@@ -78,7 +78,7 @@ pub fn answer(
             }
         }
     };
-    let host = host.unwrap_or_else(|| hosts::detect(&payload));
+    let host = host.unwrap_or_else(|| crate::hooks::hosts::detect(&payload));
     let cwd = hosts::working_dir(&payload, fallback_cwd);
     let actions = match hosts::actions(host, &payload, &cwd) {
         Ok(actions) => actions,

@@ -38,15 +38,6 @@ impl Action {
     }
 }
 
-/// The host of a pre-tool payload: Gemini CLI's `BeforeTool`, Cursor's camelCase events and
-/// fields, Codex's `turn_id`; Claude Code otherwise.
-pub fn detect(payload: &Value) -> Host {
-    if payload["hook_event_name"].as_str() == Some("BeforeTool") {
-        return Host::Gemini;
-    }
-    crate::hooks::hosts::detect(payload)
-}
-
 /// The payload's working directory: its absolute `cwd`, else Cursor's first workspace root,
 /// else `fallback`.
 pub fn working_dir(payload: &Value, fallback: &Path) -> PathBuf {
@@ -482,6 +473,7 @@ pub fn allow_output(host: Host) -> Option<&'static str> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::hooks::hosts::detect;
 
     #[test]
     fn a_patch_is_every_file_it_touches() {
