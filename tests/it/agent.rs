@@ -677,26 +677,15 @@ fn a_daemon_run_works_in_its_cwd_changes_nothing_when_local_and_cancel_says_what
 
 #[test]
 fn a_model_key_stored_with_car_keys_is_used_when_the_environment_has_none() {
-    use std::io::Write;
     let home = TestHome::new();
     let keys = |args: &[&str], stdin: &str| {
-        let mut child = home
-            .command(CAR)
-            .arg("--json")
-            .args(args)
-            .env("CAR_SECRET_STORE", "file")
-            .stdin(std::process::Stdio::piped())
-            .stdout(std::process::Stdio::piped())
-            .stderr(std::process::Stdio::piped())
-            .spawn()
-            .unwrap();
-        child
-            .stdin
-            .take()
-            .unwrap()
-            .write_all(stdin.as_bytes())
-            .unwrap();
-        let out = child.wait_with_output().unwrap();
+        let out = crate::support::output_with_input(
+            home.command(CAR)
+                .arg("--json")
+                .args(args)
+                .env("CAR_SECRET_STORE", "file"),
+            stdin.as_bytes(),
+        );
         serde_json::from_slice::<Value>(&out.stdout).unwrap()
     };
     let refused = keys(&["keys", "set", "anthropic"], "");

@@ -12,7 +12,7 @@ use std::net::{TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use serde_json::{json, Value};
 
@@ -498,21 +498,12 @@ pub fn run_against(mut cmd: Command, root: &Path, model: &ScriptedModel) -> Run 
         .stderr(std::fs::File::create(&stderr_path).unwrap())
         .spawn()
         .unwrap();
-    let started = Instant::now();
-    let status = loop {
-        if let Some(status) = child.try_wait().unwrap() {
-            break status;
-        }
-        if started.elapsed() > RUN_TIMEOUT {
-            let _ = child.kill();
-            let _ = child.wait();
-            panic!(
-                "claude -p did not finish in {RUN_TIMEOUT:?}\nrequests:\n{}\nstderr:\n{}",
-                model.log(),
-                std::fs::read_to_string(&stderr_path).unwrap_or_default()
-            );
-        }
-        std::thread::sleep(Duration::from_millis(50));
+    let Some(status) = crate::support::wait_within(&mut child, RUN_TIMEOUT) else {
+        panic!(
+            "claude -p did not finish in {RUN_TIMEOUT:?}\nrequests:\n{}\nstderr:\n{}",
+            model.log(),
+            std::fs::read_to_string(&stderr_path).unwrap_or_default()
+        );
     };
     let stdout = std::fs::read_to_string(&stdout_path).unwrap();
     let context = format!(

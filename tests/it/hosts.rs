@@ -573,22 +573,12 @@ fn an_archive_too_slow_to_list_is_denied_before_the_hosts_timeout() {
         bin.display(),
         std::env::var("PATH").unwrap_or_default()
     );
-    let mut child = home
-        .command(crate::support::CAR)
-        .arg("policy-check-hook")
-        .env("PATH", path)
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    use std::io::Write as _;
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(payload.to_string().as_bytes())
-        .unwrap();
-    let out = child.wait_with_output().unwrap();
+    let out = crate::support::output_with_input(
+        home.command(crate::support::CAR)
+            .arg("policy-check-hook")
+            .env("PATH", path),
+        payload.to_string().as_bytes(),
+    );
     let reason = decision(Host::Gemini, "slow tar", &out).expect("a slow archive was allowed");
     assert!(reason.contains("policy"), "{reason}");
 }

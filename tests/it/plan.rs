@@ -1,13 +1,10 @@
 //! The plan tools through the real binaries: `car plan …` and `verify`/`simulate`/`equivalent`/
 //! `optimize` over `car-mcp`, checked against the real registry.
 
-use std::io::Write;
-use std::process::Stdio;
-
 use serde_json::{json, Value};
 
 use crate::mcp::assert_matches_output_schema;
-use crate::support::{TestHome, CAR};
+use crate::support::TestHome;
 
 fn query(id: &str) -> Value {
     json!({"id": id, "type": "tool_call", "tool": "memory_query", "parameters": {"query": "release"}})
@@ -191,20 +188,10 @@ fn car_plan_reads_stdin_and_a_valid_plan_exits_0() {
         {"id": "check", "type": "assertion", "state_dependencies": ["n"],
          "preconditions": [{"key": "n", "operator": "gte", "value": 2}]}
     ]});
-    let mut child = home
-        .command(CAR)
-        .args(["--json", "plan", "verify", "-"])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap();
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(plan.to_string().as_bytes())
-        .unwrap();
-    let out = child.wait_with_output().unwrap();
+    let out = home.car_with_input(
+        &["--json", "plan", "verify", "-"],
+        plan.to_string().as_bytes(),
+    );
     assert_eq!(out.status.code(), Some(0));
     let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(

@@ -184,17 +184,7 @@ fn run_host(home: &TestHome, argv: &[&str], env: &[(&str, String)]) -> (bool, St
         cmd.env(k, v);
     }
     let mut child = cmd.spawn().unwrap();
-    let started = Instant::now();
-    let status = loop {
-        if let Some(status) = child.try_wait().unwrap() {
-            break status;
-        }
-        if started.elapsed() > RUN_TIMEOUT {
-            let _ = child.kill();
-            break child.wait().unwrap();
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    };
+    let status = crate::support::wait_within(&mut child, RUN_TIMEOUT);
     let mut log = String::new();
     child
         .stdout
@@ -208,7 +198,7 @@ fn run_host(home: &TestHome, argv: &[&str], env: &[(&str, String)]) -> (bool, St
         .unwrap()
         .read_to_string(&mut log)
         .unwrap();
-    (status.success(), log)
+    (status.is_some_and(|s| s.success()), log)
 }
 
 /// The four checks, on what the model server saw and what the project holds.
