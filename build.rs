@@ -24,5 +24,6 @@ fn main() {
     // stay position-independent. `CAR_PIE=1` keeps `car` position-independent too.
     if os == "linux" && env == "gnu" && std::env::var("CAR_PIE").as_deref() != Ok("1") {
         println!("cargo:rustc-link-arg-bin=car=-no-pie");
+        println!("cargo:rustc-link-arg-bin=car-gate=-no-pie");
     }
 }

@@ -1,5 +1,5 @@
 #!/bin/sh
-# Installs CAR (car, car-mcp, car-server, car-memgine-eval) from a GitHub release, verified:
+# Installs CAR (car, car-gate, car-mcp, car-server, car-memgine-eval) from a GitHub release, verified:
 #
 #   curl -fsSL https://github.com/car-runtime/car/releases/latest/download/install.sh | sh
 #
@@ -23,7 +23,7 @@ set -eu
 CAR_REPO="car-runtime/car"
 # Release archives for Linux are built on Ubuntu 22.04; see DISTRIBUTION.md.
 MIN_GLIBC="2.35"
-BINS="car car-mcp car-server car-memgine-eval"
+BINS="car car-gate car-mcp car-server car-memgine-eval"
 
 say() {
   printf '%s\n' "$*"
@@ -72,7 +72,7 @@ detect_platform() {
     MINGW* | MSYS* | CYGWIN* | Windows_NT)
       die "this installer is for macOS and Linux. On Windows download car-win32-x64-msvc.zip \
 and SHA256SUMS from https://github.com/$CAR_REPO/releases, check the archive with \
-\`Get-FileHash car-win32-x64-msvc.zip\`, and put car.exe, car-mcp.exe, car-server.exe and car-memgine-eval.exe on PATH"
+\`Get-FileHash car-win32-x64-msvc.zip\`, and put car.exe, car-gate.exe, car-mcp.exe, car-server.exe and car-memgine-eval.exe on PATH"
       ;;
     *) unsupported "$os (CPU $arch)" ;;
   esac
@@ -200,7 +200,7 @@ corrupt or was tampered with, so nothing was installed"
     install -m 0755 "$src/$bin" "$install_dir/bin/.$bin.new"
     mv -f "$install_dir/bin/.$bin.new" "$install_dir/bin/$bin"
   done
-  say "Installed $("$install_dir/bin/car" --version) and car-mcp, car-server, car-memgine-eval"
+  say "Installed $("$install_dir/bin/car" --version) and car-gate, car-mcp, car-server, car-memgine-eval"
 
   if [ "${CAR_NO_PATH:-0}" != 1 ]; then
     print_path_line "$install_dir/bin"

@@ -1,4 +1,4 @@
-//! Hook benchmark: `car policy-check-hook` side by side with an equivalent Python hook
+//! Hook benchmark: `car-gate` (the gate `car policy-check-hook` also is) side by side with an equivalent Python hook
 //! (`benches/hook/hook.py`), both reading the 20 rules of `benches/hook/policies/` from the
 //! project, one process per call as Claude Code runs them, interleaved in the same run.
 //!
@@ -349,7 +349,8 @@ fn run(config: Config) -> Result<()> {
         times: Vec::new(),
         cpu: Vec::new(),
     };
-    let car_argv = vec![config.car.display().to_string(), "policy-check-hook".into()];
+    // The gate the hosts run (`car setup`, the packages): car-gate, beside car.
+    let car_argv = vec![config.car.with_file_name("car-gate").display().to_string()];
     let mut hooks = [
         hook("car", car_argv.clone(), true, &project, cases(&project)),
         hook(
@@ -375,7 +376,7 @@ fn run(config: Config) -> Result<()> {
         ),
     ];
     println!(
-        "# car policy-check-hook vs an equivalent Python hook — one process per call, interleaved"
+        "# car-gate (car policy-check-hook) vs an equivalent Python hook — one process per call, interleaved"
     );
     println!(
         "rules: {rule_count} deny rules + an [egress] table from {}; calls per hook: {}; {}",

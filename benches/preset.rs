@@ -3,10 +3,13 @@
 //! `tests/it/data/shell_corpus.tsv` goes to both Claude Code PreToolUse hooks the way Claude
 //! Code calls them — one process per call, the hook payload on stdin — and the decision
 //! (a `permissionDecision: "deny"` JSON on stdout, or exit code 2) and the wall time from spawn
-//! to exit are recorded. The calls alternate between the hooks so both see the same noise.
+//! to exit are recorded. The calls alternate between the hooks so all see the same noise, in an
+//! order shuffled anew each round.
 //!
 //! Configuration (arguments after `--`, or environment): `--runs N` (`BENCH_RUNS`, calls per
-//! command per hook, default 5). `CAR_BIN_DIR` holds `car` (default `target/release`);
+//! command per hook, default 5). `CAR_BIN_DIR` holds `car` and `car-gate` (default
+//! `target/release`; `car-gate` is the gate the hosts run, `car policy-check-hook` is measured
+//! beside it);
 //! `PEER_CMD` is the peer's hook command line (default: node and cc-safety-net under `tools/`
 //! with `hook --coding-cli`, its Claude Code mode; `PEER_CMD=none` skips it), `PEER_VERSION`
 //! its version for the report. Both hooks get the same fresh `HOME` (cc-safety-net keeps its
@@ -20,6 +23,9 @@
     clippy::print_stderr
 )] // test, bench and example code may unwrap and print
 
+#[path = "common/rng.rs"]
+mod rng;
+
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -30,8 +36,9 @@ use serde_json::{json, Value};
 
 const MANIFEST_DIR: &str = env!("CARGO_MANIFEST_DIR");
 const PEER_ENTRY: &str = "tools/node_modules/cc-safety-net/dist/bin/cc-safety-net.js";
-/// The goal from the issue: ≤ 2 ms per call.
+/// The goals: ≤ 2 ms per call, and ≤ 1.5× the spawn floor (`/bin/true` in this harness).
 const GOAL_MS: f64 = 2.0;
+const GOAL_FLOOR_RATIO: f64 = 1.5;
 
 struct Case {
     destructive: bool,
@@ -214,32 +221,37 @@ fn run() -> Result<()> {
         .map(PathBuf::from)
         .unwrap_or_else(|_| manifest.join("target/release"));
     let car = bin_dir.join("car");
-    ensure!(
-        car.exists(),
-        "{} is missing: cargo build --release",
-        car.display()
-    );
+    let gate = bin_dir.join("car-gate");
+    for bin in [&car, &gate] {
+        ensure!(
+            bin.exists(),
+            "{} is missing: cargo build --release",
+            bin.display()
+        );
+    }
+    // car-gate is what `car setup` and the host packages wire in; `car policy-check-hook`
+    // (the same gate inside the whole CLI) is measured beside it.
     let mut hooks = vec![Hook {
-        name: "car".into(),
-        argv: vec![car.display().to_string(), "policy-check-hook".into()],
+        name: "car-gate".into(),
+        argv: vec![gate.display().to_string()],
         host: Host::Claude,
     }];
     for (name, host, flag) in [
-        ("car (Codex payload)", Host::Codex, "codex"),
-        ("car (Gemini CLI payload)", Host::Gemini, "gemini"),
-        ("car (Cursor payload)", Host::Cursor, "cursor"),
+        ("car-gate (Codex payload)", Host::Codex, "codex"),
+        ("car-gate (Gemini CLI payload)", Host::Gemini, "gemini"),
+        ("car-gate (Cursor payload)", Host::Cursor, "cursor"),
     ] {
         hooks.push(Hook {
             name: name.into(),
-            argv: vec![
-                car.display().to_string(),
-                "policy-check-hook".into(),
-                "--host".into(),
-                flag.into(),
-            ],
+            argv: vec![gate.display().to_string(), "--host".into(), flag.into()],
             host,
         });
     }
+    hooks.push(Hook {
+        name: "car policy-check-hook".into(),
+        argv: vec![car.display().to_string(), "policy-check-hook".into()],
+        host: Host::Claude,
+    });
     let peer_version = std::env::var("PEER_VERSION").unwrap_or_else(|_| "?".into());
     match std::env::var("PEER_CMD").ok().as_deref() {
         Some("none") => {}
@@ -344,6 +356,7 @@ fn run() -> Result<()> {
             millis: Vec::new(),
         })
         .collect();
+    let mut rng = rng::Rng::new(0x5eed);
     for (case, cwd) in &cases {
         let transcript = work.join("t.jsonl");
         let payloads: Vec<Vec<u8>> = hooks
@@ -352,7 +365,14 @@ fn run() -> Result<()> {
             .collect::<Result<_, _>>()?;
         let mut verdicts: Vec<Vec<bool>> = vec![Vec::new(); hooks.len()];
         for _ in 0..runs {
-            for (index, hook) in hooks.iter().enumerate() {
+            // A new order each round (a fixed-seed shuffle), so that no hook always follows the
+            // same one (the Node peer's process leaves the caches cold for whoever comes next).
+            let mut order: Vec<usize> = (0..hooks.len()).collect();
+            for i in (1..order.len()).rev() {
+                order.swap(i, rng.below(i + 1));
+            }
+            for index in order {
+                let hook = &hooks[index];
                 let (denied, millis) = call(hook, &payloads[index], &home, cwd)?;
                 verdicts[index].push(denied);
                 outcomes[index].millis.push(millis);
@@ -434,8 +454,10 @@ fn run() -> Result<()> {
         }));
     }
     let car_ms = median(&outcomes[0].millis);
+    let mut floor_ratio = None;
     if let Some(floor) = hooks.iter().position(|h| h.name == "/bin/true") {
         let floor_ms = median(&outcomes[floor].millis);
+        floor_ratio = Some(car_ms / floor_ms);
         for (hook, outcome) in hooks
             .iter()
             .zip(&outcomes)
@@ -451,14 +473,22 @@ fn run() -> Result<()> {
     for (hook, outcome) in hooks.iter().zip(&outcomes).skip(1) {
         let ratio = median(&outcome.millis) / car_ms;
         report.push_str(&format!(
-            "\n{}: {ratio:.2}× car's median time per call.",
+            "\n{}: {ratio:.2}× car-gate's median time per call.",
             hook.name
         ));
     }
+    let met = |ok: bool| if ok { "met" } else { "missed" };
     report.push_str(&format!(
-        "\n\ngoal ≤ {GOAL_MS} ms per call: car {}.\n",
-        if car_ms <= GOAL_MS { "met" } else { "missed" }
+        "\n\ngoal ≤ {GOAL_MS} ms per call: car-gate {}.",
+        met(car_ms <= GOAL_MS)
     ));
+    if let Some(ratio) = floor_ratio {
+        report.push_str(&format!(
+            "\ngoal ≤ {GOAL_FLOOR_RATIO}× the spawn floor: car-gate {} ({ratio:.2}×).",
+            met(ratio <= GOAL_FLOOR_RATIO)
+        ));
+    }
+    report.push('\n');
     print!("{report}");
     let results = manifest.join("bench-results");
     std::fs::create_dir_all(&results)?;

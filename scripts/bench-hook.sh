@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Benchmarks `car policy-check-hook` against an equivalent Python hook (benches/hook/hook.py)
+# Benchmarks car-gate (`car policy-check-hook`) against an equivalent Python hook (benches/hook/hook.py)
 # with the same 20 rules (benches/hook/policies/): one process per call, interleaved, with
 # /bin/true as the floor. See benches/hook.rs.
 #
@@ -11,7 +11,7 @@ set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 root=$PWD
 
-cargo build --release --bin car
+cargo build --release --bin car --bin car-gate
 
 export CAR_BIN_DIR=${CAR_BIN_DIR:-${CARGO_TARGET_DIR:-$root/target}/release}
 # The interpreter itself, not a version manager's shim (a pyenv shim is a bash script that

@@ -32,7 +32,7 @@ if [[ ${DCG_BIN:-} != none && ! -x $root/tools/dcg/bin/dcg ]]; then
     cargo +nightly install "destructive_command_guard@$dcg_version" --root "$root/tools/dcg" >&2
 fi
 
-cargo build --release --bin car
+cargo build --release --bin car --bin car-gate
 
 export CAR_BIN_DIR=${CAR_BIN_DIR:-${CARGO_TARGET_DIR:-$root/target}/release}
 # `hook --coding-cli` is cc-safety-net's Claude Code PreToolUse mode (what its installer registers).

@@ -90,10 +90,13 @@ impl FileChange {
     }
 }
 
-/// What the configuration points at: the `car` and `car-mcp` executables.
+/// What the configuration points at: the `car`, `car-gate` and `car-mcp` executables.
 #[derive(Debug, Clone)]
 pub struct Binaries {
     pub car: String,
+    /// The policy gate (`car-gate`), or `None` when it is not installed beside `car`: the gate
+    /// is then `car policy-check-hook`, which answers the same, only slower to start.
+    pub car_gate: Option<String>,
     pub car_mcp: String,
 }
 
@@ -109,22 +112,40 @@ impl Binaries {
             Some(dir) if dir.join(name).exists() => dir.join(name).to_string_lossy().into_owned(),
             _ => name.to_string(),
         };
+        let gate = dir
+            .as_ref()
+            .map(|dir| dir.join(format!("car-gate{}", std::env::consts::EXE_SUFFIX)))
+            .filter(|gate| gate.exists())
+            .map(|gate| gate.to_string_lossy().into_owned());
         Binaries {
             car: at("car"),
+            car_gate: gate,
             car_mcp: at("car-mcp"),
         }
     }
 
     fn quoted_car(&self) -> String {
-        if self
-            .car
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || "/._-+".contains(c))
-        {
-            self.car.clone()
-        } else {
-            format!("'{}'", self.car.replace('\'', "'\\''"))
+        shell_word(&self.car)
+    }
+
+    /// The gate's command, without the host flag.
+    fn gate(&self) -> String {
+        match &self.car_gate {
+            Some(gate) => shell_word(gate),
+            None => format!("{} policy-check-hook", self.quoted_car()),
         }
+    }
+}
+
+/// `path` as one word of a shell command line.
+fn shell_word(path: &str) -> String {
+    if path
+        .chars()
+        .all(|c| c.is_ascii_alphanumeric() || "/._-+".contains(c))
+    {
+        path.to_string()
+    } else {
+        format!("'{}'", path.replace('\'', "'\\''"))
     }
 }
 
@@ -172,8 +193,13 @@ pub fn is_car_command(command: &str) -> bool {
         Some(quoted) => quoted.split('\'').next().unwrap_or(""),
         None => command.split(' ').next().unwrap_or(""),
     };
-    let runs_car = first == "car" || first.ends_with("/car");
-    runs_car
+    // The program's file name, by any path (`/opt/car/bin/car`, `C:\car\car.exe`).
+    let program = first.rsplit(['/', '\\']).next().unwrap_or(first);
+    let program = program.strip_suffix(".exe").unwrap_or(program);
+    if program == "car-gate" {
+        return true;
+    }
+    program == "car"
         && (command.contains("policy-check-hook")
             || command.contains(" hook session-start")
             || command.contains(" hook prompt"))
@@ -216,7 +242,7 @@ fn hook_entries(host: Host, bins: &Binaries) -> Vec<(&'static str, Value)> {
                 group(
                     Some(matcher),
                     "car-policy",
-                    format!("{car} policy-check-hook{flag}{tail}"),
+                    format!("{}{flag}{tail}", bins.gate()),
                     10,
                 ),
             ),
@@ -235,7 +261,7 @@ fn hook_entries(host: Host, bins: &Binaries) -> Vec<(&'static str, Value)> {
             ),
         ],
         Host::Cursor => {
-            let gate = json!({"command": format!("{car} policy-check-hook --host cursor"),
+            let gate = json!({"command": format!("{} --host cursor", bins.gate()),
                 "timeout": 10, "failClosed": true});
             vec![
                 ("preToolUse", gate.clone()),
@@ -626,7 +652,7 @@ pub fn wired(host: Host, project: &Path) -> Vec<Scope> {
             files(host, scope, &user, project).iter().any(|(path, _)| {
                 std::fs::read_to_string(path).is_ok_and(|text| {
                     text.lines().any(|line| {
-                        line.contains("policy-check-hook")
+                        (line.contains("policy-check-hook") || line.contains("car-gate"))
                             && line.split('"').any(|field| is_car_command(field.trim()))
                     })
                 })
@@ -642,6 +668,7 @@ mod tests {
     fn bins() -> Binaries {
         Binaries {
             car: "/opt/car/bin/car".into(),
+            car_gate: Some("/opt/car/bin/car-gate".into()),
             car_mcp: "/opt/car/bin/car-mcp".into(),
         }
     }
@@ -656,6 +683,47 @@ mod tests {
         assert!(!is_car_command("my-linter --hook session-start"));
         assert!(!is_car_command("scar policy-check-hook"));
         assert!(!is_car_command("car memory query x"));
+        assert!(is_car_command("car-gate"));
+        assert!(is_car_command("/opt/car/bin/car-gate --host codex"));
+        assert!(!is_car_command("scar-gate --host codex"));
+        assert!(is_car_command("C:\\CAR\\bin\\car-gate.exe --host cursor"));
+        assert!(is_car_command(
+            "'C:\\Program Files\\car\\car.exe' hook prompt"
+        ));
+    }
+
+    /// A configuration `car setup` wrote before `car-gate` existed (`car policy-check-hook`)
+    /// ends up with the one new gate entry, not two.
+    #[test]
+    fn an_earlier_gate_entry_is_replaced_by_car_gate() {
+        let old = Binaries {
+            car_gate: None,
+            ..bins()
+        };
+        let path = Path::new("/h/.gemini/settings.json");
+        let before = edit(Part::GeminiSettings, Host::Gemini, &old, "{}\n", path, true)
+            .unwrap()
+            .unwrap();
+        assert!(
+            before.contains("/opt/car/bin/car policy-check-hook --host gemini"),
+            "{before}"
+        );
+        let after = edit(
+            Part::GeminiSettings,
+            Host::Gemini,
+            &bins(),
+            &before,
+            path,
+            true,
+        )
+        .unwrap()
+        .unwrap();
+        assert!(!after.contains("policy-check-hook"), "{after}");
+        assert_eq!(
+            after.matches("/opt/car/bin/car-gate --host gemini").count(),
+            1,
+            "{after}"
+        );
     }
 
     #[test]
@@ -685,7 +753,7 @@ mod tests {
         assert_eq!(once, twice);
         assert!(once.contains("// my theme"), "{once}");
         assert!(once.contains("\"mine\""), "{once}");
-        assert_eq!(once.matches("policy-check-hook").count(), 1, "{once}");
+        assert_eq!(once.matches("car-gate").count(), 1, "{once}");
         let removed = edit(
             Part::GeminiSettings,
             Host::Gemini,
@@ -727,7 +795,7 @@ mod tests {
         assert_eq!(pre.len(), 1);
         assert_eq!(
             pre[0]["hooks"][0]["command"].as_str(),
-            Some("/opt/car/bin/car policy-check-hook --host codex")
+            Some("/opt/car/bin/car-gate --host codex")
         );
         let removed = edit_toml(Host::Codex, &bins(), &once, false)
             .unwrap()

@@ -152,11 +152,17 @@ fn hosts_check(project_root: &Path) -> Check {
             })
         })
         .collect();
-    let detail = if wired.is_empty() {
+    let mut detail = if wired.is_empty() {
         "no host's settings run CAR's gate (`car setup claude-code|codex|gemini|cursor` wires one; Claude Code's plugin is another way)".to_string()
     } else {
         format!("gate wired in {}", wired.join("; "))
     };
+    // The packages run car-gate from PATH (falling back to `car policy-check-hook`, slower).
+    if crate::setup::Binaries::beside_current().car_gate.is_none() {
+        detail.push_str(
+            "; car-gate is not installed beside car: the gate runs as `car policy-check-hook`, which answers the same but starts slower (reinstall CAR to get it)",
+        );
+    }
     Check::new("hosts", true, detail)
 }
 

@@ -451,6 +451,55 @@ pub(crate) fn finish(
 }
 
 /// Runs the `car` command line.
+/// `car-gate [--host HOST]`: the policy gate alone, what the hosts' hook configuration runs
+/// (the same answers as `car policy-check-hook`). A binary of its own because every host starts
+/// it before every tool call: without the rest of CAR linked in (TLS, SQLite, the async runtime,
+/// the command-line tree) it maps a fifth of the pages and runs no other library's start-up
+/// code. It reads no option but `--host`, and logs nothing. Returns the exit status: 0, or 2
+/// for arguments it does not take.
+pub fn gate_main() -> u8 {
+    const USAGE: &str = "Usage: car-gate [--host claude-code|codex|gemini|cursor] < payload
+
+CAR's policy gate for an agent host's pre-tool-call hook: reads the host's hook payload on
+stdin and answers in the host's form (a deny with CAR's reason, or the host's allow). The
+host is told from the payload unless --host names it. The same as `car policy-check-hook`;
+`car setup <host>` wires it in. Rules: $CAR_HOME/policies and every .car/policies enclosing
+the session's directory (see `car policy --help`).";
+    let args: Vec<std::ffi::OsString> = std::env::args_os().skip(1).collect();
+    let host = match args.as_slice() {
+        [] => None,
+        [flag, host] if flag == "--host" => {
+            match host.to_str().and_then(crate::hooks::hosts::Host::parse) {
+                Some(host) => Some(host),
+                None => {
+                    console::stderr_line(&format!(
+                        "car-gate: unknown host {:?}; one of claude-code, codex, gemini, cursor\n\n{USAGE}",
+                        host.to_string_lossy()
+                    ));
+                    return 2;
+                }
+            }
+        }
+        [flag] if flag == "--help" || flag == "-h" => {
+            console::stdout(&format!("{USAGE}\n"));
+            return 0;
+        }
+        [flag] if flag == "--version" || flag == "-V" => {
+            console::stdout(&format!("car-gate {}\n", env!("CARGO_PKG_VERSION")));
+            return 0;
+        }
+        _ => {
+            console::stderr_line(&format!("car-gate: unexpected arguments\n\n{USAGE}"));
+            return 2;
+        }
+    };
+    policy::hook(Home::from_env(), host, "car-gate");
+    0
+}
+
+/// How `car policy-check-hook`'s notes begin.
+const GATE: &str = "car policy-check-hook";
+
 pub fn main() -> ExitCode {
     // Claude Code runs the hook before every tool call, so its plain form (the one plugins use)
     // skips building the clap tree and the logger: it logs nothing and reads only CAR_HOME.
@@ -460,13 +509,15 @@ pub fn main() -> ExitCode {
     if let (Some(first), Some(flag), Some(host), None) = (&first, &second, &third, &fourth) {
         if first == "policy-check-hook" && flag == "--host" {
             if let Some(host) = host.to_str().and_then(crate::hooks::hosts::Host::parse) {
-                return policy::hook(Home::from_env(), Some(host));
+                policy::hook(Home::from_env(), Some(host), GATE);
+                return ExitCode::SUCCESS;
             }
         }
     }
     match (first, second, third) {
         (Some(first), None, None) if first == "policy-check-hook" => {
-            return policy::hook(Home::from_env(), None)
+            policy::hook(Home::from_env(), None, GATE);
+            return ExitCode::SUCCESS;
         }
         // The session-start and prompt hooks' plain form, the same way.
         (Some(first), Some(event), None) if first == "hook" => {
@@ -481,10 +532,12 @@ pub fn main() -> ExitCode {
     match &cli.command {
         // No async runtime, no database.
         Command::PolicyCheckHook(args) => {
-            return policy::hook(
+            policy::hook(
                 Home::resolve(cli.global.location.home.as_deref()),
                 args.host.map(Into::into),
-            )
+                GATE,
+            );
+            return ExitCode::SUCCESS;
         }
         Command::Hook(command) => {
             return hook::execute(
@@ -522,10 +575,14 @@ async fn run(cli: Cli) -> ExitCode {
         Command::Plan(command) => plan::run(&env, command).await,
         Command::Skill(command) => skill::run(&env, command).await,
         Command::Policy(command) => policy::run(&env, command).await,
-        Command::PolicyCheckHook(args) => policy::hook(
-            Home::resolve(cli.global.location.home.as_deref()),
-            args.host.map(Into::into),
-        ),
+        Command::PolicyCheckHook(args) => {
+            policy::hook(
+                Home::resolve(cli.global.location.home.as_deref()),
+                args.host.map(Into::into),
+                GATE,
+            );
+            ExitCode::SUCCESS
+        }
         Command::Hook(command) => hook::execute(
             &command,
             Ok(env.home.clone()),

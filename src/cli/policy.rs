@@ -386,18 +386,30 @@ const SHELL_STARTUP: &[&str] = &[
     // Which Gemini CLI extensions load, and CAR's own.
     ".gemini/extensions/extension-enablement.json",
     ".gemini/extensions/car",
+    // Which folders Gemini CLI trusts: an untrusted project's hooks (`car setup gemini
+    // --project`) do not run.
+    ".gemini/trustedFolders.json",
 ];
 
+/// The programs a host's hooks run: `car` (`car policy-check-hook`, the memory hooks) and
+/// `car-gate`.
+const HOOK_PROGRAMS: [&str; 2] = ["car", "car-gate"];
+
+/// A program's file name on this platform (`car-gate.exe` on Windows).
+fn program_file(name: &str) -> String {
+    format!("{name}{}", std::env::consts::EXE_SUFFIX)
+}
+
 /// `car policy-check-hook` with the resolved home (`--home`, else `CAR_HOME`, else `~/.car`):
-/// always exits 0; stdout holds the deny JSON or nothing.
-pub fn hook(home: Result<Home, HomeError>, host: Option<Host>) -> ExitCode {
-    let note =
-        |message: &str| super::console::stderr_line(&format!("car policy-check-hook: {message}"));
+/// its exit status is always 0; stdout holds the host's answer.
+/// `name` is how its notes on stderr begin (`car policy-check-hook` or `car-gate`).
+pub fn hook(home: Result<Home, HomeError>, host: Option<Host>, name: &str) {
+    let note = |message: &str| super::console::stderr_line(&format!("{name}: {message}"));
     let home = match home {
         Ok(home) => home,
         Err(e) => {
             note(&format!("{e}; not evaluated"));
-            return ExitCode::SUCCESS;
+            return;
         }
     };
     let mut payload = Vec::new();
@@ -406,7 +418,7 @@ pub fn hook(home: Result<Home, HomeError>, host: Option<Host>) -> ExitCode {
         .read_to_end(&mut payload)
     {
         note(&format!("cannot read the payload ({e}); not evaluated"));
-        return ExitCode::SUCCESS;
+        return;
     }
     let cwd = std::env::current_dir().unwrap_or_else(|_| Path::new("/").to_path_buf());
     // What runs this hook is guarded like the rules: the plugin Claude Code ran it from, and
@@ -414,14 +426,22 @@ pub fn hook(home: Result<Home, HomeError>, host: Option<Host>) -> ExitCode {
     let plugin_root = std::env::var_os(crate::home::env::CLAUDE_PLUGIN_ROOT)
         .map(std::path::PathBuf::from)
         .filter(|p| p.is_absolute());
-    let exe = std::env::current_exe().ok();
-    // A `car` earlier on PATH would be run instead of this one, and Claude Code's record of
-    // installed plugins decides whether the plugin loads at all.
+    // This executable, and `car` and `car-gate` beside it (installed together: either one may
+    // be what a host's hook runs).
+    let exe: Vec<std::path::PathBuf> = std::env::current_exe()
+        .ok()
+        .map(|exe| {
+            let siblings = HOOK_PROGRAMS.map(|name| exe.with_file_name(program_file(name)));
+            std::iter::once(exe).chain(siblings).collect()
+        })
+        .unwrap_or_default();
+    // A `car` or `car-gate` earlier on PATH would be run instead of this one, and Claude Code's
+    // record of installed plugins decides whether the plugin loads at all.
     let on_path: Vec<std::path::PathBuf> = std::env::var_os(crate::home::env::PATH)
         .map(|path| {
             std::env::split_paths(&path)
                 .filter(|dir| dir.is_absolute())
-                .map(|dir| dir.join("car"))
+                .flat_map(|dir| HOOK_PROGRAMS.map(|name| dir.join(program_file(name))))
                 .collect()
         })
         .unwrap_or_default();
@@ -460,5 +480,4 @@ pub fn hook(home: Result<Home, HomeError>, host: Option<Host>) -> ExitCode {
             print(output);
         }
     }
-    ExitCode::SUCCESS
 }

@@ -229,14 +229,35 @@ impl State<'_> {
         Ok(())
     }
 
-    /// Peels wrappers off `words` and records the command(s) they run.
+    /// Peels wrappers off `words` and records the command(s) they run. Variables an `env
+    /// NAME=value` wrapper sets hold for the command it runs only.
     fn unwrap(
+        &mut self,
+        words: &[Word],
+        around: &Surroundings,
+        depth: usize,
+        cwd: Option<String>,
+        xargs: Option<Option<String>>,
+    ) -> Result<(), Uninspectable> {
+        let mut scoped = Vec::new();
+        let result = self.unwrap_scoped(words, around, depth, cwd, xargs, &mut scoped);
+        for (name, before) in scoped.into_iter().rev() {
+            self.vars.retain(|(n, _)| *n != name);
+            self.vars.extend(before);
+        }
+        result
+    }
+
+    /// [`Self::unwrap`]; `scoped` collects what `env NAME=value` replaced, to put back.
+    #[allow(clippy::type_complexity)]
+    fn unwrap_scoped(
         &mut self,
         words: &[Word],
         around: &Surroundings,
         depth: usize,
         mut cwd: Option<String>,
         mut xargs: Option<Option<String>>,
+        scoped: &mut Vec<(String, Option<(String, Option<String>)>)>,
     ) -> Result<(), Uninspectable> {
         if depth > shell::MAX_DEPTH {
             return Err(Uninspectable::TooDeep);
@@ -316,6 +337,15 @@ impl State<'_> {
                         } else if arg == "--" {
                             i += 1;
                             break;
+                        } else if let Some((name, value)) =
+                            arg.split_once('=').filter(|(name, _)| shell::is_name(name))
+                        {
+                            // `env HOME=/x codex`: HOME holds for codex, as a prefix would.
+                            let value = self.expand(value);
+                            let before = self.vars.iter().position(|(n, _)| n == name);
+                            scoped.push((name.to_string(), before.map(|i| self.vars.remove(i))));
+                            self.vars.push((name.to_string(), value));
+                            i += 1;
                         } else if arg.starts_with('-') || arg.contains('=') {
                             i += 1;
                         } else {
@@ -751,6 +781,18 @@ impl State<'_> {
                     self.vars.push((name.clone(), value));
                 }
             }
+            // `export HOME=/x` (and its kin) sets the variable for the rest of the script.
+            "export" | "declare" | "typeset" | "readonly" | "local" => {
+                for arg in &args {
+                    if let Some((name, value)) =
+                        arg.split_once('=').filter(|(name, _)| shell::is_name(name))
+                    {
+                        let value = self.expand(value);
+                        self.vars.retain(|(n, _)| n != name);
+                        self.vars.push((name.to_string(), value));
+                    }
+                }
+            }
             "read" | "mapfile" | "readarray" | "getopts" => self
                 .produced
                 .extend(args.iter().filter(|a| !a.starts_with('-')).cloned()),
@@ -1149,6 +1191,40 @@ mod tests {
                 line
             })
             .collect()
+    }
+
+    /// The value of `name` each command runs with (`None`: not set by the script).
+    fn var_of(text: &str, name: &str) -> Vec<Option<String>> {
+        commands(text, &ENV)
+            .unwrap()
+            .iter()
+            .map(|c| {
+                c.vars
+                    .iter()
+                    .find(|(n, _)| n == name)
+                    .and_then(|(_, v)| v.clone())
+            })
+            .collect()
+    }
+
+    #[test]
+    fn env_sets_a_variable_for_its_command_and_export_for_the_rest() {
+        let home = |v: &str| Some(v.to_string());
+        assert_eq!(
+            var_of("env HOME=/x codex; codex", "HOME"),
+            [home("/x"), None]
+        );
+        assert_eq!(var_of("env -u A HOME=/x B=1 codex", "HOME"), [home("/x")]);
+        assert_eq!(
+            var_of("HOME=/y; env HOME=/x codex; codex", "HOME"),
+            [home("/x"), home("/y")]
+        );
+        assert_eq!(
+            var_of("export HOME=/x; codex", "HOME"),
+            [home("/x"), home("/x")]
+        );
+        assert_eq!(var_of("declare -x HOME=/x && codex", "HOME")[1], home("/x"));
+        assert_eq!(var_of("export 1A=/x; codex", "1A"), [None, None]);
     }
 
     #[test]

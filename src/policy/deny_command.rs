@@ -98,11 +98,42 @@ pub struct Row {
     prints_environment: bool,
 }
 
-#[derive(Debug, Deserialize)]
-#[serde(untagged)]
+/// A string or a list of strings. Read by a visitor rather than `#[serde(untagged)]`, which
+/// buffers the value and builds (and formats) an error for each variant it tries: the hook loads
+/// the preset before every tool call.
+#[derive(Debug)]
 enum OneOrMany {
     One(String),
     Many(Vec<String>),
+}
+
+impl<'de> Deserialize<'de> for OneOrMany {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct Visitor;
+        impl<'de> serde::de::Visitor<'de> for Visitor {
+            type Value = OneOrMany;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("a string or a list of strings")
+            }
+            fn visit_str<E: serde::de::Error>(self, value: &str) -> Result<OneOrMany, E> {
+                Ok(OneOrMany::One(value.to_string()))
+            }
+            fn visit_string<E: serde::de::Error>(self, value: String) -> Result<OneOrMany, E> {
+                Ok(OneOrMany::One(value))
+            }
+            fn visit_seq<A: serde::de::SeqAccess<'de>>(
+                self,
+                mut seq: A,
+            ) -> Result<OneOrMany, A::Error> {
+                let mut items = Vec::with_capacity(seq.size_hint().unwrap_or(0));
+                while let Some(item) = seq.next_element()? {
+                    items.push(item);
+                }
+                Ok(OneOrMany::Many(items))
+            }
+        }
+        deserializer.deserialize_any(Visitor)
+    }
 }
 
 impl OneOrMany {
@@ -367,7 +398,7 @@ impl PathTest {
         }
         self.is.iter().any(|kind| is_kind(*kind, place, places))
             || match place {
-                Place::Known(path) => self.glob_any.iter().any(|g| glob(g, path, home)),
+                Place::Known(path) => self.glob_any.iter().any(|g| glob_folded(g, path, home)),
                 Place::Unknown => false,
             }
     }
@@ -392,10 +423,13 @@ impl PathTest {
             .collect();
         let base = Place::Known(format!("/{}", literal.join("/")));
         self.is.iter().any(|kind| is_kind(*kind, &base, places))
-            || self
-                .glob_any
-                .iter()
-                .any(|g| globs_overlap(g, pattern, home))
+            || self.glob_any.iter().any(|g| {
+                globs_overlap(
+                    &g.to_ascii_lowercase(),
+                    &pattern.to_ascii_lowercase(),
+                    home.map(str::to_ascii_lowercase).as_deref(),
+                )
+            })
     }
 }
 
@@ -678,6 +712,19 @@ fn glob(pattern: &str, path: &str, home: Option<&str>) -> bool {
     glob_parts(&components(&pattern), &components(path))
 }
 
+/// [`glob`] with ASCII case ignored, for what a rule protects (`path_glob_any`): a
+/// case-insensitive disk (macOS's and Windows' default) opens `.ENV` as `.env`. Exceptions
+/// (`path_except`) stay exact, so folding only ever denies more.
+fn glob_folded(pattern: &str, path: &str, home: Option<&str>) -> bool {
+    let Some(pattern) = expand_home(pattern, home) else {
+        return false;
+    };
+    glob_parts(
+        &components(&pattern.to_ascii_lowercase()),
+        &components(&path.to_ascii_lowercase()),
+    )
+}
+
 /// A rule glob with a leading `~/` made the home directory; `None` when the home is unknown.
 fn expand_home<'a>(pattern: &'a str, home: Option<&str>) -> Option<std::borrow::Cow<'a, str>> {
     match pattern.strip_prefix("~/") {
@@ -923,6 +970,11 @@ mod tests {
             "less ~/.aws/credentials",
             "cat ~/.ssh/id_rsa",
             "x < /root/.ssh/id_ed25519",
+            // A case-insensitive disk opens these as the secrets themselves.
+            "cat .ENV",
+            "cat sub/.Env.Local",
+            "less ~/.AWS/Credentials",
+            "cat ~/.SSH/id_rsa",
         ] {
             assert!(denies(&secrets, yes), "{yes}");
         }

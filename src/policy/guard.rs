@@ -69,8 +69,9 @@ pub struct Protected {
     holders: Vec<String>,
     /// What keeps CAR hooked into its host: the plugin directory, the `car` executable.
     hooks: Vec<String>,
-    /// Existing files and directories whose deletion (or a parent's) takes rules or the hook
-    /// with them.
+    /// Files and directories whose deletion (or a parent's) takes rules or the hook with them,
+    /// when they exist: asked only of a path a command deletes, so that the hook does not look
+    /// up dozens of files (every PATH directory's `car`) before every tool call.
     existing: Vec<String>,
 }
 
@@ -95,17 +96,27 @@ impl Protected {
     ) -> Protected {
         let car_home = home_policies.parent();
         let text = |p: &Path| normalize(&p.to_string_lossy());
+        // A directory and, when a symlink leads elsewhere, where it really is: the rules of a
+        // `.car/policies` that links to `/srv/rules` are changed through either name.
+        let both = |p: &Path| -> Vec<String> {
+            let named = text(p);
+            let real = std::fs::canonicalize(p)
+                .ok()
+                .map(|real| text(&real))
+                .filter(|real| *real != named);
+            std::iter::once(named).chain(real).collect()
+        };
         let mut protected = Protected::default();
-        protected.rule_dirs.push(text(home_policies));
+        protected.rule_dirs.extend(both(home_policies));
         if let Some(car_home) = car_home {
-            protected.holders.push(text(car_home));
+            protected.holders.extend(both(car_home));
         }
         for anchor in anchors {
             let car = anchor.join(".car");
-            protected.rule_dirs.push(text(&car.join("policies")));
+            protected.rule_dirs.extend(both(&car.join("policies")));
             // A `.car` with memory or skills only holds no rules.
             if car.join("policies").is_dir() {
-                protected.holders.push(text(&car));
+                protected.holders.extend(both(&car));
             }
         }
         protected.hooks = hooks.iter().map(|p| text(p)).collect();
@@ -117,9 +128,7 @@ impl Protected {
     pub fn add_hooks(&mut self, hooks: &[&Path]) {
         for hook in hooks {
             let hook = normalize(&hook.to_string_lossy());
-            if Path::new(&hook).exists() {
-                self.existing.push(hook.clone());
-            }
+            self.existing.push(hook.clone());
             self.hooks.push(hook);
         }
     }
@@ -139,7 +148,6 @@ impl Protected {
             .chain(&self.hooks)
             .cloned()
             .chain(settings.iter().map(|p| text(p)))
-            .filter(|p| Path::new(p).exists())
             .collect();
     }
 
@@ -412,7 +420,7 @@ impl Protected {
                 matches!(
                     relation(path, existing),
                     Relation::Same | Relation::Contains
-                )
+                ) && Path::new(existing).exists()
             }) || Path::new(path).join(".car").join("policies").is_dir())
         {
             return Some("a directory holding CAR's policies or its hook");
@@ -1259,5 +1267,22 @@ fn hook_keys(settings: &Value) -> Vec<Value> {
         })
         .unwrap_or_default();
     keys.push(serde_json::json!(env));
+    // A project's hooks load only while its folder is trusted: Codex keeps the trust in
+    // `[projects."<path>"] trust_level`, Gemini CLI turns folder trust on in
+    // `security.folderTrust`.
+    let trust: Vec<(String, Value)> = settings
+        .get("projects")
+        .and_then(Value::as_object)
+        .into_iter()
+        .flatten()
+        .filter_map(|(path, project)| Some((path.clone(), project.get("trust_level")?.clone())))
+        .collect();
+    keys.push(serde_json::json!(trust));
+    keys.push(
+        settings
+            .pointer("/security/folderTrust")
+            .cloned()
+            .unwrap_or(Value::Null),
+    );
     keys
 }

@@ -457,12 +457,11 @@ pub fn parse(file: &Path, text: &str) -> Result<(Vec<Rule>, Option<EgressConfig>
             }),
     );
     for row in parsed.deny_tool_param_matching {
-        let line = line_of(text, row.matches.span().start);
         let hir = regex_syntax::Parser::new()
             .parse(row.matches.get_ref())
             .map_err(|e| {
                 fail(
-                    Some(line),
+                    Some(line_of(text, row.matches.span().start)),
                     format!(
                         "the regex of deny_tool_param_matching {}.{} does not compile: {}",
                         row.tool,
@@ -499,17 +498,21 @@ pub fn parse(file: &Path, text: &str) -> Result<(Vec<Rule>, Option<EgressConfig>
             }),
     );
     for row in parsed.deny_command {
-        let line = line_of(text, row.offset());
+        // The line is counted only for an error: counting it for every row read the whole
+        // file once per rule, the largest cost of loading the preset in the hook.
+        let offset = row.offset();
         let rule = row
             .validate()
-            .map_err(|message| fail(Some(line), message))?;
+            .map_err(|message| fail(Some(line_of(text, offset)), message))?;
         kinds.push(RuleKind::DenyCommand(Box::new(rule)));
     }
     for row in parsed.deny_path {
-        let line = line_of(text, row.offset());
+        // The line is counted only for an error: counting it for every row read the whole
+        // file once per rule, the largest cost of loading the preset in the hook.
+        let offset = row.offset();
         let rule = row
             .validate()
-            .map_err(|message| fail(Some(line), message))?;
+            .map_err(|message| fail(Some(line_of(text, offset)), message))?;
         kinds.push(RuleKind::DenyPath(Box::new(rule)));
     }
     let rules = kinds

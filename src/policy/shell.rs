@@ -501,15 +501,18 @@ fn finish(script: &mut Script, current: &mut Simple, piped: &mut bool) {
     *piped = false;
 }
 
+/// Whether `name` is a shell variable's name.
+pub fn is_name(name: &str) -> bool {
+    name.chars()
+        .next()
+        .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+        && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
+}
+
 /// `NAME=value` (the name unquoted) as a pair.
 fn assignment(word: &Word) -> Option<(String, Word)> {
     let (name, value) = word.text.split_once('=')?;
-    let valid = name
-        .chars()
-        .next()
-        .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
-        && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
-    valid.then(|| {
+    is_name(name).then(|| {
         (
             name.to_string(),
             Word {

@@ -457,7 +457,7 @@ fn openai_chunks(model: &Value, message: &Value, finish: &str) -> String {
 }
 
 /// The directory of this build's `car` and `car-mcp`, first on `PATH` so that the plugin's
-/// `car policy-check-hook` and `car-mcp` are this build's.
+/// `car-gate`, `car hook` and `car-mcp` are this build's.
 pub fn path_with_car() -> std::ffi::OsString {
     let bin_dir = Path::new(CAR).parent().unwrap().to_path_buf();
     let rest = std::env::var_os("PATH").unwrap_or_default();

@@ -1,5 +1,6 @@
-//! `car policy-check-hook` for every host: Codex, Gemini CLI and Cursor payloads (shapes from
-//! docs/hosts.md) judged through the real binary, one process per call as each host runs it.
+//! `car-gate` (the gate the hosts run; `car policy-check-hook` answers the same) for every host:
+//! Codex, Gemini CLI and Cursor payloads (shapes from docs/hosts.md) judged through the real
+//! binary, one process per call as each host runs it.
 //! The recommended preset decides the same for each host on the same corpus, each host gets its
 //! own form of deny and allow, and the gate guards each host's own hook settings.
 
@@ -18,13 +19,13 @@ enum Host {
     Cursor,
 }
 
-/// Runs the hook on `payload`, with `--host` when `forced`.
+/// Runs `car-gate` on `payload`, with `--host` when `forced`.
 fn run(home: &TestHome, payload: &Value, forced: Option<&str>) -> Output {
-    let mut args = vec!["policy-check-hook"];
+    let mut args = vec![];
     if let Some(host) = forced {
         args.extend(["--host", host]);
     }
-    home.car_with_input(&args, &serde_json::to_vec(payload).unwrap())
+    home.gate_with_input(&args, &serde_json::to_vec(payload).unwrap())
 }
 
 /// The deny reason in `host`'s form, `None` for `host`'s allow; panics on anything else.
@@ -136,7 +137,16 @@ fn the_recommended_preset_decides_the_same_in_every_host_on_the_shell_corpus() {
     for case in &cases {
         for (host, payload) in shell(&home, &case.command) {
             let what = format!("{host:?} {}", payload["hook_event_name"]);
-            let reason = decision(host, &what, &run(&home, &payload, None));
+            let out = run(&home, &payload, None);
+            if host == Host::Claude {
+                // `car policy-check-hook` is the same gate as `car-gate`.
+                let car = home.car_with_input(
+                    &["policy-check-hook"],
+                    &serde_json::to_vec(&payload).unwrap(),
+                );
+                assert_eq!(car.stdout, out.stdout, "{what}: {}", case.command);
+            }
+            let reason = decision(host, &what, &out);
             match (reason, case.destructive) {
                 (Some(reason), true) => {
                     assert!(
@@ -370,6 +380,22 @@ fn a_forced_host_and_a_garbage_payload_get_that_hosts_allow() {
         assert_eq!(out.status.code(), Some(0));
         assert_eq!(String::from_utf8_lossy(&out.stdout), expected, "{host:?}");
         assert!(String::from_utf8_lossy(&out.stderr).contains("not JSON"));
+    }
+    // car-gate's own arguments: --host or nothing; a mistake is said on stderr, with usage.
+    let help = home.gate_with_input(&["--help"], b"");
+    assert_eq!(help.status.code(), Some(0));
+    assert!(String::from_utf8_lossy(&help.stdout).contains("Usage: car-gate [--host"));
+    let version = home.gate_with_input(&["--version"], b"");
+    assert_eq!(
+        String::from_utf8_lossy(&version.stdout),
+        format!("car-gate {}\n", env!("CARGO_PKG_VERSION"))
+    );
+    for wrong in [&["--host", "vim"][..], &["policy-check-hook"][..]] {
+        let out = home.gate_with_input(wrong, b"{}");
+        assert_eq!(out.status.code(), Some(2), "{wrong:?}");
+        assert!(out.stdout.is_empty(), "{wrong:?}");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(stderr.contains("Usage: car-gate"), "{wrong:?}: {stderr}");
     }
     // A Cursor event that is not a tool call is allowed, in Cursor's form.
     let payload = json!({"hook_event_name": "sessionStart", "conversation_id": "c"});
@@ -623,11 +649,85 @@ fn profiles_other_homes_and_extension_switches_cannot_unhook_the_gate() {
         "echo '{\"car\":{\"overrides\":[\"!/*\"]}}' > ~/.gemini/extensions/extension-enablement.json",
         "rm -rf ~/.gemini/extensions/car",
         "echo '{}' > ~/.Codex/Config.toml",
+        // Another home through `export` or `env`, however nested.
+        "export HOME=/tmp/elsewhere; codex exec 'x'",
+        "env HOME=/tmp/elsewhere codex exec 'x'",
+        "env -u TERM CODEX_HOME=/tmp/c codex exec 'x'",
+        "sh -c 'export GEMINI_CLI_HOME=/tmp/g; gemini -p x'",
+        "declare -x XDG_CONFIG_HOME=/tmp/x && gemini -p x",
+        // Which folders Gemini CLI trusts (an untrusted project's hooks do not run).
+        "echo '{}' > ~/.gemini/trustedFolders.json",
     ] {
         for (host, payload) in shell(&home, command) {
             assert!(
                 decision(host, command, &run(&home, &payload, None)).is_some(),
                 "{host:?} allowed {command}"
+            );
+        }
+    }
+    // Other variables, or another home for another program only, are not the gate's business.
+    for command in [
+        "env FOO=1 codex --version",
+        "export EDITOR=vim; codex --version",
+        "env HOME=/tmp/elsewhere true; codex --version",
+    ] {
+        for (host, payload) in shell(&home, command) {
+            assert_eq!(
+                decision(host, command, &run(&home, &payload, None)),
+                None,
+                "{host:?} denied {command}"
+            );
+        }
+    }
+    // Codex's trust in a project (its project hooks load only while it is trusted), and Gemini
+    // CLI's folder trust switch, are not the agent's to change.
+    let untrust = "+\n+[projects.\"/work/app\"]\n+trust_level = \"untrusted\"\n";
+    assert!(decision(
+        Host::Codex,
+        "trust",
+        &run(&home, &patch(&config, untrust), None)
+    )
+    .is_some());
+    let gemini = user.join(".gemini/settings.json");
+    std::fs::create_dir_all(gemini.parent().unwrap()).unwrap();
+    std::fs::write(&gemini, "{\"theme\": \"dark\"}\n").unwrap();
+    for (content, denied) in [
+        (
+            "{\"theme\": \"dark\", \"security\": {\"folderTrust\": {\"enabled\": true}}}",
+            true,
+        ),
+        ("{\"theme\": \"light\"}", false),
+    ] {
+        let payload = json!({"session_id": "s", "cwd": home.project,
+            "hook_event_name": "BeforeTool", "tool_name": "write_file",
+            "tool_input": {"file_path": gemini, "content": content}});
+        let reason = decision(Host::Gemini, content, &run(&home, &payload, None));
+        assert_eq!(reason.is_some(), denied, "{content}: {reason:?}");
+    }
+}
+
+/// The rules behind a `.car/policies` that is a symlink are changed through either name: both
+/// are guarded.
+#[test]
+fn rules_reached_through_a_symlink_are_guarded_by_their_real_path_too() {
+    let home = project_home();
+    let real = home.project.parent().unwrap().join("shared-rules");
+    std::fs::create_dir_all(&real).unwrap();
+    std::fs::create_dir_all(home.project.join(".car")).unwrap();
+    std::os::unix::fs::symlink(&real, home.project.join(".car/policies")).unwrap();
+    home.car_json(&["policy", "init", "--preset", "recommended"]);
+    assert!(real.join("recommended.toml").is_file());
+    let file = real.join("recommended.toml").display().to_string();
+    for command in [
+        format!("rm {file}"),
+        format!("echo '' > {file}"),
+        format!("rm -rf {}", real.display()),
+    ] {
+        for (host, payload) in shell(&home, &command) {
+            let what = format!("{host:?}: {command}");
+            assert!(
+                decision(host, &what, &run(&home, &payload, None)).is_some(),
+                "{what}: allowed"
             );
         }
     }

@@ -11,7 +11,13 @@ use std::sync::OnceLock;
 
 use crate::support::CAR;
 
-const BINS: [&str; 4] = ["car", "car-mcp", "car-memgine-eval", "car-server"];
+const BINS: [&str; 5] = [
+    "car",
+    "car-gate",
+    "car-mcp",
+    "car-memgine-eval",
+    "car-server",
+];
 
 fn repo() -> &'static Path {
     Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -196,6 +202,7 @@ fn package_sh_makes_an_archive_of_the_binaries_license_and_readme_with_its_check
         "LICENSE",
         "README.md",
         "car",
+        "car-gate",
         "car-mcp",
         "car-memgine-eval",
         "car-server",
@@ -285,6 +292,7 @@ fn package_sh_zips_the_windows_archive_and_sums_every_asset_in_the_directory() {
         [
             "car-win32-x64-msvc/LICENSE",
             "car-win32-x64-msvc/README.md",
+            "car-win32-x64-msvc/car-gate.exe",
             "car-win32-x64-msvc/car-mcp.exe",
             "car-win32-x64-msvc/car-memgine-eval.exe",
             "car-win32-x64-msvc/car-server.exe",

@@ -179,7 +179,7 @@ fn claude_validates_the_plugin_and_the_marketplace_strictly() {
         provides["hooks"],
         json!([{"event": "PreToolUse",
                 "matcher": "*",
-                "type": "command", "command": "car policy-check-hook; exit 0"},
+                "type": "command", "command": "if command -v car-gate >/dev/null 2>&1; then car-gate; else car policy-check-hook; fi; exit 0"},
                {"event": "SessionStart",
                 "type": "command", "command": "car hook session-start; exit 0"},
                {"event": "UserPromptSubmit",

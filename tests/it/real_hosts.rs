@@ -259,10 +259,7 @@ fn codex_runs_cars_gate_and_memory_once_car_setup_wired_it() {
     let codex = host_bin("codex", "@openai/codex", CODEX_VERSION);
     let home = wired_project("codex");
     let config = std::fs::read_to_string(home.user_home().join(".codex/config.toml")).unwrap();
-    assert!(
-        config.contains("policy-check-hook --host codex"),
-        "{config}"
-    );
+    assert!(config.contains("car-gate --host codex"), "{config}");
     let model = Model::start(
         "responses_model.py",
         &home.project.parent().unwrap().join("model"),

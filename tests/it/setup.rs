@@ -64,10 +64,7 @@ fn codex_setup_twice_keeps_one_entry_and_the_users_comments_and_undo_restores_it
     let gate = parsed["hooks"]["PreToolUse"][0]["hooks"][0]["command"]
         .as_str()
         .unwrap();
-    assert!(
-        gate.ends_with("/car policy-check-hook --host codex"),
-        "{gate}"
-    );
+    assert!(gate.ends_with("/car-gate --host codex"), "{gate}");
     assert!(parsed["hooks"]["SessionStart"].is_array());
 
     let (code, doc) = setup(&home, &["codex", "--yes"]);
@@ -242,7 +239,7 @@ fn claude_code_setup_for_a_project_writes_its_settings_and_mcp_json() {
     let gate = settings["hooks"]["PreToolUse"][0]["hooks"][0]["command"]
         .as_str()
         .unwrap();
-    assert!(gate.ends_with("/car policy-check-hook; exit 0"), "{gate}");
+    assert!(gate.ends_with("/car-gate; exit 0"), "{gate}");
     let mcp: Value = serde_json::from_str(&read(&home.project.join(".mcp.json"))).unwrap();
     assert_eq!(
         mcp["mcpServers"]["car"]["env"]["CAR_INVOKED_BY"],
@@ -303,9 +300,6 @@ fn jsonc(text: &str) -> String {
 #[test]
 fn each_hosts_package_wires_what_car_setup_writes() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let json_file = |path: &Path| -> Value {
-        serde_json::from_str(&read(path)).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
-    };
     let home = TestHome::new();
     for host in ["claude-code", "codex", "gemini", "cursor"] {
         let (code, doc) = setup(&home, &[host, "--project", "--yes"]);
@@ -318,6 +312,18 @@ fn each_hosts_package_wires_what_car_setup_writes() {
         serde_json::from_str(&text).unwrap()
     };
     let p = &home.project;
+    // A package runs the gate from PATH, and `car policy-check-hook` when the installed CAR
+    // predates car-gate (setup, run by the binaries themselves, names car-gate by path).
+    let json_file = |path: &Path| -> Value {
+        let mut text = read(path);
+        for flag in ["", " --host codex", " --host gemini", " --host cursor"] {
+            text = text.replace(
+                &format!("if command -v car-gate >/dev/null 2>&1; then car-gate{flag}; else car policy-check-hook{flag}; fi"),
+                &format!("car-gate{flag}"),
+            );
+        }
+        serde_json::from_str(&text).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+    };
 
     // Claude Code: the plugin's hooks and .mcp.json.
     let settings = json_file(&p.join(".claude/settings.json"));

@@ -11,6 +11,7 @@ use std::time::Duration;
 use serde_json::{json, Value};
 
 pub const CAR: &str = env!("CARGO_BIN_EXE_car");
+pub const CAR_GATE: &str = env!("CARGO_BIN_EXE_car-gate");
 pub const CAR_MCP: &str = env!("CARGO_BIN_EXE_car-mcp");
 pub const CAR_SERVER: &str = env!("CARGO_BIN_EXE_car-server");
 
@@ -143,6 +144,11 @@ impl TestHome {
     /// Runs `car ARGS` with `input` on stdin.
     pub fn car_with_input(&self, args: &[&str], input: &[u8]) -> Output {
         output_with_input(self.command(CAR).args(args), input)
+    }
+
+    /// Runs `car-gate ARGS` with `input` on stdin.
+    pub fn gate_with_input(&self, args: &[&str], input: &[u8]) -> Output {
+        output_with_input(self.command(CAR_GATE).args(args), input)
     }
 
     /// Starts `car ARGS` once per argument list, all at once, and asserts every one succeeded.
@@ -394,7 +400,8 @@ impl Drop for Reaped {
     }
 }
 
-/// Runs `cmd` with `input` on its stdin and its output captured.
+/// Runs `cmd` with `input` on its stdin and its output captured (a program that exits without
+/// reading its input is not an error).
 pub fn output_with_input(cmd: &mut Command, input: &[u8]) -> Output {
     let mut child = cmd
         .stdin(Stdio::piped())
@@ -402,7 +409,10 @@ pub fn output_with_input(cmd: &mut Command, input: &[u8]) -> Output {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    child.stdin.take().unwrap().write_all(input).unwrap();
+    match child.stdin.take().unwrap().write_all(input) {
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => {}
+        other => other.unwrap(),
+    }
     child.wait_with_output().unwrap()
 }
 
