@@ -102,8 +102,10 @@ if [ "${CAR_TEST_SKIP_INSTALL:-}" != "1" ]; then
   # car do --sandbox docker: the test runs its own dockerd (as root) with a busybox image.
   command -v dockerd >/dev/null || missing_debs+=(docker.io)
   command -v busybox >/dev/null || missing_debs+=(busybox-static)
+  # The dashboard's pages rendered in a real browser (headless).
+  command -v chromium >/dev/null || missing_debs+=(chromium)
   if [ "${#missing_debs[@]}" -gt 0 ]; then
-    echo "==> installing ${missing_debs[*]} (Debian) for the keychain tests"
+    echo "==> installing ${missing_debs[*]} (Debian) for the keychain, sandbox and browser tests"
     sudo_cmd=()
     [ "$(id -u)" = 0 ] || sudo_cmd=(sudo)
     if ! "${sudo_cmd[@]}" apt-get install -y -qq --no-install-recommends "${missing_debs[@]}" >/dev/null; then

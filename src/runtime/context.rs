@@ -18,6 +18,8 @@ pub enum Face {
     Mcp,
     /// `car do`'s agent loop.
     Agent,
+    /// car-server's dashboard.
+    Web,
 }
 
 impl Face {
@@ -27,6 +29,7 @@ impl Face {
             Face::Cli => "cli",
             Face::Mcp => "mcp",
             Face::Agent => "agent",
+            Face::Web => "web",
         }
     }
 }

@@ -1,7 +1,7 @@
 //! The HTTP face: `car-server` serves the same tools, prompt and resources as `car-mcp`, from
 //! the same [`App`], over MCP's streamable HTTP transport at `/mcp` (rmcp's service: sessions
 //! for 2025-06-18 and 2025-11-25 with `Mcp-Session-Id`, idle expiry, DELETE to end one; the
-//! 2026-07-28 revision stateless), plus `GET /health`.
+//! 2026-07-28 revision stateless), plus `GET /health` and the dashboard at `/` ([`web`]).
 //!
 //! Access control, before anything reaches MCP:
 //! - `Host` must name a loopback address (DNS rebinding), and a present `Origin` must be a
@@ -16,6 +16,7 @@
 pub mod lifecycle;
 pub mod logfile;
 pub mod process;
+pub mod web;
 pub mod ws;
 
 use std::net::SocketAddr;
@@ -124,8 +125,19 @@ pub fn router(
     context: Context,
     shutdown: CancellationToken,
 ) -> Router {
+    let dashboard = web::router(app.clone()).layer(middleware::from_fn_with_state(
+        Guard {
+            token: match exposure {
+                Exposure::Loopback => None,
+                Exposure::Remote { token } => Some(Arc::from(token.as_str())),
+            },
+            check_host: matches!(exposure, Exposure::Loopback),
+            sessions: None,
+        },
+        admit,
+    ));
     let server = McpServer::new(app).named("car-server").context(context);
-    mcp_router(server, exposure, shutdown)
+    mcp_router(server, exposure, shutdown).merge(dashboard)
 }
 
 /// The routes of `car-server` over any [`McpServer`] (one with an [`crate::McpExtension`], say):

@@ -20,6 +20,7 @@ mod cli;
 mod concurrency;
 mod conformance;
 mod connectors;
+mod dashboard;
 mod eval;
 mod gate;
 mod graph;
