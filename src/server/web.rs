@@ -40,6 +40,8 @@ pub fn router(app: App) -> Router {
         .route("/memory/entry/{id}", get(entry))
         .route("/memory/entry/{id}/correct", axum::routing::post(correct))
         .route("/memory/entry/{id}/forget", get(forget_page).post(forget))
+        .route("/tasks", get(tasks))
+        .route("/decisions", get(decisions))
         .route("/audit", get(audit))
         .route("/dashboard.css", get(stylesheet))
         .with_state(Web { app })
@@ -108,10 +110,12 @@ fn page(title: &str, nav: &str, main: &str, cookie: Option<HeaderValue>) -> Resp
 <meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\
 <title>{title} · CAR</title><link rel=\"stylesheet\" href=\"/dashboard.css\"></head>\
 <body><a class=\"skip\" href=\"#main\">Skip to content</a>\
-<header><span class=\"brand\">CAR</span><nav aria-label=\"Sections\">{} {} {}</nav></header>\
+<header><span class=\"brand\">CAR</span><nav aria-label=\"Sections\">{} {} {} {} {}</nav></header>\
 <main id=\"main\">{main}</main></body></html>\n",
         link("/", "Overview"),
         link("/memory", "Memory"),
+        link("/tasks", "Tasks"),
+        link("/decisions", "Decisions"),
         link("/audit", "Audit"),
         title = esc(title),
     );
@@ -558,6 +562,101 @@ async fn forget(
         Ok(_) => see_other(&format!("/memory?notice={}", url(&format!("Forgot {id}.")))),
         Err(e) => problem(StatusCode::FORBIDDEN, "Not forgotten", &e),
     }
+}
+
+/// The rows of a project tool's `list` (its CLI envelope's `data`), or what went wrong.
+async fn listed(web: &Web, tool: &str, args: &[&str]) -> Result<Vec<Value>, String> {
+    let done = web
+        .call(tool, json!({"action": "list", "args": args}), None)
+        .await?;
+    Ok(done["data"].as_array().cloned().unwrap_or_default())
+}
+
+fn text<'a>(row: &'a Value, key: &str) -> &'a str {
+    row[key].as_str().unwrap_or("")
+}
+
+/// The board's columns: (heading, the statuses in it).
+const COLUMNS: [(&str, &[&str]); 4] = [
+    ("Ready", &["ready", "open"]),
+    ("In progress", &["claimed"]),
+    ("Blocked", &["blocked"]),
+    ("Done", &["done"]),
+];
+
+async fn tasks(State(web): State<Web>, headers: HeaderMap) -> Response {
+    let (_, cookie) = csrf_token(&headers);
+    let rows = match listed(&web, "task_manager", &["--status", "all", "--limit", "0"]).await {
+        Ok(rows) => rows,
+        Err(e) => return problem(StatusCode::INTERNAL_SERVER_ERROR, "Tasks", &e),
+    };
+    let mut main = String::from("<h1>Tasks</h1><div class=\"board\">");
+    for (heading, statuses) in COLUMNS {
+        let cards: Vec<&Value> = rows
+            .iter()
+            .filter(|t| statuses.contains(&text(t, "status")))
+            .collect();
+        let slug = heading.to_lowercase().replace(' ', "-");
+        main.push_str(&format!(
+            "<section class=\"column\" aria-labelledby=\"col-{slug}\"><h2 id=\"col-{slug}\">{heading} <span class=\"count\">{}</span></h2><ul>",
+            cards.len()
+        ));
+        for task in cards {
+            let mut details = vec![esc(text(task, "priority"))];
+            if let Some(who) = task["claimedBy"].as_str() {
+                details.push(format!("claimed by {}", esc(who)));
+            }
+            if let Some(waiting) = task["waitingOn"].as_u64().filter(|n| *n > 0) {
+                details.push(format!("waits on {waiting}"));
+            }
+            if let Some(why) = task["blockedReason"].as_str() {
+                details.push(format!("blocked: {}", esc(why)));
+            }
+            main.push_str(&format!(
+                "<li class=\"card\"><strong>{}</strong> {}<br><span class=\"meta\">{}</span></li>",
+                esc(text(task, "displayId")),
+                esc(text(task, "title")),
+                details.join(" · ")
+            ));
+        }
+        main.push_str("</ul></section>");
+    }
+    main.push_str("</div>");
+    page("Tasks", "/tasks", &main, cookie)
+}
+
+async fn decisions(State(web): State<Web>, headers: HeaderMap) -> Response {
+    let (_, cookie) = csrf_token(&headers);
+    let rows = match listed(&web, "decision_logger", &["--status", "all"]).await {
+        Ok(rows) => rows,
+        Err(e) => return problem(StatusCode::INTERNAL_SERVER_ERROR, "Decisions", &e),
+    };
+    let body: String = rows
+        .iter()
+        .map(|d| {
+            let superseded = d["supersededBy"]
+                .as_str()
+                .map(|by| format!(" (superseded by {})", esc(by)))
+                .unwrap_or_default();
+            format!(
+                "<article class=\"decision\"><h2>{} {}</h2><p class=\"meta\">{}{superseded} · {}</p>\
+<dl><dt>Decision</dt><dd>{}</dd><dt>Context</dt><dd>{}</dd><dt>Consequences</dt><dd>{}</dd></dl></article>",
+                esc(text(d, "displayId")),
+                esc(text(d, "title")),
+                esc(text(d, "status")),
+                esc(text(d, "createdAt")),
+                esc(text(d, "decision")),
+                esc(text(d, "context")),
+                esc(text(d, "consequences")),
+            )
+        })
+        .collect();
+    let main = if body.is_empty() {
+        "<h1>Decisions</h1><p>No decision recorded yet (`car decision record`).</p>".to_string()
+    } else {
+        format!("<h1>Decisions</h1>{body}")
+    };
+    page("Decisions", "/decisions", &main, cookie)
 }
 
 async fn audit(State(web): State<Web>, headers: HeaderMap, RawQuery(query): RawQuery) -> Response {

@@ -107,6 +107,26 @@ fn the_dashboard_finds_by_meaning_and_corrects_and_forgets_through_the_tools() {
         "deploys",
         "Deploys go through the canary cluster before production <b>always</b>",
     ]);
+    home.car_json(&[
+        "task",
+        "create",
+        "Fix the flaky payout test",
+        "--priority",
+        "P1",
+    ]);
+    home.car_json(&["task", "create", "Ship the release"]);
+    home.car_json(&["task", "create", "Write the changelog"]);
+    home.car_json(&["task", "claim", "CTX-0001", "--agent", "alice"]);
+    home.car_json(&["task", "block", "CTX-0002", "--reason", "waiting on QA"]);
+    home.car_json(&[
+        "decision",
+        "record",
+        "Use PostgreSQL for teams",
+        "--decision",
+        "PostgreSQL, never a home-made store",
+        "--context",
+        "teams share one database",
+    ]);
     let server = Server::start(&home, &[]);
     let base = server.mcp().trim_end_matches("/mcp").to_string();
     let shots = Path::new(env!("CARGO_TARGET_TMPDIR")).join("dashboard-screens");
@@ -140,6 +160,37 @@ fn the_dashboard_finds_by_meaning_and_corrects_and_forgets_through_the_tools() {
         profile.path(),
     );
     assert!(page.contains("Correct it") && page.contains("Forget this entry"));
+
+    // The task board and the decisions, from the project tools.
+    let board = render(
+        &format!("{base}/tasks"),
+        &shots.join("tasks.png"),
+        profile.path(),
+    );
+    let column = |heading: &str| -> String {
+        let id = format!("id=\"col-{}\"", heading.to_lowercase().replace(' ', "-"));
+        let start = board
+            .find(&id)
+            .unwrap_or_else(|| panic!("{heading}: {board}"));
+        let rest = &board[start..];
+        rest[..rest.find("</section>").unwrap()].to_string()
+    };
+    assert!(column("Ready").contains("CTX-0003"), "{board}");
+    let claimed = column("In progress");
+    assert!(
+        claimed.contains("CTX-0001") && claimed.contains("claimed by alice"),
+        "{board}"
+    );
+    assert!(column("Blocked").contains("waiting on QA"), "{board}");
+    let adr = render(
+        &format!("{base}/decisions"),
+        &shots.join("decisions.png"),
+        profile.path(),
+    );
+    assert!(
+        adr.contains("ADR-0001") && adr.contains("PostgreSQL, never a home-made store"),
+        "{adr}"
+    );
 
     // A correction through the page: the CLI answers with it, the log has it from `web`.
     let entry = format!("{base}/memory/entry/fact-1");
