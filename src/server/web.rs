@@ -331,24 +331,33 @@ async fn memory(State(web): State<Web>, headers: HeaderMap, RawQuery(query): Raw
     page("Memory", "/memory", &main, cookie)
 }
 
-/// The entry `id`, read from the memory itself (`None` when there is none).
-fn node(web: &Web, id: &str) -> Result<Option<crate::memory::Node>, String> {
-    let memory = web.app.memory().ok_or("memory is off in this server")?;
-    memory.get(id, "").map_err(|e| e.to_string())
+/// The entry `id`, read from the memory itself, or the page saying there is none.
+fn node(web: &Web, id: &str) -> Result<crate::memory::Node, Box<Response>> {
+    let found = web
+        .app
+        .memory()
+        .ok_or_else(|| "memory is off in this server".to_string())
+        .and_then(|memory| memory.get(id, "").map_err(|e| e.to_string()));
+    match found {
+        Ok(Some(node)) => Ok(node),
+        Ok(None) => Err(Box::new(problem(
+            StatusCode::NOT_FOUND,
+            "No such entry",
+            &format!("There is no memory entry {id}; nothing was changed."),
+        ))),
+        Err(e) => Err(Box::new(problem(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "Memory",
+            &e,
+        ))),
+    }
 }
 
 async fn entry(State(web): State<Web>, headers: HeaderMap, Path(id): Path<String>) -> Response {
     let (token, cookie) = csrf_token(&headers);
     let node = match node(&web, &id) {
-        Ok(Some(node)) => node,
-        Ok(None) => {
-            return problem(
-                StatusCode::NOT_FOUND,
-                "No such entry",
-                &format!("There is no memory entry {id}."),
-            )
-        }
-        Err(e) => return problem(StatusCode::INTERNAL_SERVER_ERROR, "Memory", &e),
+        Ok(node) => node,
+        Err(missing) => return *missing,
     };
     let state = match (&node.superseded_by, &node.invalidated_by) {
         (Some(by), _) => format!(
@@ -429,8 +438,12 @@ fn refuse_change(headers: &HeaderMap, form: &[(String, String)]) -> Option<&'sta
     }
 }
 
-/// Reads a form body of at most [`MAX_FORM_BYTES`].
-async fn form(body: axum::body::Body) -> Result<Vec<(String, String)>, Response> {
+/// The form of a state-changing request, read (at most [`MAX_FORM_BYTES`]) and accepted only
+/// when it comes from this dashboard's pages (see [`refuse_change`]); else the refusal.
+async fn accepted_form(
+    headers: &HeaderMap,
+    body: axum::body::Body,
+) -> Result<Vec<(String, String)>, Response> {
     let bytes = axum::body::to_bytes(body, MAX_FORM_BYTES)
         .await
         .map_err(|_| {
@@ -440,7 +453,11 @@ async fn form(body: axum::body::Body) -> Result<Vec<(String, String)>, Response>
                 "The form is larger than the dashboard accepts.",
             )
         })?;
-    Ok(pairs(&String::from_utf8_lossy(&bytes)))
+    let form = pairs(&String::from_utf8_lossy(&bytes));
+    match refuse_change(headers, &form) {
+        Some(why) => Err(problem(StatusCode::FORBIDDEN, "Refused", why)),
+        None => Ok(form),
+    }
 }
 
 fn see_other(location: &str) -> Response {
@@ -457,13 +474,10 @@ async fn correct(
     Path(id): Path<String>,
     body: axum::body::Body,
 ) -> Response {
-    let form = match form(body).await {
+    let form = match accepted_form(&headers, body).await {
         Ok(form) => form,
-        Err(response) => return response,
+        Err(refused) => return refused,
     };
-    if let Some(why) = refuse_change(&headers, &form) {
-        return problem(StatusCode::FORBIDDEN, "Refused", why);
-    }
     let text = field(&form, "body").unwrap_or("").trim().to_string();
     if text.is_empty() {
         return problem(
@@ -473,15 +487,15 @@ async fn correct(
         );
     }
     let node = match node(&web, &id) {
-        Ok(Some(node)) if node.is_current() => node,
+        Ok(node) if node.is_current() => node,
         Ok(_) => {
             return problem(
-                StatusCode::NOT_FOUND,
-                "No such entry",
-                &format!("There is no current memory entry {id}; nothing was changed."),
+                StatusCode::CONFLICT,
+                "Already replaced",
+                &format!("Memory entry {id} was already replaced; correct its replacement. Nothing was changed."),
             )
         }
-        Err(e) => return problem(StatusCode::INTERNAL_SERVER_ERROR, "Memory", &e),
+        Err(missing) => return *missing,
     };
     let args = match node.kind.as_str() {
         "pattern" | "constraint" => {
@@ -511,15 +525,8 @@ async fn forget_page(
 ) -> Response {
     let (token, cookie) = csrf_token(&headers);
     let node = match node(&web, &id) {
-        Ok(Some(node)) => node,
-        Ok(None) => {
-            return problem(
-                StatusCode::NOT_FOUND,
-                "No such entry",
-                &format!("There is no memory entry {id}."),
-            )
-        }
-        Err(e) => return problem(StatusCode::INTERNAL_SERVER_ERROR, "Memory", &e),
+        Ok(node) => node,
+        Err(missing) => return *missing,
     };
     let main = format!(
         "<h1>Forget “{subject}”?</h1>\
@@ -543,12 +550,8 @@ async fn forget(
     Path(id): Path<String>,
     body: axum::body::Body,
 ) -> Response {
-    let form = match form(body).await {
-        Ok(form) => form,
-        Err(response) => return response,
-    };
-    if let Some(why) = refuse_change(&headers, &form) {
-        return problem(StatusCode::FORBIDDEN, "Refused", why);
+    if let Err(refused) = accepted_form(&headers, body).await {
+        return refused;
     }
     // The confirmation page named what goes: that is the confirmation memory_delete asks for.
     match web
