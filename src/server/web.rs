@@ -42,6 +42,7 @@ pub fn router(app: App) -> Router {
         .route("/memory/entry/{id}/forget", get(forget_page).post(forget))
         .route("/tasks", get(tasks))
         .route("/decisions", get(decisions))
+        .route("/skills", get(skills))
         .route("/audit", get(audit))
         .route("/dashboard.css", get(stylesheet))
         .with_state(Web { app })
@@ -110,12 +111,13 @@ fn page(title: &str, nav: &str, main: &str, cookie: Option<HeaderValue>) -> Resp
 <meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\
 <title>{title} · CAR</title><link rel=\"stylesheet\" href=\"/dashboard.css\"></head>\
 <body><a class=\"skip\" href=\"#main\">Skip to content</a>\
-<header><span class=\"brand\">CAR</span><nav aria-label=\"Sections\">{} {} {} {} {}</nav></header>\
+<header><span class=\"brand\">CAR</span><nav aria-label=\"Sections\">{} {} {} {} {} {}</nav></header>\
 <main id=\"main\">{main}</main></body></html>\n",
         link("/", "Overview"),
         link("/memory", "Memory"),
         link("/tasks", "Tasks"),
         link("/decisions", "Decisions"),
+        link("/skills", "Skills"),
         link("/audit", "Audit"),
         title = esc(title),
     );
@@ -660,6 +662,45 @@ async fn decisions(State(web): State<Web>, headers: HeaderMap) -> Response {
         format!("<h1>Decisions</h1>{body}")
     };
     page("Decisions", "/decisions", &main, cookie)
+}
+
+async fn skills(State(web): State<Web>, headers: HeaderMap) -> Response {
+    let (_, cookie) = csrf_token(&headers);
+    let listed = match web.call("skill_list", json!({}), None).await {
+        Ok(listed) => listed,
+        Err(e) => return problem(StatusCode::INTERNAL_SERVER_ERROR, "Skills", &e),
+    };
+    let rows: String = listed["skills"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|skill| {
+            let stats = &skill["stats"];
+            let count = |key: &str| stats[key].as_u64().unwrap_or(0);
+            let flag = if skill["degraded"].as_bool() == Some(true) {
+                " <span class=\"danger\">degraded</span>"
+            } else {
+                ""
+            };
+            format!(
+                "<tr><td>{}{flag}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+                esc(text(skill, "name")),
+                skill["version"].as_u64().unwrap_or(0),
+                esc(text(skill, "platform")),
+                esc(text(skill, "description")),
+                count("success_count"),
+                count("fail_count"),
+                esc(stats["last_used_at"].as_str().unwrap_or("never")),
+            )
+        })
+        .collect();
+    let main = format!(
+        "<h1>Skills</h1><table><caption>Active skills and how running them went (<code>skill_report</code>)</caption>\
+<thead><tr><th scope=\"col\">Skill</th><th scope=\"col\">Version</th><th scope=\"col\">Runs on</th>\
+<th scope=\"col\">What it does</th><th scope=\"col\">Worked</th><th scope=\"col\">Failed</th>\
+<th scope=\"col\">Last used</th></tr></thead><tbody>{rows}</tbody></table>"
+    );
+    page("Skills", "/skills", &main, cookie)
 }
 
 async fn audit(State(web): State<Web>, headers: HeaderMap, RawQuery(query): RawQuery) -> Response {

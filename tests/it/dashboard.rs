@@ -127,6 +127,18 @@ fn the_dashboard_finds_by_meaning_and_corrects_and_forgets_through_the_tools() {
         "--context",
         "teams share one database",
     ]);
+    home.car_json(&[
+        "skill",
+        "add",
+        "run-tests",
+        "--code",
+        "cargo test",
+        "--description",
+        "Run the whole test suite",
+    ]);
+    home.car_json(&["skill", "report", "run-tests", "success"]);
+    home.car_json(&["skill", "report", "run-tests", "failure"]);
+    home.car_json(&["skill", "report", "run-tests", "success"]);
     let server = Server::start(&home, &[]);
     let base = server.mcp().trim_end_matches("/mcp").to_string();
     let shots = Path::new(env!("CARGO_TARGET_TMPDIR")).join("dashboard-screens");
@@ -190,6 +202,17 @@ fn the_dashboard_finds_by_meaning_and_corrects_and_forgets_through_the_tools() {
     assert!(
         adr.contains("ADR-0001") && adr.contains("PostgreSQL, never a home-made store"),
         "{adr}"
+    );
+
+    // Skills with their outcome counts.
+    let skills = render(
+        &format!("{base}/skills"),
+        &shots.join("skills.png"),
+        profile.path(),
+    );
+    assert!(
+        skills.contains("run-tests") && skills.contains("<td>2</td><td>1</td>"),
+        "{skills}"
     );
 
     // A correction through the page: the CLI answers with it, the log has it from `web`.
