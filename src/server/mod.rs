@@ -67,6 +67,8 @@ pub struct ServeOptions {
     pub context: Context,
     /// Cancelled to shut down: sessions end, in-flight calls are cancelled.
     pub shutdown: CancellationToken,
+    /// CAR's home, whose connectors the dashboard lists (`None`: no connectors page data).
+    pub car_home: Option<std::path::PathBuf>,
 }
 
 /// Why serving stopped or could not start.
@@ -124,8 +126,9 @@ pub fn router(
     exposure: &Exposure,
     context: Context,
     shutdown: CancellationToken,
+    car_home: Option<std::path::PathBuf>,
 ) -> Router {
-    let dashboard = web::router(app.clone()).layer(middleware::from_fn_with_state(
+    let dashboard = web::router(app.clone(), car_home).layer(middleware::from_fn_with_state(
         Guard {
             token: match exposure {
                 Exposure::Loopback => None,
@@ -348,7 +351,13 @@ pub async fn serve_on(
     options: ServeOptions,
 ) -> Result<(), ServerError> {
     let shutdown = options.shutdown.clone();
-    let routes = router(app, &options.exposure, options.context, shutdown.clone());
+    let routes = router(
+        app,
+        &options.exposure,
+        options.context,
+        shutdown.clone(),
+        options.car_home,
+    );
     axum::serve(listener.tap_io(no_delay), routes)
         .with_graceful_shutdown(async move { shutdown.cancelled().await })
         .await

@@ -215,6 +215,7 @@ pub fn main() -> ExitCode {
             exposure,
             context: Context::new(Face::Mcp).grants(home::confirm_grants_from_env()),
             shutdown,
+            car_home: Some(home.root().to_path_buf()),
         };
         let listener = match mcp_bind {
             Some(_) => match server::bind(&options).await {

@@ -30,10 +30,12 @@ const MAX_FORM_BYTES: usize = 64 * 1024;
 #[derive(Clone)]
 struct Web {
     app: App,
+    /// CAR's home, for the connectors' configuration (never their secrets).
+    car_home: Option<std::path::PathBuf>,
 }
 
 /// The dashboard's routes, to be served behind the access checks of `/mcp`.
-pub fn router(app: App) -> Router {
+pub fn router(app: App, car_home: Option<std::path::PathBuf>) -> Router {
     Router::new()
         .route("/", get(overview))
         .route("/memory", get(memory))
@@ -43,9 +45,10 @@ pub fn router(app: App) -> Router {
         .route("/tasks", get(tasks))
         .route("/decisions", get(decisions))
         .route("/skills", get(skills))
+        .route("/connectors", get(connectors))
         .route("/audit", get(audit))
         .route("/dashboard.css", get(stylesheet))
-        .with_state(Web { app })
+        .with_state(Web { app, car_home })
 }
 
 /// `text` with HTML's special characters escaped, for element content and attribute values.
@@ -111,13 +114,14 @@ fn page(title: &str, nav: &str, main: &str, cookie: Option<HeaderValue>) -> Resp
 <meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\
 <title>{title} · CAR</title><link rel=\"stylesheet\" href=\"/dashboard.css\"></head>\
 <body><a class=\"skip\" href=\"#main\">Skip to content</a>\
-<header><span class=\"brand\">CAR</span><nav aria-label=\"Sections\">{} {} {} {} {} {}</nav></header>\
+<header><span class=\"brand\">CAR</span><nav aria-label=\"Sections\">{} {} {} {} {} {} {}</nav></header>\
 <main id=\"main\">{main}</main></body></html>\n",
         link("/", "Overview"),
         link("/memory", "Memory"),
         link("/tasks", "Tasks"),
         link("/decisions", "Decisions"),
         link("/skills", "Skills"),
+        link("/connectors", "Connectors"),
         link("/audit", "Audit"),
         title = esc(title),
     );
@@ -703,6 +707,89 @@ async fn skills(State(web): State<Web>, headers: HeaderMap) -> Response {
     page("Skills", "/skills", &main, cookie)
 }
 
+/// `url` without its credentials, query or fragment.
+fn bare_url(url: &str) -> String {
+    let (scheme, rest) = url.split_once("://").unwrap_or(("http", url));
+    let rest = rest.split(['?', '#']).next().unwrap_or("");
+    let rest = rest.rsplit_once('@').map_or(rest, |(_, host)| host);
+    format!("{scheme}://{rest}")
+}
+
+/// `text` (an error a connector left) with every URL in it made bare ([`bare_url`]): an HTTP
+/// client's error names the URL it called, query and all.
+fn bare_urls(text: &str) -> String {
+    static URL: std::sync::OnceLock<Option<regex::Regex>> = std::sync::OnceLock::new();
+    let url =
+        URL.get_or_init(|| regex::Regex::new(r#"[A-Za-z][A-Za-z0-9+.-]*://[^\s)"'<>]+"#).ok());
+    match url {
+        Some(url) => url
+            .replace_all(text, |found: &regex::Captures| bare_url(&found[0]))
+            .into_owned(),
+        // Without the pattern nothing is shown rather than a URL whole.
+        None => String::new(),
+    }
+}
+
+/// Where a connector is reached, without anything that could hold a secret: an HTTP URL's
+/// scheme, host and path (no user, no query), a program's name (no arguments).
+fn reached(endpoint: &crate::connectors::Endpoint) -> String {
+    match endpoint {
+        crate::connectors::Endpoint::Http { url, .. } => bare_url(url),
+        crate::connectors::Endpoint::Stdio { command, .. } => {
+            let program = std::path::Path::new(command)
+                .file_name()
+                .map_or(command.clone(), |name| name.to_string_lossy().into_owned());
+            format!("{program} (stdio)")
+        }
+    }
+}
+
+async fn connectors(State(web): State<Web>, headers: HeaderMap) -> Response {
+    let (_, cookie) = csrf_token(&headers);
+    let Some(home) = &web.car_home else {
+        return problem(
+            StatusCode::NOT_FOUND,
+            "Connectors",
+            "This server has no CAR home.",
+        );
+    };
+    let listed = match crate::connectors::Connectors::new(home.clone()).list() {
+        Ok(listed) => listed,
+        Err(e) => {
+            return problem(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                "Connectors",
+                &e.to_string(),
+            )
+        }
+    };
+    let rows: String =
+        listed
+            .iter()
+            .map(|c| {
+                let enabled: Vec<String> = c.enabled.iter().map(|t| esc(t)).collect();
+                format!(
+                "<tr><td>{}</td><td>{}</td><td>{}</td><td>{} of {}</td><td>{}</td><td>{}</td></tr>",
+                esc(&c.slug),
+                esc(&c.name),
+                esc(&reached(&c.endpoint)),
+                c.enabled.len(),
+                c.tools.len(),
+                if enabled.is_empty() { "none (disabled)".to_string() } else { enabled.join(", ") },
+                esc(&bare_urls(c.last_error.as_deref().unwrap_or(""))),
+            )
+            })
+            .collect();
+    let main = format!(
+        "<h1>Connectors</h1><p>Remote MCP servers whose tools CAR serves once enabled \
+(<code>car connector …</code>). Their secrets stay in the OS keychain and never appear here.</p>\
+<table><caption>Connectors and their enabled tools</caption><thead><tr><th scope=\"col\">Slug</th>\
+<th scope=\"col\">Name</th><th scope=\"col\">Reached at</th><th scope=\"col\">Enabled</th>\
+<th scope=\"col\">Enabled tools</th><th scope=\"col\">Last error</th></tr></thead><tbody>{rows}</tbody></table>"
+    );
+    page("Connectors", "/connectors", &main, cookie)
+}
+
 async fn audit(State(web): State<Web>, headers: HeaderMap, RawQuery(query): RawQuery) -> Response {
     let (_, cookie) = csrf_token(&headers);
     let params = pairs(query.as_deref().unwrap_or(""));
@@ -764,6 +851,12 @@ mod tests {
             "&lt;script&gt;alert(&#39;x&#39;)&lt;/script&gt; &amp; &quot;q&quot;"
         );
         assert_eq!(url("a b/c?d+e"), "a%20b%2Fc%3Fd%2Be");
+        assert_eq!(
+            bare_urls(
+                "error sending request for url (https://u:p@x.example/mcp?key=K#f): timed out"
+            ),
+            "error sending request for url (https://x.example/mcp): timed out"
+        );
     }
 
     #[test]

@@ -139,6 +139,24 @@ fn the_dashboard_finds_by_meaning_and_corrects_and_forgets_through_the_tools() {
     home.car_json(&["skill", "report", "run-tests", "success"]);
     home.car_json(&["skill", "report", "run-tests", "failure"]);
     home.car_json(&["skill", "report", "run-tests", "success"]);
+    // Two connectors whose configuration names secrets only by where they would sit: the page
+    // shows neither a URL's credentials or query nor a program's arguments.
+    std::fs::write(
+        home.home.join("connectors.json"),
+        serde_json::json!({"version": 1, "connectors": [
+            {"slug": "docs", "name": "docs", "transport": "http",
+             "url": "https://user:PASSWORD-IN-URL@mcp.example.com/mcp?key=KEY-IN-QUERY",
+             "headers": ["X-Api-Key"], "enabled": ["search"], "added_at": "2026-12-04T00:00:00Z",
+             "last_error": "error sending request for url (https://mcp.example.com/mcp?key=KEY-IN-ERROR)",
+             "tools": [{"name": "search", "input_schema": {"type": "object"}},
+                       {"name": "delete_all", "input_schema": {"type": "object"}}]},
+            {"slug": "local", "name": "local", "transport": "stdio", "command": "/usr/bin/npx",
+             "args": ["--token", "TOKEN-IN-ARGS"], "env": ["API_TOKEN"], "enabled": [],
+             "added_at": "2026-12-04T00:00:00Z", "tools": []}
+        ]})
+        .to_string(),
+    )
+    .unwrap();
     let server = Server::start(&home, &[]);
     let base = server.mcp().trim_end_matches("/mcp").to_string();
     let shots = Path::new(env!("CARGO_TARGET_TMPDIR")).join("dashboard-screens");
@@ -214,6 +232,26 @@ fn the_dashboard_finds_by_meaning_and_corrects_and_forgets_through_the_tools() {
         skills.contains("run-tests") && skills.contains("<td>2</td><td>1</td>"),
         "{skills}"
     );
+
+    // Connectors with their enabled tools, and no secret anywhere on the page.
+    let listed = render(
+        &format!("{base}/connectors"),
+        &shots.join("connectors.png"),
+        profile.path(),
+    );
+    assert!(
+        listed.contains("https://mcp.example.com/mcp") && listed.contains("1 of 2"),
+        "{listed}"
+    );
+    assert!(listed.contains("npx (stdio)") && listed.contains("none (disabled)"));
+    for secret in [
+        "PASSWORD-IN-URL",
+        "KEY-IN-QUERY",
+        "TOKEN-IN-ARGS",
+        "KEY-IN-ERROR",
+    ] {
+        assert!(!listed.contains(secret), "{secret} on the page: {listed}");
+    }
 
     // A correction through the page: the CLI answers with it, the log has it from `web`.
     let entry = format!("{base}/memory/entry/fact-1");
