@@ -257,8 +257,15 @@ mod tests {
         );
         let done = call(false).unwrap();
         assert_eq!(done.result, Ok(serde_json::json!("quick")));
-        let log =
-            crate::runtime::executions::recent(app.runtime().store(), Some("probe"), 10).unwrap();
+        let log = crate::runtime::executions::recent(
+            app.runtime().store(),
+            &crate::runtime::executions::Filter {
+                tool: Some("probe"),
+                ..Default::default()
+            },
+            10,
+        )
+        .unwrap();
         let statuses: Vec<&str> = log.iter().map(|e| e.status.as_str()).collect();
         assert_eq!(statuses, ["ok", "error"]);
     }

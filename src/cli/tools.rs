@@ -36,6 +36,12 @@ pub struct ExecutionsArgs {
     /// Only this tool's executions.
     #[arg(long)]
     tool: Option<String>,
+    /// Only those that came through this face: cli, mcp, web (the dashboard) or agent.
+    #[arg(long)]
+    face: Option<String>,
+    /// Only those that ended so: ok, error, denied, cancelled, timeout or running.
+    #[arg(long)]
+    outcome: Option<String>,
     /// How many, newest first.
     #[arg(long, default_value_t = 20)]
     limit: usize,
@@ -120,7 +126,12 @@ pub async fn executions(env: &Env, args: ExecutionsArgs) -> ExitCode {
     let result = crate::store::Store::open(&env.home.db_path())
         .map_err(Failure::from)
         .and_then(|store| {
-            executions::recent(&store, args.tool.as_deref(), args.limit)
+            let filter = executions::Filter {
+                tool: args.tool.as_deref(),
+                face: args.face.as_deref(),
+                status: args.outcome.as_deref(),
+            };
+            executions::recent(&store, &filter, args.limit)
                 .map(|executions| Executions { executions })
                 .map_err(Failure::from)
         });

@@ -312,15 +312,27 @@ pub struct Execution {
     pub error: Option<String>,
 }
 
-/// The latest executions, newest first (only `tool`'s when given).
-pub fn recent(store: &Store, tool: Option<&str>, limit: usize) -> store::Result<Vec<Execution>> {
+/// Which executions [`recent`] returns: every field given must match.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Filter<'a> {
+    pub tool: Option<&'a str>,
+    /// The face it came through (`cli`, `mcp`, `web`, `agent`).
+    pub face: Option<&'a str>,
+    /// How it ended (`ok`, `error`, `denied`, …; see [`ExecStatus`]).
+    pub status: Option<&'a str>,
+}
+
+/// The latest executions that `filter` admits, newest first.
+pub fn recent(store: &Store, filter: &Filter, limit: usize) -> store::Result<Vec<Execution>> {
     let conn = store.conn();
     let mut stmt = conn.prepare(
         "SELECT id, tool, status, request_id, face, started_at, duration_ms, error
-         FROM executions WHERE (?1 IS NULL OR tool = ?1)
-         ORDER BY started_at DESC, rowid DESC LIMIT ?2",
+         FROM executions
+         WHERE (?1 IS NULL OR tool = ?1) AND (?2 IS NULL OR face = ?2) AND (?3 IS NULL OR status = ?3)
+         ORDER BY started_at DESC, rowid DESC LIMIT ?4",
     )?;
-    let rows = stmt.query_map(params![tool, limit as i64], |r| {
+    let args = params![filter.tool, filter.face, filter.status, limit as i64];
+    let rows = stmt.query_map(args, |r| {
         Ok(Execution {
             id: r.get(0)?,
             tool: r.get(1)?,

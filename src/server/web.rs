@@ -17,7 +17,7 @@ use axum::Router;
 use serde_json::{json, Value};
 
 use crate::app::App;
-use crate::runtime::{CallOptions, Context, Face};
+use crate::runtime::{executions, CallOptions, Context, Face};
 
 /// The cookie holding a browser's form token.
 const CSRF_COOKIE: &str = "car_csrf";
@@ -236,19 +236,11 @@ async fn overview(State(web): State<Web>, headers: HeaderMap) -> Response {
                 .map_or_else(|e| e.to_string(), |n| n.to_string())
         })
         .unwrap_or_else(|| "memory is off".to_string());
-    let recent =
-        crate::runtime::executions::recent(web.app.runtime().store(), None, 8).unwrap_or_default();
+    let recent = executions::recent(web.app.runtime().store(), &executions::Filter::default(), 8)
+        .unwrap_or_default();
     let rows: String = recent
         .iter()
-        .map(|e| {
-            format!(
-                "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
-                esc(&e.started_at),
-                esc(&e.tool),
-                esc(e.status.as_str()),
-                esc(e.face.as_deref().unwrap_or("")),
-            )
-        })
+        .map(|e| format!("<tr>{}</tr>", execution_cells(e)))
         .collect();
     let main = format!(
         "<h1>Overview</h1>\
@@ -265,6 +257,17 @@ async fn overview(State(web): State<Web>, headers: HeaderMap) -> Response {
         search = search_form(""),
     );
     page("Overview", "/", &main, cookie)
+}
+
+/// An execution's started, tool, outcome and face cells.
+fn execution_cells(e: &executions::Execution) -> String {
+    format!(
+        "<td>{}</td><td>{}</td><td>{}</td><td>{}</td>",
+        esc(&e.started_at),
+        esc(&e.tool),
+        esc(e.status.as_str()),
+        esc(e.face.as_deref().unwrap_or("")),
+    )
 }
 
 /// Why a result was found, in words: the terms it matched, its similarity in meaning, the
@@ -802,21 +805,21 @@ async fn audit(State(web): State<Web>, headers: HeaderMap, RawQuery(query): RawQ
     let outcome = field(&params, "outcome")
         .map(str::trim)
         .filter(|o| !o.is_empty());
-    let rows = match crate::runtime::executions::recent(web.app.runtime().store(), tool, 500) {
+    let filter = executions::Filter {
+        tool,
+        face,
+        status: outcome,
+    };
+    let rows = match executions::recent(web.app.runtime().store(), &filter, 500) {
         Ok(rows) => rows,
         Err(e) => return problem(StatusCode::INTERNAL_SERVER_ERROR, "Audit", &e.to_string()),
     };
     let body: String = rows
         .iter()
-        .filter(|e| face.is_none_or(|f| e.face.as_deref() == Some(f)))
-        .filter(|e| outcome.is_none_or(|o| e.status.as_str() == o))
         .map(|e| {
             format!(
-                "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
-                esc(&e.started_at),
-                esc(&e.tool),
-                esc(e.status.as_str()),
-                esc(e.face.as_deref().unwrap_or("")),
+                "<tr>{}<td>{}</td><td>{}</td></tr>",
+                execution_cells(e),
                 e.duration_ms.map_or(String::new(), |ms| ms.to_string()),
                 esc(e.error.as_deref().unwrap_or("")),
             )

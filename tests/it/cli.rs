@@ -239,6 +239,19 @@ fn tools_list_and_call_go_through_the_dispatcher() {
     );
     assert_eq!(log["executions"][1]["request_id"], "k1");
     assert_eq!(log["executions"][1]["face"], "cli");
+    // The same filters as the dashboard's audit page.
+    let only = |args: &[&str]| -> usize {
+        let mut all = vec!["executions"];
+        all.extend(args);
+        home.car_json(&all)["executions"].as_array().unwrap().len()
+    };
+    assert_eq!(only(&["--tool", "memory_query"]), 1);
+    assert_eq!(only(&["--face", "cli"]), 2);
+    // The query with bad arguments was refused as an error; the add ran.
+    assert_eq!(only(&["--face", "cli", "--outcome", "ok"]), 1);
+    assert_eq!(only(&["--outcome", "error"]), 1);
+    assert_eq!(only(&["--face", "web"]), 0);
+    assert_eq!(only(&["--outcome", "denied"]), 0);
 }
 
 #[test]

@@ -245,19 +245,7 @@ fn secrets_cmd(home: &TestHome, args: &[&str]) -> Command {
 
 /// Runs a prepared `secrets` command with `stdin` and returns its output.
 fn run(mut cmd: Command, stdin: &str) -> Output {
-    let mut child = cmd
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(stdin.as_bytes())
-        .unwrap();
-    child.wait_with_output().unwrap()
+    crate::support::output_with_input(&mut cmd, stdin.as_bytes())
 }
 
 /// Parses a successful run's stdout; checks `secret` never reached stderr.
