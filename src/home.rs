@@ -109,6 +109,11 @@ impl Home {
         self.root.join("archive.db")
     }
 
+    /// The policy gate's decision file ([`crate::policy::gate_log`]).
+    pub fn gate_log_path(&self) -> PathBuf {
+        crate::policy::gate_log::path(self.root())
+    }
+
     /// User-wide policy rules (`*.toml`), read before the project's `.car/policies`.
     pub fn policies_dir(&self) -> PathBuf {
         self.root.join("policies")

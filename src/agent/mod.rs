@@ -61,6 +61,21 @@ pub struct Checkpoint {
     pub goal_iterations: u32,
 }
 
+/// Where a finished run's `car.do/1` document is kept, beside its checkpoint (what the
+/// dashboard's runs page reads).
+pub fn document_path(dir: &std::path::Path, run_id: &str) -> std::path::PathBuf {
+    dir.join(format!("{run_id}.done.json"))
+}
+
+fn save_document(dir: &std::path::Path, document: &Document) {
+    let written = serde_json::to_vec(document)
+        .map_err(std::io::Error::other)
+        .and_then(|bytes| crate::home::write_atomic(&document_path(dir, &document.run_id), &bytes));
+    if let Err(e) = written {
+        tracing::warn!("cannot keep the document of run {}: {e}", document.run_id);
+    }
+}
+
 impl Checkpoint {
     fn path(dir: &std::path::Path, run_id: &str) -> std::path::PathBuf {
         dir.join(format!("{run_id}.json"))
@@ -280,7 +295,13 @@ pub async fn run(
                 Step::Ask
             }
             Step::Answered(summary) => agent.answered(&mut state, summary).await,
-            Step::End(ending) => return agent.end(state, ending).await,
+            Step::End(ending) => {
+                let document = agent.end(state, ending).await;
+                if let Some(dir) = &task.checkpoints {
+                    save_document(dir, &document);
+                }
+                return document;
+            }
         };
     }
 }

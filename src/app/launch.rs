@@ -241,19 +241,23 @@ pub fn prepare(
             exit: 1,
         })
     })?;
+    let run_id = resume.as_ref().map_or_else(
+        || uuid::Uuid::new_v4().simple().to_string(),
+        |c| c.run_id.clone(),
+    );
     Ok(Launch {
         model,
         sandbox,
         runtime: Arc::new(app),
-        context: Context::new(Face::Agent).grants(crate::home::confirm_grants_from_env()),
+        // The run's calls carry its id as their session in the execution log.
+        context: Context::new(Face::Agent)
+            .grants(crate::home::confirm_grants_from_env())
+            .session(run_id.as_str()),
         task: Task {
             task: resume
                 .as_ref()
                 .map_or_else(|| options.task.clone(), |c| c.task.clone()),
-            run_id: resume.as_ref().map_or_else(
-                || uuid::Uuid::new_v4().simple().to_string(),
-                |c| c.run_id.clone(),
-            ),
+            run_id,
             checkpoints: std::fs::create_dir_all(&runs_dir)
                 .ok()
                 .map(|()| runs_dir.clone()),

@@ -13,6 +13,7 @@ use serde_json::Value;
 use super::{call_tool, finish, finish_typed, human_as, open_app, tool_args, Env, Failure};
 use crate::home::{Home, HomeError};
 use crate::hooks::hosts::Host;
+use crate::policy::gate_log;
 use crate::policy::hook::{self, HookAnswer};
 use crate::policy::preset::{self, Overwrite, PresetError};
 use crate::policy::{rules, CheckArgs, Decision, Evaluation, PolicyEngine};
@@ -464,14 +465,34 @@ pub fn hook(home: Result<Home, HomeError>, host: Option<Host>, name: &str) {
             super::console::stdout(&format!("{output}\n"));
         }
     };
+    // Each deny and warning goes to the decision file the audit log reads; a file that cannot
+    // be written costs a note, never the answer.
+    let log = |entry: Option<Box<gate_log::Entry>>| {
+        if let Some(entry) = entry {
+            match gate_log::append(&home.gate_log_path(), &entry) {
+                // No CAR home yet: nothing reads a log there either.
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                Err(e) => note(&format!("cannot log the decision ({e})")),
+                Ok(()) => {}
+            }
+        }
+    };
     match hook::answer(&payload, host, &home.policies_dir(), &cwd, &hooks) {
-        HookAnswer::Allow { output, warnings } => {
+        HookAnswer::Allow {
+            output,
+            warnings,
+            logged,
+        } => {
             for warning in warnings {
                 note(&format!("warning: {warning}"));
             }
             print(output);
+            log(logged);
         }
-        HookAnswer::Deny { output } => print(Some(&output)),
+        HookAnswer::Deny { output, logged } => {
+            print(Some(&output));
+            log(logged);
+        }
         HookAnswer::FailOpen {
             output,
             note: message,

@@ -36,12 +36,21 @@ pub struct ExecutionsArgs {
     /// Only this tool's executions.
     #[arg(long)]
     tool: Option<String>,
-    /// Only those that came through this face: cli, mcp, web (the dashboard) or agent.
+    /// Only those that came through this face: cli, mcp, web (the dashboard), agent, or hook
+    /// (the policy gate's denies and warnings, the memory hooks' briefings).
     #[arg(long)]
     face: Option<String>,
-    /// Only those that ended so: ok, error, denied, cancelled, timeout or running.
+    /// Only those that ended so: ok, error, denied, warned (a hook's warning), cancelled,
+    /// timeout or running.
     #[arg(long)]
     outcome: Option<String>,
+    /// Only those of this session (an MCP session's id, a host's session id for hooks).
+    #[arg(long)]
+    session: Option<String>,
+    /// Only those this agent made: the MCP client's name (claude-code, …) or, for the policy
+    /// hook's decisions, its host (claude-code, codex, gemini, cursor).
+    #[arg(long)]
+    host: Option<String>,
     /// How many, newest first.
     #[arg(long, default_value_t = 20)]
     limit: usize,
@@ -126,10 +135,17 @@ pub async fn executions(env: &Env, args: ExecutionsArgs) -> ExitCode {
     let result = crate::store::Store::open(&env.home.db_path())
         .map_err(Failure::from)
         .and_then(|store| {
+            // The policy hook's denies and warnings written since the last read join the log.
+            if let Err(e) = executions::ingest_gate_log(&store, &env.home.gate_log_path()) {
+                tracing::warn!("the gate's decision file was not read: {e}");
+            }
             let filter = executions::Filter {
                 tool: args.tool.as_deref(),
                 face: args.face.as_deref(),
                 status: args.outcome.as_deref(),
+                session: args.session.as_deref(),
+                host: args.host.as_deref(),
+                subject: None,
             };
             executions::recent(&store, &filter, args.limit)
                 .map(|executions| Executions { executions })

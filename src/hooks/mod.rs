@@ -723,6 +723,9 @@ fn record(
         error: None,
         result: None,
         release: false,
+        session: Some(payload.session_id.clone()).filter(|s| !s.is_empty()),
+        host: Some(payload.host.as_str().to_string()),
+        subject: None,
     };
     opened.store.write(|tx| -> Result<(), HookError> {
         finish_in(tx, &done)?;

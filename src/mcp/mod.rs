@@ -92,11 +92,23 @@ pub trait McpExtension: Send + Sync {
     }
 }
 
-/// What one MCP session remembers: the log level the client set and its subscriptions.
-#[derive(Clone, Default)]
+/// What one MCP session remembers: the log level the client set and its subscriptions, and
+/// the id its calls carry in the execution log.
+#[derive(Clone)]
 struct Session {
     level: SessionLevel,
     subscriptions: Arc<Mutex<HashSet<String>>>,
+    id: Arc<str>,
+}
+
+impl Default for Session {
+    fn default() -> Session {
+        Session {
+            level: SessionLevel::default(),
+            subscriptions: Arc::default(),
+            id: Arc::from(uuid::Uuid::new_v4().simple().to_string()),
+        }
+    }
 }
 
 /// An MCP server over an [`App`].
@@ -599,10 +611,15 @@ impl ServerHandler for McpServer {
             cancel: context.ct.clone(),
             client,
         };
+        // The execution log says which session and which client made the call.
+        let mut call_context = self.context.clone().session(self.session.id.clone());
+        if let Some(info) = context.peer.peer_info() {
+            call_context = call_context.host(info.client_info.name.as_str());
+        }
         match self
             .app
             .runtime()
-            .call(&request.name, args, &self.context, options)
+            .call(&request.name, args, &call_context, options)
             .await
         {
             Ok(outcome) => {

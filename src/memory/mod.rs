@@ -22,7 +22,7 @@ use rusqlite::{params, OptionalExtension};
 use serde::Serialize;
 
 pub use context::{effective_budget, AssembledContext, ContextMode, ContextRequest, OUTDATED_MARK};
-pub use model::{Kind, Node, Scope};
+pub use model::{EdgeKind, Kind, Node, Scope};
 pub use notes::Note;
 pub use proactive::{
     EvaluationCase, InterveneRequest, Intervention, Reminder, Trigger, MIN_GROUNDING,
@@ -59,6 +59,16 @@ impl From<rusqlite::Error> for MemoryError {
     fn from(err: rusqlite::Error) -> Self {
         MemoryError::Store(StoreError::Sqlite(err))
     }
+}
+
+/// An entry linked to another, as [`Memory::links_of`] gives it.
+#[derive(Debug, Clone)]
+pub struct LinkedEntry {
+    pub node: Node,
+    pub kind: EdgeKind,
+    pub weight: f64,
+    /// The link points from the asked entry to this one.
+    pub outgoing: bool,
 }
 
 /// One retrieved entry.
@@ -508,6 +518,83 @@ impl Memory {
                 .by_id(id)
                 .filter(|n| scope.sees(n.project, &n.tenant))
                 .cloned()
+        })
+    }
+
+    /// The entries linked to `id` (either direction) that the tenant sees, strongest first, at
+    /// most `limit`: each with the link's kind, weight and whether it points away from `id`.
+    pub fn links_of(&self, id: &str, tenant: &str, limit: usize) -> Result<Vec<LinkedEntry>> {
+        let scope = self.scope(tenant);
+        self.read(|index| {
+            let Some(slot) = index.slot_of(id) else {
+                return Vec::new();
+            };
+            let mut linked: Vec<LinkedEntry> = index
+                .outgoing(slot)
+                .iter()
+                .map(|l| (l, true))
+                .chain(index.incoming(slot).iter().map(|l| (l, false)))
+                .filter_map(|(link, outgoing)| {
+                    let node = index.node(link.other)?;
+                    scope.sees(node.project, &node.tenant).then(|| LinkedEntry {
+                        node: node.clone(),
+                        kind: link.kind,
+                        weight: link.weight,
+                        outgoing,
+                    })
+                })
+                .collect();
+            linked.sort_by(|a, b| b.weight.total_cmp(&a.weight));
+            linked.truncate(limit);
+            linked
+        })
+    }
+
+    /// Current entries the tenant sees, of `kind` (any kind of entry: `None`), newest first,
+    /// written before `before_seq` (all: `None`), at most `limit`.
+    pub fn browse(
+        &self,
+        kind: Option<Kind>,
+        tenant: &str,
+        before_seq: Option<i64>,
+        limit: usize,
+    ) -> Result<Vec<Node>> {
+        let scope = self.scope(tenant);
+        self.read(|index| {
+            let mut found: Vec<&Node> = index
+                .nodes()
+                .map(|(_, n)| n)
+                .filter(|n| {
+                    n.kind.is_entry()
+                        && n.is_current()
+                        && kind.is_none_or(|k| n.kind == k)
+                        && before_seq.is_none_or(|before| n.seq < before)
+                        && scope.sees(n.project, &n.tenant)
+                })
+                .collect();
+            found.sort_unstable_by_key(|n| std::cmp::Reverse(n.seq));
+            found.into_iter().take(limit).cloned().collect()
+        })
+    }
+
+    /// The versions `id` replaced, newest first (each one's `superseded_by` the one after it).
+    pub fn history_of(&self, id: &str, tenant: &str) -> Result<Vec<Node>> {
+        let scope = self.scope(tenant);
+        self.read(|index| {
+            let mut history: Vec<Node> = Vec::new();
+            let mut next = id.to_string();
+            // Each version replaces one before it; a cycle (never written) cannot loop.
+            while history.len() < 1000 {
+                let Some(older) = index.nodes().map(|(_, n)| n).find(|n| {
+                    n.superseded_by.as_deref() == Some(next.as_str())
+                        && scope.sees(n.project, &n.tenant)
+                }) else {
+                    break;
+                };
+                next = older.id.clone();
+                history.push(older.clone());
+            }
+            history
         })
     }
 

@@ -26,6 +26,7 @@ use std::path::Path;
 
 use serde_json::{Map, Value};
 
+use super::gate_log::Entry;
 use super::{hosts, Admission, Decision, PolicyEngine, Severity};
 use crate::hooks::hosts::Host;
 
@@ -37,9 +38,14 @@ pub enum HookAnswer {
     Allow {
         output: Option<&'static str>,
         warnings: Vec<String>,
+        /// For the decision file, when there were warnings.
+        logged: Option<Box<Entry>>,
     },
-    /// Block it: the one JSON line for stdout.
-    Deny { output: String },
+    /// Block it: the one JSON line for stdout, and the decision file's line.
+    Deny {
+        output: String,
+        logged: Option<Box<Entry>>,
+    },
     /// The payload could not be evaluated: let the call run and say why on stderr.
     FailOpen {
         output: Option<&'static str>,
@@ -64,11 +70,10 @@ pub fn answer(
         // nesting deeper than the parser goes) is denied: what cannot be read cannot be judged.
         Err(e) if looks_like_a_tool_call(payload) => {
             let host = host.unwrap_or_else(|| sniff_host(payload));
+            let reason = format!("this tool call's payload cannot be read ({e}), so it cannot be checked; send its arguments as plain text");
             return HookAnswer::Deny {
-                output: hosts::deny_output(
-                    host,
-                    &format!("CAR policy: this tool call's payload cannot be read ({e}), so it cannot be checked; send its arguments as plain text"),
-                ),
+                output: hosts::deny_output(host, &format!("CAR policy: {reason}")),
+                logged: Some(Box::new(Entry::new(host.as_str(), "deny", "?", &reason))),
             };
         }
         Err(e) => {
@@ -96,7 +101,15 @@ pub fn answer(
     hooks.push(&project_env);
     let hooks = &hooks[..];
     let engine = PolicyEngine::load(home_policies, &cwd, &project).guarding_hooks(hooks);
+    let logged = |decision: &str, action: &hosts::Action, reason: &str| {
+        let mut entry =
+            Entry::new(host.as_str(), decision, &action.tool, reason).about(&action.params);
+        entry.session = session_of(host, &payload);
+        entry.cwd = cwd.to_string_lossy().into_owned();
+        Some(Box::new(entry))
+    };
     let mut warnings = Vec::new();
+    let mut warned = None;
     for action in &actions {
         let mut evaluation = engine.evaluate(
             &action.tool,
@@ -121,27 +134,45 @@ pub fn answer(
             }
         }
         match evaluation.decision {
-            Decision::Allow => warnings.extend(
-                evaluation
-                    .findings
-                    .iter()
-                    .filter(|f| f.severity == Severity::Warn)
-                    .map(|f| format!("{} ({})", f.rule, f.reason)),
-            ),
-            Decision::Deny => {
-                return HookAnswer::Deny {
-                    output: hosts::deny_output(
-                        host,
-                        &format!("CAR policy: {}", evaluation.deny_reason()),
-                    ),
+            Decision::Allow => {
+                let before = warnings.len();
+                warnings.extend(
+                    evaluation
+                        .findings
+                        .iter()
+                        .filter(|f| f.severity == Severity::Warn)
+                        .map(|f| format!("{} ({})", f.rule, f.reason)),
+                );
+                if warned.is_none() && warnings.len() > before {
+                    warned = Some(action);
                 }
+            }
+            Decision::Deny => {
+                let reason = evaluation.deny_reason();
+                return HookAnswer::Deny {
+                    output: hosts::deny_output(host, &format!("CAR policy: {reason}")),
+                    logged: logged("deny", action, &reason),
+                };
             }
         }
     }
     HookAnswer::Allow {
         output: hosts::allow_output(host),
+        logged: warned.and_then(|action| logged("warn", action, &warnings.join("; "))),
         warnings,
     }
+}
+
+/// The host's session id in its payload (Cursor calls it the conversation).
+fn session_of(host: Host, payload: &Value) -> Option<String> {
+    let keys: &[&str] = match host {
+        Host::Cursor => &["conversation_id", "session_id"],
+        _ => &["session_id"],
+    };
+    keys.iter()
+        .find_map(|key| payload[*key].as_str())
+        .filter(|id| !id.is_empty())
+        .map(str::to_string)
 }
 
 /// Whether unreadable bytes still carry a tool call's marks.
@@ -192,8 +223,9 @@ mod tests {
     fn a_denied_bash_command_gets_one_deny_line() {
         let (_tmp, home, project) = setup("[[deny_tool_param]]\ntool = \"Bash\"\nparam = \"command\"\ncontains = \"git push --force\"\n");
         let payload = json!({"hook_event_name": "PreToolUse", "tool_name": "Bash",
-            "tool_input": {"command": "git push --force origin main"}, "cwd": project});
-        let HookAnswer::Deny { output } = answer(
+            "tool_input": {"command": "git push --force origin main"}, "cwd": project,
+            "session_id": "s-1"});
+        let HookAnswer::Deny { output, logged } = answer(
             payload.to_string().as_bytes(),
             None,
             &home,
@@ -206,6 +238,23 @@ mod tests {
         assert_eq!(doc["hookSpecificOutput"]["permissionDecision"], "deny");
         assert!(!output.contains('\n'));
         assert!(!output.contains("origin main"), "{output}");
+        // The decision file's line says what was denied, where and in which session.
+        let logged = logged.expect("a deny is logged");
+        assert_eq!(
+            (
+                logged.decision.as_str(),
+                logged.tool.as_str(),
+                logged.host.as_str()
+            ),
+            ("deny", "Bash", "claude-code")
+        );
+        assert_eq!(logged.summary, "git push --force origin main");
+        assert_eq!(logged.session.as_deref(), Some("s-1"));
+        assert!(
+            logged.reason.contains("deny_tool_param:Bash.command"),
+            "{}",
+            logged.reason
+        );
     }
 
     #[test]

@@ -14,6 +14,7 @@ mod commands;
 mod deny_command;
 mod egress;
 mod engine;
+pub mod gate_log;
 mod guard;
 pub(crate) mod hook;
 pub(crate) mod hosts;

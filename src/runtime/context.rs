@@ -7,6 +7,10 @@ use std::collections::BTreeSet;
 pub struct Context {
     grants: BTreeSet<String>,
     face: Face,
+    /// The connection calls come through (an MCP session's id), recorded with each execution.
+    session: Option<std::sync::Arc<str>>,
+    /// The agent making the calls (the MCP client's name), recorded with each execution.
+    host: Option<std::sync::Arc<str>>,
 }
 
 /// Which face a call came through; recorded with each execution.
@@ -39,7 +43,29 @@ impl Context {
         Context {
             grants: BTreeSet::new(),
             face,
+            session: None,
+            host: None,
         }
+    }
+
+    /// The connection's id, for the execution log.
+    pub fn session(mut self, session: impl Into<std::sync::Arc<str>>) -> Context {
+        self.session = Some(session.into());
+        self
+    }
+
+    /// The calling agent's name, for the execution log.
+    pub fn host(mut self, host: impl Into<std::sync::Arc<str>>) -> Context {
+        self.host = Some(host.into());
+        self
+    }
+
+    pub fn session_id(&self) -> Option<&str> {
+        self.session.as_deref()
+    }
+
+    pub fn host_name(&self) -> Option<&str> {
+        self.host.as_deref()
     }
 
     /// Adds a grant such as `confirm:memory_delete`.

@@ -208,6 +208,15 @@ impl Dispatcher {
             },
             // A keyed call that did not complete gives its key back so the client can retry.
             release: keyed && matches!(status, ExecStatus::Cancelled | ExecStatus::Timeout),
+            session: context.session_id().map(str::to_string),
+            host: context.host_name().map(str::to_string),
+            // What a write created (a memory entry's id), so its page can say who wrote it.
+            subject: result
+                .as_ref()
+                .ok()
+                .and_then(|r| r.get("id"))
+                .and_then(Value::as_str)
+                .map(str::to_string),
         };
         self.record(done).await?;
         Ok(CallOutcome {

@@ -5,6 +5,7 @@ use rusqlite::{params, OptionalExtension};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+use crate::policy::gate_log;
 use crate::store::{self, Store};
 
 /// How a call ended (`running` until it does), stored as its lowercase name.
@@ -17,6 +18,8 @@ pub enum ExecStatus {
     Denied,
     Cancelled,
     Timeout,
+    /// Let through with a warning (a policy hook's decision).
+    Warned,
 }
 
 impl ExecStatus {
@@ -28,6 +31,7 @@ impl ExecStatus {
             ExecStatus::Denied => "denied",
             ExecStatus::Cancelled => "cancelled",
             ExecStatus::Timeout => "timeout",
+            ExecStatus::Warned => "warned",
         }
     }
 
@@ -39,6 +43,7 @@ impl ExecStatus {
             "cancelled" => ExecStatus::Cancelled,
             "timeout" => ExecStatus::Timeout,
             "running" => ExecStatus::Running,
+            "warned" => ExecStatus::Warned,
             _ => ExecStatus::Error,
         }
     }
@@ -145,6 +150,12 @@ pub struct Finished {
     pub result: Option<Value>,
     /// A keyed call that did not complete: its key is given back so the client can retry.
     pub release: bool,
+    /// The connection it came through.
+    pub session: Option<String>,
+    /// The agent that made it.
+    pub host: Option<String>,
+    /// What it wrote (the id of the entry it created).
+    pub subject: Option<String>,
 }
 
 /// Records a finished call: updates the keyed row, or inserts the row of an unkeyed call.
@@ -157,22 +168,27 @@ pub fn finish(store: &Store, done: &Finished) -> store::Result<()> {
 pub(crate) fn finish_in(tx: &rusqlite::Transaction<'_>, done: &Finished) -> store::Result<()> {
     let result_text = done.result.as_ref().map(Value::to_string);
     tx.prepare_cached(
-        "INSERT INTO executions(id, tool, status, request_id, face, started_at, duration_ms, error, result)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)
+        "INSERT INTO executions(id, tool, status, request_id, face, started_at, duration_ms, error,
+             result, session, host, subject)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)
          ON CONFLICT(id) DO UPDATE SET status = excluded.status,
-             duration_ms = excluded.duration_ms, error = excluded.error, result = excluded.result",
+             duration_ms = excluded.duration_ms, error = excluded.error, result = excluded.result,
+             session = excluded.session, host = excluded.host, subject = excluded.subject",
     )?
     .execute(params![
-                done.id,
-                done.tool,
-                done.status.as_str(),
-                done.request_id,
-                done.face,
-                done.started_at,
-                done.duration_ms as i64,
-                done.error,
-                result_text
-            ])?;
+        done.id,
+        done.tool,
+        done.status.as_str(),
+        done.request_id,
+        done.face,
+        done.started_at,
+        done.duration_ms as i64,
+        done.error,
+        result_text,
+        done.session,
+        done.host,
+        done.subject
+    ])?;
     if done.release {
         tx.prepare_cached("UPDATE executions SET idem_key = NULL WHERE id = ?1")?
             .execute([&done.id])?;
@@ -310,6 +326,15 @@ pub struct Execution {
     /// Null while it runs.
     pub duration_ms: Option<i64>,
     pub error: Option<String>,
+    /// The connection it came through (an MCP session), if known.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub session: Option<String>,
+    /// The agent that made it (an MCP client's name, a hook's host), if known.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub host: Option<String>,
+    /// What it wrote (the memory entry it created), if anything.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub subject: Option<String>,
 }
 
 /// Which executions [`recent`] returns: every field given must match.
@@ -320,18 +345,35 @@ pub struct Filter<'a> {
     pub face: Option<&'a str>,
     /// How it ended (`ok`, `error`, `denied`, …; see [`ExecStatus`]).
     pub status: Option<&'a str>,
+    /// The connection it came through.
+    pub session: Option<&'a str>,
+    /// The agent that made it.
+    pub host: Option<&'a str>,
+    /// What it wrote.
+    pub subject: Option<&'a str>,
 }
 
 /// The latest executions that `filter` admits, newest first.
 pub fn recent(store: &Store, filter: &Filter, limit: usize) -> store::Result<Vec<Execution>> {
     let conn = store.conn();
     let mut stmt = conn.prepare(
-        "SELECT id, tool, status, request_id, face, started_at, duration_ms, error
+        "SELECT id, tool, status, request_id, face, started_at, duration_ms, error, session, host,
+             subject
          FROM executions
          WHERE (?1 IS NULL OR tool = ?1) AND (?2 IS NULL OR face = ?2) AND (?3 IS NULL OR status = ?3)
-         ORDER BY started_at DESC, rowid DESC LIMIT ?4",
+           AND (?4 IS NULL OR session = ?4) AND (?5 IS NULL OR host = ?5)
+           AND (?6 IS NULL OR subject = ?6)
+         ORDER BY started_at DESC, rowid DESC LIMIT ?7",
     )?;
-    let args = params![filter.tool, filter.face, filter.status, limit as i64];
+    let args = params![
+        filter.tool,
+        filter.face,
+        filter.status,
+        filter.session,
+        filter.host,
+        filter.subject,
+        limit as i64
+    ];
     let rows = stmt.query_map(args, |r| {
         Ok(Execution {
             id: r.get(0)?,
@@ -342,9 +384,150 @@ pub fn recent(store: &Store, filter: &Filter, limit: usize) -> store::Result<Vec
             started_at: r.get(5)?,
             duration_ms: r.get(6)?,
             error: r.get(7)?,
+            session: r.get(8)?,
+            host: r.get(9)?,
+            subject: r.get(10)?,
         })
     })?;
     Ok(rows.collect::<Result<Vec<_>, _>>()?)
+}
+
+/// The `meta` key holding how far the gate's decision file was read: `<inode>:<offset>`.
+const GATE_LOG_MARK: &str = "gate_log";
+/// The most bytes read from a decision file at once (it rotates at 8 MiB).
+const GATE_LOG_READ: u64 = 16 * 1024 * 1024;
+
+/// A file's identity across renames: its inode on Unix (elsewhere the log never rotates away
+/// from under a reader that could tell).
+fn file_id(meta: &std::fs::Metadata) -> u64 {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::MetadataExt;
+        meta.ino()
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = meta;
+        0
+    }
+}
+
+/// The complete entries of the regular file at `path` from `offset`, and the offset after
+/// them; nothing when it is not there (or not a regular file: a link is not followed).
+fn gate_entries(path: &std::path::Path, offset: u64) -> (Vec<gate_log::Entry>, u64) {
+    use std::io::{Read, Seek, SeekFrom};
+    let opened = std::fs::symlink_metadata(path)
+        .ok()
+        .filter(std::fs::Metadata::is_file)
+        .and_then(|_| std::fs::File::open(path).ok());
+    let Some(mut file) = opened else {
+        return (Vec::new(), offset);
+    };
+    let mut bytes = Vec::new();
+    if file.seek(SeekFrom::Start(offset)).is_err()
+        || file.take(GATE_LOG_READ).read_to_end(&mut bytes).is_err()
+    {
+        return (Vec::new(), offset);
+    }
+    let (entries, used) = gate_log::parse(&bytes);
+    (entries, offset + used as u64)
+}
+
+/// Moves the policy gate's decisions written since the last call from its decision file at
+/// `path` into the execution log (face `hook`, outcome `denied` or `warned`, the host and its
+/// session; the reason and what the call was about, secrets redacted). Safe to call from many
+/// processes at once: the lines read and the mark of how far are committed together, so no
+/// decision is logged twice or skipped. Returns how many were added.
+pub fn ingest_gate_log(store: &Store, path: &std::path::Path) -> store::Result<usize> {
+    let current = std::fs::symlink_metadata(path)
+        .ok()
+        .filter(std::fs::Metadata::is_file);
+    let read_mark = |conn: &rusqlite::Connection| -> store::Result<Option<(u64, u64)>> {
+        let text: Option<String> = conn
+            .query_row(
+                "SELECT value FROM meta WHERE key = ?1",
+                [GATE_LOG_MARK],
+                |r| r.get(0),
+            )
+            .optional()?;
+        Ok(text.and_then(|t| {
+            let (id, offset) = t.split_once(':')?;
+            Some((id.parse().ok()?, offset.parse().ok()?))
+        }))
+    };
+    // The common case, nothing new, without taking the write lock.
+    let mark = read_mark(&store.conn())?;
+    match (&current, mark) {
+        (None, _) => return Ok(0),
+        (Some(meta), Some((id, offset))) if file_id(meta) == id && meta.len() == offset => {
+            return Ok(0)
+        }
+        _ => {}
+    }
+    store.write(|tx| {
+        let mark = read_mark(tx)?;
+        let Some(meta) = std::fs::symlink_metadata(path)
+            .ok()
+            .filter(std::fs::Metadata::is_file)
+        else {
+            return Ok(0);
+        };
+        let id = file_id(&meta);
+        let mut entries = Vec::new();
+        let start = match mark {
+            Some((was, offset)) if was == id => {
+                // A file cut shorter than what was read is a new one.
+                if meta.len() < offset {
+                    0
+                } else {
+                    offset
+                }
+            }
+            Some((was, offset)) => {
+                // Rotated since: the rest of the old file first, if it is still there.
+                let rotated = gate_log::rotated(path);
+                if std::fs::symlink_metadata(&rotated).is_ok_and(|m| file_id(&m) == was) {
+                    entries.extend(gate_entries(&rotated, offset).0);
+                }
+                0
+            }
+            None => 0,
+        };
+        let (fresh, end) = gate_entries(path, start);
+        entries.extend(fresh);
+        let redact = |text: &str| crate::policy::secrets::redact(text).into_owned();
+        let mut insert = tx.prepare_cached(
+            "INSERT INTO executions(id, tool, status, face, started_at, error, session, host)
+             VALUES (?1, ?2, ?3, 'hook', ?4, ?5, ?6, ?7)",
+        )?;
+        for entry in &entries {
+            let status = if entry.decision == "deny" {
+                ExecStatus::Denied
+            } else {
+                ExecStatus::Warned
+            };
+            let error = if entry.summary.is_empty() {
+                redact(&entry.reason)
+            } else {
+                format!("{} (on: {})", redact(&entry.reason), redact(&entry.summary))
+            };
+            insert.execute(params![
+                uuid::Uuid::new_v4().simple().to_string(),
+                entry.tool,
+                status.as_str(),
+                entry.at,
+                error,
+                entry.session,
+                entry.host,
+            ])?;
+        }
+        tx.execute(
+            "INSERT INTO meta(key, value) VALUES (?1, ?2)
+             ON CONFLICT(key) DO UPDATE SET value = excluded.value",
+            params![GATE_LOG_MARK, format!("{id}:{end}")],
+        )?;
+        Ok(entries.len())
+    })
 }
 
 #[cfg(test)]
@@ -399,6 +582,9 @@ mod tests {
             error: None,
             result: None,
             release,
+            session: None,
+            host: None,
+            subject: None,
         }
     }
 
@@ -454,5 +640,43 @@ mod tests {
             Claim::Fresh
         ));
         assert_eq!(count(&store), 2);
+    }
+
+    #[test]
+    fn the_gates_decisions_join_the_log_once_across_a_rotation() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(&dir.path().join("car.db")).unwrap();
+        let path = gate_log::path(dir.path());
+        assert_eq!(ingest_gate_log(&store, &path).unwrap(), 0, "no file yet");
+        let deny = |n: usize| {
+            let mut entry = gate_log::Entry::new("codex", "deny", "Bash", &format!("rule {n}"))
+                .about(&serde_json::json!({"command": format!("curl -H 'Authorization: Bearer ghp_{}' x", "a".repeat(36))}));
+            entry.session = Some("s-9".into());
+            gate_log::append(&path, &entry).unwrap();
+        };
+        deny(1);
+        deny(2);
+        assert_eq!(ingest_gate_log(&store, &path).unwrap(), 2);
+        assert_eq!(ingest_gate_log(&store, &path).unwrap(), 0, "read once");
+        // One more line, then the file rotates and a new one starts: both are read.
+        deny(3);
+        std::fs::rename(&path, gate_log::rotated(&path)).unwrap();
+        deny(4);
+        assert_eq!(ingest_gate_log(&store, &path).unwrap(), 2);
+        let filter = Filter {
+            face: Some("hook"),
+            host: Some("codex"),
+            session: Some("s-9"),
+            status: Some("denied"),
+            ..Filter::default()
+        };
+        let rows = recent(&store, &filter, 10).unwrap();
+        assert_eq!(rows.len(), 4);
+        let errors: Vec<&str> = rows.iter().filter_map(|r| r.error.as_deref()).collect();
+        assert!(errors.iter().all(|e| !e.contains("ghp_aaaa")), "{errors:?}");
+        assert!(
+            errors.iter().any(|e| e.starts_with("rule 4 (on: curl")),
+            "{errors:?}"
+        );
     }
 }

@@ -93,6 +93,9 @@ struct Guard {
     /// Checked only on loopback: a remote bind is reached by names CAR cannot know, and the
     /// token is what protects it.
     check_host: bool,
+    /// A present `Origin` must be a loopback one (the dashboard beyond loopback checks its own
+    /// origin on every change instead: its pages are reached by names CAR cannot know).
+    check_origin: bool,
     /// The MCP sessions, counted before a new one opens (none on the WebSocket route).
     sessions: Option<Arc<LocalSessionManager>>,
 }
@@ -112,6 +115,7 @@ pub fn ws_router(state: ws::WsState, exposure: &Exposure) -> Router {
     let guard = Guard {
         token: None,
         check_host: matches!(exposure, Exposure::Loopback),
+        check_origin: true,
         sessions: None,
     };
     Router::new()
@@ -128,17 +132,23 @@ pub fn router(
     shutdown: CancellationToken,
     car_home: Option<std::path::PathBuf>,
 ) -> Router {
-    let dashboard = web::router(app.clone(), car_home).layer(middleware::from_fn_with_state(
-        Guard {
-            token: match exposure {
-                Exposure::Loopback => None,
-                Exposure::Remote { token } => Some(Arc::from(token.as_str())),
+    // Beyond loopback the dashboard asks for the token itself (a browser signs in once and
+    // keeps a session cookie), so the guard in front of it checks only Host and Origin.
+    let token = match exposure {
+        Exposure::Loopback => None,
+        Exposure::Remote { token } => Some(Arc::from(token.as_str())),
+    };
+    let dashboard = web::router(app.clone(), car_home, shutdown.clone(), token).layer(
+        middleware::from_fn_with_state(
+            Guard {
+                token: None,
+                check_host: matches!(exposure, Exposure::Loopback),
+                check_origin: matches!(exposure, Exposure::Loopback),
+                sessions: None,
             },
-            check_host: matches!(exposure, Exposure::Loopback),
-            sessions: None,
-        },
-        admit,
-    ));
+            admit,
+        ),
+    );
     let server = McpServer::new(app).named("car-server").context(context);
     mcp_router(server, exposure, shutdown).merge(dashboard)
 }
@@ -168,6 +178,7 @@ pub fn mcp_router(server: McpServer, exposure: &Exposure, shutdown: Cancellation
             Exposure::Remote { token } => Some(Arc::from(token.as_str())),
         },
         check_host: matches!(exposure, Exposure::Loopback),
+        check_origin: true,
         sessions: Some(sessions),
     };
     Router::new()
@@ -198,7 +209,7 @@ async fn admit(State(guard): State<Guard>, request: Request, next: Next) -> Resp
             serde_json::json!({"error": "host not allowed: car-server answers only to localhost, 127.0.0.1 and [::1]"}),
         );
     }
-    if let Some(origin) = headers.get(header::ORIGIN) {
+    if let Some(origin) = headers.get(header::ORIGIN).filter(|_| guard.check_origin) {
         if !is_loopback_origin(origin) {
             return refuse(
                 StatusCode::FORBIDDEN,
@@ -311,7 +322,7 @@ fn is_loopback_origin(value: &HeaderValue) -> bool {
 }
 
 /// `Authorization: Bearer <token>`, compared in constant time.
-fn bearer_matches(headers: &HeaderMap, token: &str) -> bool {
+pub(crate) fn bearer_matches(headers: &HeaderMap, token: &str) -> bool {
     headers
         .get(header::AUTHORIZATION)
         .and_then(|v| v.to_str().ok())

@@ -1,20 +1,33 @@
 //! The dashboard: `car-server`'s web face at `/`, on the MCP port and behind the same access
-//! checks as `/mcp` (a loopback `Host`, a loopback `Origin` when one is sent, the bearer token
-//! beyond loopback). Server-rendered HTML, no script, nothing fetched: every byte comes from this
-//! binary.
+//! checks as `/mcp` (a loopback `Host`, a loopback `Origin` when one is sent; beyond loopback,
+//! the bearer token: a browser signs in once with it at `/login` and keeps a session cookie).
+//! Server-rendered HTML and one small embedded script, nothing fetched from elsewhere: every
+//! byte comes from this binary, and every page works without the script.
 //!
 //! Every read and every change goes through the registry's tools (`memory_query`,
-//! `memory_add_fact`, `memory_delete`) with the `web` face, so the policy gate judges what the
-//! page asks and the execution log records it like any other call. A change is a form `POST`
-//! that must carry the page's per-browser token (the `car_csrf` cookie, `SameSite=Strict`,
-//! repeated in the form) and come from this origin (`Origin`, else `Sec-Fetch-Site`).
+//! `memory_add_fact`, `memory_delete`, the project tools) with the `web` face, so the policy
+//! gate judges what the page asks and the execution log records it like any other call. A
+//! change is a form `POST` that must carry the page's per-browser token (the `car_csrf` cookie,
+//! `SameSite=Strict`, repeated in the form) and come from this origin (`Origin`, else
+//! `Sec-Fetch-Site`).
+//!
+//! Live pages follow `/events` (Server-Sent Events): one poller per server watches the
+//! database's change counter and the gate's decision file, and each page reloads its content
+//! when either moves.
 
-use axum::extract::{Path, RawQuery, State};
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::{Duration, Instant};
+
+use axum::extract::{Path, RawQuery, Request, State};
 use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
+use axum::middleware::{self, Next};
+use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use axum::Router;
 use serde_json::{json, Value};
+use tokio_util::sync::CancellationToken;
 
 use crate::app::App;
 use crate::runtime::{executions, CallOptions, Context, Face};
@@ -23,19 +36,70 @@ use crate::runtime::{executions, CallOptions, Context, Face};
 const CSRF_COOKIE: &str = "car_csrf";
 /// The form field repeating it.
 const CSRF_FIELD: &str = "csrf";
+/// The cookie of a browser signed in with the bearer token (beyond loopback).
+const SESSION_COOKIE: &str = "car_session";
+/// How long a sign-in lasts.
+const SESSION_LIFE: Duration = Duration::from_secs(12 * 3600);
+/// The most browsers signed in at once (the oldest sign-in goes first).
+const MAX_SIGN_INS: usize = 256;
 /// The largest form body read.
 const MAX_FORM_BYTES: usize = 64 * 1024;
+/// How often the live poller looks for changes while a page follows them.
+const POLL: Duration = Duration::from_millis(200);
 
 /// What the pages share.
 #[derive(Clone)]
 struct Web {
     app: App,
-    /// CAR's home, for the connectors' configuration (never their secrets).
+    /// CAR's home, for the connectors' configuration (never their secrets), the gate's decision
+    /// file and the runs of `car do`.
     car_home: Option<std::path::PathBuf>,
+    live: Arc<Live>,
+    shutdown: CancellationToken,
+    /// Beyond loopback: the bearer token, and the browsers signed in with it.
+    remote: Option<Arc<Remote>>,
+    /// What the health strip says of things that do not change while the server runs.
+    settled: Arc<OnceLock<Settled>>,
 }
 
-/// The dashboard's routes, to be served behind the access checks of `/mcp`.
-pub fn router(app: App, car_home: Option<std::path::PathBuf>) -> Router {
+/// The change feed the live pages follow: a counter that moves when the database or the
+/// gate's decision file does, polled by one task started with the first follower.
+struct Live {
+    changes: tokio::sync::watch::Sender<u64>,
+    started: std::sync::Once,
+}
+
+/// Sign-ins beyond loopback.
+struct Remote {
+    token: Arc<str>,
+    sessions: Mutex<HashMap<String, Instant>>,
+}
+
+/// The dashboard's routes, to be served behind the Host and Origin checks of `/mcp`; `token`
+/// (beyond loopback) is asked of every request, as a bearer header or a signed-in browser's
+/// cookie. Live pages' streams end when `shutdown` is cancelled.
+pub fn router(
+    app: App,
+    car_home: Option<std::path::PathBuf>,
+    shutdown: CancellationToken,
+    token: Option<Arc<str>>,
+) -> Router {
+    let web = Web {
+        app,
+        car_home,
+        live: Arc::new(Live {
+            changes: tokio::sync::watch::Sender::new(0),
+            started: std::sync::Once::new(),
+        }),
+        shutdown,
+        remote: token.map(|token| {
+            Arc::new(Remote {
+                token,
+                sessions: Mutex::new(HashMap::new()),
+            })
+        }),
+        settled: Arc::new(OnceLock::new()),
+    };
     Router::new()
         .route("/", get(overview))
         .route("/memory", get(memory))
@@ -43,12 +107,19 @@ pub fn router(app: App, car_home: Option<std::path::PathBuf>) -> Router {
         .route("/memory/entry/{id}/correct", axum::routing::post(correct))
         .route("/memory/entry/{id}/forget", get(forget_page).post(forget))
         .route("/tasks", get(tasks))
+        .route("/tasks/{id}", get(task))
         .route("/decisions", get(decisions))
         .route("/skills", get(skills))
         .route("/connectors", get(connectors))
         .route("/audit", get(audit))
+        .route("/runs", get(runs))
+        .route("/runs/{id}", get(run))
+        .route("/events", get(events))
         .route("/dashboard.css", get(stylesheet))
-        .with_state(Web { app, car_home })
+        .route("/dashboard.js", get(script))
+        .layer(middleware::from_fn_with_state(web.clone(), signed_in))
+        .route("/login", get(login_page).post(login))
+        .with_state(web)
 }
 
 /// `text` with HTML's special characters escaped, for element content and attribute values.
@@ -99,8 +170,13 @@ fn cookie(headers: &HeaderMap, name: &str) -> Option<String> {
         .map(|(_, value)| value.to_string())
 }
 
+/// A page that reloads its content as things change (see [`events`]).
+const LIVE: bool = true;
+/// A page that stays as loaded (it holds a form to fill in).
+const STILL: bool = false;
+
 /// A page: the shared frame around `main`, with the form token's cookie when it is new.
-fn page(title: &str, nav: &str, main: &str, cookie: Option<HeaderValue>) -> Response {
+fn page(title: &str, nav: &str, main: &str, cookie: Option<HeaderValue>, live: bool) -> Response {
     let link = |href: &str, label: &str| {
         let current = if href == nav {
             " aria-current=\"page\""
@@ -112,10 +188,12 @@ fn page(title: &str, nav: &str, main: &str, cookie: Option<HeaderValue>) -> Resp
     let html = format!(
         "<!doctype html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\
 <meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\
-<title>{title} · CAR</title><link rel=\"stylesheet\" href=\"/dashboard.css\"></head>\
+<title>{title} · CAR</title><link rel=\"stylesheet\" href=\"/dashboard.css\">\
+<script src=\"/dashboard.js\" defer></script></head>\
 <body><a class=\"skip\" href=\"#main\">Skip to content</a>\
-<header><span class=\"brand\">CAR</span><nav aria-label=\"Sections\">{} {} {} {} {} {} {}</nav></header>\
-<main id=\"main\">{main}</main></body></html>\n",
+<header><span class=\"brand\">CAR</span><nav aria-label=\"Sections\">{} {} {} {} {} {} {} {}</nav>\
+<p id=\"live-status\" role=\"status\" class=\"meta\"></p></header>\
+<main id=\"main\"{live}>{main}</main></body></html>\n",
         link("/", "Overview"),
         link("/memory", "Memory"),
         link("/tasks", "Tasks"),
@@ -123,7 +201,9 @@ fn page(title: &str, nav: &str, main: &str, cookie: Option<HeaderValue>) -> Resp
         link("/skills", "Skills"),
         link("/connectors", "Connectors"),
         link("/audit", "Audit"),
+        link("/runs", "Runs"),
         title = esc(title),
+        live = if live { " data-live" } else { "" },
     );
     let mut response = (
         [
@@ -140,7 +220,7 @@ fn page(title: &str, nav: &str, main: &str, cookie: Option<HeaderValue>) -> Resp
     headers.insert(
         header::CONTENT_SECURITY_POLICY,
         HeaderValue::from_static(
-            "default-src 'none'; style-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'",
+            "default-src 'none'; style-src 'self'; script-src 'self'; connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'",
         ),
     );
     headers.insert(
@@ -164,9 +244,245 @@ fn problem(status: StatusCode, title: &str, message: &str) -> Response {
         esc(title),
         esc(message)
     );
-    let mut response = page(title, "", &main, None);
+    let mut response = page(title, "", &main, None, STILL);
     *response.status_mut() = status;
     response
+}
+
+async fn script() -> Response {
+    (
+        [
+            (header::CONTENT_TYPE, "text/javascript; charset=utf-8"),
+            (header::CACHE_CONTROL, "max-age=3600"),
+        ],
+        include_str!("dashboard.js"),
+    )
+        .into_response()
+}
+
+/// Beyond loopback, lets through a request with the bearer token or a signed-in browser's
+/// cookie; anything else gets 401 and the sign-in form.
+async fn signed_in(State(web): State<Web>, request: Request, next: Next) -> Response {
+    let Some(remote) = &web.remote else {
+        return next.run(request).await;
+    };
+    let headers = request.headers();
+    if super::bearer_matches(headers, &remote.token) || remote.signed_in(headers) {
+        return next.run(request).await;
+    }
+    let mut response = sign_in_form(
+        StatusCode::UNAUTHORIZED,
+        "This dashboard is reached beyond loopback: sign in with the server's token.",
+    );
+    response.headers_mut().insert(
+        header::WWW_AUTHENTICATE,
+        HeaderValue::from_static("Bearer realm=\"car\""),
+    );
+    response
+}
+
+impl Remote {
+    fn signed_in(&self, headers: &HeaderMap) -> bool {
+        let Some(session) = cookie(headers, SESSION_COOKIE) else {
+            return false;
+        };
+        let mut sessions = self.sessions.lock().unwrap_or_else(|p| p.into_inner());
+        sessions.retain(|_, at| at.elapsed() < SESSION_LIFE);
+        // Looked up by value in constant time per entry, not by hash of what was sent.
+        sessions
+            .keys()
+            .any(|known| super::tokens_match(&session, known))
+    }
+
+    /// A new sign-in's session id.
+    fn sign_in(&self) -> String {
+        let session = format!(
+            "{}{}",
+            uuid::Uuid::new_v4().simple(),
+            uuid::Uuid::new_v4().simple()
+        );
+        let mut sessions = self.sessions.lock().unwrap_or_else(|p| p.into_inner());
+        if sessions.len() >= MAX_SIGN_INS {
+            if let Some(oldest) = sessions
+                .iter()
+                .min_by_key(|(_, at)| **at)
+                .map(|(key, _)| key.clone())
+            {
+                sessions.remove(&oldest);
+            }
+        }
+        sessions.insert(session.clone(), Instant::now());
+        session
+    }
+}
+
+fn sign_in_form(status: StatusCode, message: &str) -> Response {
+    let main = format!(
+        "<h1>Sign in</h1><p role=\"alert\">{}</p>\
+<form method=\"post\" action=\"/login\"><label for=\"token\">Token (the server's \
+<code>$CAR_HOME/daemon/token</code>)</label>\
+<input id=\"token\" name=\"token\" type=\"password\" autocomplete=\"current-password\" required>\
+<button type=\"submit\">Sign in</button></form>",
+        esc(message)
+    );
+    let mut response = page("Sign in", "", &main, None, STILL);
+    *response.status_mut() = status;
+    response
+}
+
+async fn login_page(State(web): State<Web>) -> Response {
+    match &web.remote {
+        Some(_) => sign_in_form(StatusCode::OK, "Sign in with the server's token."),
+        None => see_other("/"),
+    }
+}
+
+async fn login(State(web): State<Web>, headers: HeaderMap, body: axum::body::Body) -> Response {
+    let Some(remote) = &web.remote else {
+        return see_other("/");
+    };
+    let bytes = axum::body::to_bytes(body, MAX_FORM_BYTES)
+        .await
+        .unwrap_or_default();
+    let form = pairs(&String::from_utf8_lossy(&bytes));
+    if let Some(why) = foreign_origin(&headers) {
+        return problem(StatusCode::FORBIDDEN, "Refused", why);
+    }
+    let given = field(&form, "token").unwrap_or("").trim();
+    if !super::tokens_match(given, &remote.token) {
+        return sign_in_form(
+            StatusCode::UNAUTHORIZED,
+            "That is not this server's token; nothing was signed in.",
+        );
+    }
+    let mut response = see_other("/");
+    let cookie = format!(
+        "{SESSION_COOKIE}={}; Path=/; HttpOnly; SameSite=Strict; Max-Age={}",
+        remote.sign_in(),
+        SESSION_LIFE.as_secs()
+    );
+    if let Ok(cookie) = HeaderValue::from_str(&cookie) {
+        response.headers_mut().insert(header::SET_COOKIE, cookie);
+    }
+    response
+}
+
+/// `/events`: a Server-Sent Event `change` whenever the database or the gate's decision file
+/// changed (at most one per poll), until the browser leaves or the server stops.
+async fn events(State(web): State<Web>) -> Response {
+    web.live.start(&web);
+    let mut changes = web.live.changes.subscribe();
+    changes.mark_unchanged();
+    let shutdown = web.shutdown.clone();
+    let stream = futures_util::stream::unfold(
+        (changes, shutdown, true),
+        |(mut changes, shutdown, first)| async move {
+            if first {
+                // Tells the page it is connected (and a test when to make its change).
+                let hello = Event::default().event("ready").data("0");
+                return Some((
+                    Ok::<_, std::convert::Infallible>(hello),
+                    (changes, shutdown, false),
+                ));
+            }
+            tokio::select! {
+                _ = shutdown.cancelled() => None,
+                changed = changes.changed() => {
+                    changed.ok()?;
+                    let seen = *changes.borrow_and_update();
+                    let event = Event::default().event("change").data(seen.to_string());
+                    Some((Ok(event), (changes, shutdown, false)))
+                }
+            }
+        },
+    );
+    Sse::new(stream)
+        .keep_alive(KeepAlive::default())
+        .into_response()
+}
+
+impl Live {
+    /// Starts the poller, once: while anybody follows, it moves the gate's new decisions into
+    /// the execution log and bumps the counter when the database's change counter moved.
+    fn start(&self, web: &Web) {
+        self.started.call_once(|| {
+            let web = web.clone();
+            tokio::spawn(async move {
+                // A connection of its own: `data_version` moves when another connection commits.
+                let path = web
+                    .app
+                    .runtime()
+                    .store()
+                    .path()
+                    .map(std::path::Path::to_path_buf);
+                let watcher = path.and_then(|p| {
+                    rusqlite::Connection::open_with_flags(
+                        p,
+                        rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY
+                            | rusqlite::OpenFlags::SQLITE_OPEN_NO_MUTEX,
+                    )
+                    .ok()
+                });
+                let watcher = Arc::new(Mutex::new(watcher));
+                let mut last = None;
+                loop {
+                    tokio::select! {
+                        _ = web.shutdown.cancelled() => return,
+                        _ = tokio::time::sleep(POLL) => {}
+                    }
+                    if web.live.changes.receiver_count() == 0 {
+                        continue;
+                    }
+                    let (store, gate, watcher) = (
+                        web.app.runtime().store().clone(),
+                        web.gate_log(),
+                        watcher.clone(),
+                    );
+                    let (ingested, version) = tokio::task::spawn_blocking(move || {
+                        let ingested = gate.map_or(0, |gate| {
+                            executions::ingest_gate_log(&store, &gate).unwrap_or_else(|e| {
+                                tracing::debug!("the gate's decision file: {e}");
+                                0
+                            })
+                        });
+                        let watcher = watcher.lock().unwrap_or_else(|p| p.into_inner());
+                        let version = watcher.as_ref().and_then(|conn| {
+                            conn.query_row("PRAGMA data_version", [], |r| r.get::<_, i64>(0))
+                                .ok()
+                        });
+                        (ingested, version)
+                    })
+                    .await
+                    .unwrap_or((0, None));
+                    // The first look only sets where the counter stands (the page was just
+                    // rendered); decisions read in it are news all the same.
+                    let moved = version.is_some() && last.is_some() && version != last;
+                    if ingested > 0 || moved {
+                        web.live.changes.send_modify(|n| *n += 1);
+                    }
+                    if version.is_some() {
+                        last = version;
+                    }
+                }
+            });
+        });
+    }
+}
+
+impl Web {
+    /// Moves the gate's new decisions into the execution log, before a page reads it.
+    fn ingest_gate_log(&self) {
+        if let Some(gate) = self.gate_log() {
+            if let Err(e) = executions::ingest_gate_log(self.app.runtime().store(), &gate) {
+                tracing::warn!("the gate's decision file was not read: {e}");
+            }
+        }
+    }
+
+    /// The gate's decision file, when the server has a home.
+    fn gate_log(&self) -> Option<std::path::PathBuf> {
+        self.car_home.as_deref().map(crate::policy::gate_log::path)
+    }
 }
 
 async fn stylesheet() -> Response {
@@ -225,8 +541,73 @@ fn search_form(query: &str) -> String {
     )
 }
 
+/// What the health strip says of things that do not change while the server runs.
+struct Settled {
+    /// Where `car do` would run commands.
+    sandbox: String,
+    /// The agent hosts whose hooks run CAR's gate.
+    hosts: String,
+}
+
+impl Settled {
+    fn measure() -> Settled {
+        use crate::agent::sandbox::{Request, Sandbox, Writes};
+        let root = crate::home::project_root(
+            &std::env::current_dir().unwrap_or_else(|_| std::path::PathBuf::from("/")),
+        );
+        let sandbox = match Sandbox::choose(Request::Auto, &root, Writes::Project) {
+            Ok(sandbox) => format!("{}, network {}", sandbox.mode, sandbox.network),
+            Err(why) => format!("none: {why}"),
+        };
+        let wired: Vec<String> = crate::hooks::hosts::Host::ALL
+            .iter()
+            .filter_map(|&host| {
+                let scopes = crate::setup::wired(host, &root);
+                (!scopes.is_empty()).then(|| {
+                    let scopes: Vec<&str> = scopes.iter().map(|s| s.as_str()).collect();
+                    format!("{} ({})", host.as_str(), scopes.join(", "))
+                })
+            })
+            .collect();
+        Settled {
+            sandbox,
+            hosts: if wired.is_empty() {
+                "none yet (car setup)".to_string()
+            } else {
+                wired.join(", ")
+            },
+        }
+    }
+}
+
+/// The health strip's database cell: the file, its size and schema.
+fn database_health(web: &Web) -> String {
+    let store = web.app.runtime().store();
+    let schema = store.schema_version().map_or_else(
+        |e| format!("unreadable ({e})"),
+        |v| {
+            format!(
+                "schema {v} of {}",
+                crate::store::Store::supported_schema_version()
+            )
+        },
+    );
+    match store.path() {
+        Some(path) => {
+            let size = std::fs::metadata(path).map_or(0, |m| m.len());
+            format!(
+                "{} · {:.1} MB · {schema}",
+                path.display(),
+                size as f64 / 1e6
+            )
+        }
+        None => format!("in memory · {schema}"),
+    }
+}
+
 async fn overview(State(web): State<Web>, headers: HeaderMap) -> Response {
     let (_, cookie) = csrf_token(&headers);
+    web.ingest_gate_log();
     let entries = web
         .app
         .memory()
@@ -236,6 +617,16 @@ async fn overview(State(web): State<Web>, headers: HeaderMap) -> Response {
                 .map_or_else(|e| e.to_string(), |n| n.to_string())
         })
         .unwrap_or_else(|| "memory is off".to_string());
+    let settled = web.settled.clone();
+    let settled = match tokio::task::spawn_blocking(move || {
+        let s = settled.get_or_init(Settled::measure);
+        (s.sandbox.clone(), s.hosts.clone())
+    })
+    .await
+    {
+        Ok(settled) => settled,
+        Err(e) => (e.to_string(), e.to_string()),
+    };
     let recent = executions::recent(web.app.runtime().store(), &executions::Filter::default(), 8)
         .unwrap_or_default();
     let rows: String = recent
@@ -245,28 +636,41 @@ async fn overview(State(web): State<Web>, headers: HeaderMap) -> Response {
     let main = format!(
         "<h1>Overview</h1>\
 <section aria-label=\"Health\" class=\"health\"><dl>\
-<div><dt>Version</dt><dd>{version}</dd></div>\
-<div><dt>Memory entries</dt><dd>{entries}</dd></div></dl></section>\
+<div><dt>Version</dt><dd>CAR {version} · MCP {protocols}</dd></div>\
+<div><dt>Database</dt><dd>{database}</dd></div>\
+<div><dt>Memory entries</dt><dd>{entries}</dd></div>\
+<div><dt>Sandbox for car do</dt><dd>{sandbox}</dd></div>\
+<div><dt>Hosts wired to the gate</dt><dd>{hosts}</dd></div></dl></section>\
 {search}\
 <h2>Latest calls</h2>\
-<table><caption>The execution log's latest calls (<a href=\"/audit\">all</a>)</caption>\
-<thead><tr><th scope=\"col\">Started</th><th scope=\"col\">Tool</th><th scope=\"col\">Outcome</th><th scope=\"col\">Face</th></tr></thead>\
+<table><caption>The execution log's latest calls and the gate's decisions (<a href=\"/audit\">all</a>)</caption>\
+<thead><tr><th scope=\"col\">Started</th><th scope=\"col\">Tool</th><th scope=\"col\">Outcome</th><th scope=\"col\">Face</th><th scope=\"col\">Host</th></tr></thead>\
 <tbody>{rows}</tbody></table>",
         version = env!("CARGO_PKG_VERSION"),
+        protocols = crate::mcp::PROTOCOL_VERSIONS
+            .iter()
+            .map(|v| v.to_string())
+            .collect::<Vec<_>>()
+            .join(", "),
+        database = esc(&database_health(&web)),
         entries = esc(&entries),
+        sandbox = esc(&settled.0),
+        hosts = esc(&settled.1),
         search = search_form(""),
     );
-    page("Overview", "/", &main, cookie)
+    page("Overview", "/", &main, cookie, LIVE)
 }
 
-/// An execution's started, tool, outcome and face cells.
+/// An execution's started, tool, outcome, face and host cells.
 fn execution_cells(e: &executions::Execution) -> String {
     format!(
-        "<td>{}</td><td>{}</td><td>{}</td><td>{}</td>",
+        "<td>{}</td><td>{}</td><td class=\"outcome-{}\">{}</td><td>{}</td><td>{}</td>",
         esc(&e.started_at),
         esc(&e.tool),
         esc(e.status.as_str()),
+        esc(e.status.as_str()),
         esc(e.face.as_deref().unwrap_or("")),
+        esc(e.host.as_deref().unwrap_or("")),
     )
 }
 
@@ -307,7 +711,9 @@ async fn memory(State(web): State<Web>, headers: HeaderMap, RawQuery(query): Raw
         .map(|n| format!("<p role=\"status\" class=\"notice\">{}</p>", esc(n)))
         .unwrap_or_default();
     let mut main = format!("<h1>Memory</h1>{notice}{}", search_form(&q));
-    if !q.is_empty() {
+    if q.is_empty() {
+        main.push_str(&browse(&web, &params));
+    } else {
         match web
             .call("memory_query", json!({"query": q, "k": 10}), None)
             .await
@@ -337,7 +743,72 @@ async fn memory(State(web): State<Web>, headers: HeaderMap, RawQuery(query): Raw
             Err(e) => main.push_str(&format!("<p role=\"alert\">{}</p>", esc(&e))),
         }
     }
-    page("Memory", "/memory", &main, cookie)
+    page("Memory", "/memory", &main, cookie, LIVE)
+}
+
+/// How many entries a page of browsing shows.
+const BROWSE_PAGE: usize = 50;
+
+/// The kinds of entry one can browse by.
+const KINDS: [crate::memory::Kind; 4] = [
+    crate::memory::Kind::Pattern,
+    crate::memory::Kind::Constraint,
+    crate::memory::Kind::Knowledge,
+    crate::memory::Kind::Procedural,
+];
+
+/// The latest entries, of one kind or all (`?kind=`), a page at a time (`?before=` a sequence
+/// number).
+fn browse(web: &Web, params: &[(String, String)]) -> String {
+    let Some(memory) = web.app.memory() else {
+        return "<p>Memory is off in this server.</p>".to_string();
+    };
+    let kind = field(params, "kind").and_then(crate::memory::Kind::parse);
+    let before = field(params, "before").and_then(|b| b.parse::<i64>().ok());
+    let link = |label: &str, value: Option<crate::memory::Kind>| {
+        let current = if value == kind {
+            " aria-current=\"true\""
+        } else {
+            ""
+        };
+        let href = value.map_or("/memory".to_string(), |k| {
+            format!("/memory?kind={}", k.as_str())
+        });
+        format!("<a href=\"{href}\"{current}>{label}</a>")
+    };
+    let mut kinds = vec![link("all", None)];
+    kinds.extend(KINDS.iter().map(|k| link(k.as_str(), Some(*k))));
+    let entries = match memory.browse(kind, "", before, BROWSE_PAGE) {
+        Ok(entries) => entries,
+        Err(e) => return format!("<p role=\"alert\">{}</p>", esc(&e.to_string())),
+    };
+    let items: String = entries
+        .iter()
+        .map(|n| {
+            format!(
+                "<li><a href=\"/memory/entry/{}\">{}</a> <span class=\"kind\">{} · {}</span><p>{}</p></li>",
+                url(&n.id),
+                esc(&n.subject),
+                esc(n.kind.as_str()),
+                esc(&n.created_at),
+                esc(&short(&n.body, 240)),
+            )
+        })
+        .collect();
+    let older = match entries.last() {
+        Some(last) if entries.len() == BROWSE_PAGE => format!(
+            "<p><a href=\"/memory?{}before={}\">Older entries</a></p>",
+            kind.map_or(String::new(), |k| format!("kind={}&amp;", k.as_str())),
+            last.seq
+        ),
+        _ => String::new(),
+    };
+    format!(
+        "<nav aria-label=\"Browse by kind\" class=\"kinds\">Browse: {}</nav>\
+<h2>Latest {}entries</h2><ol class=\"results\">{items}</ol>{older}",
+        kinds.join(" "),
+        kind.map_or(String::new(), |k| format!("{} ", k.as_str())),
+    )
 }
 
 /// The entry `id`, read from the memory itself, or the page saying there is none.
@@ -409,12 +880,143 @@ async fn entry(State(web): State<Web>, headers: HeaderMap, Path(id): Path<String
         "<h2>Forget it</h2><p><a class=\"danger\" href=\"/memory/entry/{}/forget\">Forget this entry…</a></p>",
         url(&node.id)
     ));
-    page(&node.subject, "/memory", &main, cookie)
+    if let Some(memory) = web.app.memory() {
+        let links = memory
+            .links_of(&node.id, "", MAX_DRAWN_LINKS)
+            .unwrap_or_default();
+        main.push_str(&links_section(&node, &links));
+        let history = memory.history_of(&node.id, "").unwrap_or_default();
+        main.push_str(&history_section(&history));
+    }
+    main.push_str(&writers_section(&web, &node));
+    page(&node.subject, "/memory", &main, cookie, STILL)
 }
 
-/// Why a state-changing request is refused, if it is: not from this origin, or without the
-/// browser's form token.
-fn refuse_change(headers: &HeaderMap, form: &[(String, String)]) -> Option<&'static str> {
+/// The most links an entry's page draws.
+const MAX_DRAWN_LINKS: usize = 12;
+
+/// An entry's links: a small drawing (the entry in the middle, what it links to around it)
+/// and the same as a list, which is what a screen reader reads.
+fn links_section(node: &crate::memory::Node, links: &[crate::memory::LinkedEntry]) -> String {
+    if links.is_empty() {
+        return "<h2>Links</h2><p>No links to other entries yet.</p>".to_string();
+    }
+    let (width, height, radius) = (640.0_f64, 340.0_f64, 130.0_f64);
+    let (cx, cy) = (width / 2.0, height / 2.0);
+    let mut lines = String::new();
+    let mut dots = String::new();
+    for (i, link) in links.iter().enumerate() {
+        let angle =
+            std::f64::consts::TAU * i as f64 / links.len() as f64 - std::f64::consts::FRAC_PI_2;
+        let (x, y) = (cx + radius * 1.8 * angle.cos(), cy + radius * angle.sin());
+        lines.push_str(&format!(
+            "<line x1=\"{cx:.0}\" y1=\"{cy:.0}\" x2=\"{x:.0}\" y2=\"{y:.0}\" stroke-width=\"{:.1}\"/>",
+            1.0 + 3.0 * link.weight.clamp(0.0, 1.0)
+        ));
+        dots.push_str(&format!(
+            "<a href=\"/memory/entry/{}\"><circle cx=\"{x:.0}\" cy=\"{y:.0}\" r=\"7\"/>\
+<text x=\"{x:.0}\" y=\"{:.0}\" text-anchor=\"middle\">{}</text></a>",
+            url(&link.node.id),
+            y + 22.0,
+            esc(&short(&link.node.subject, 28)),
+        ));
+    }
+    let items: String = links
+        .iter()
+        .map(|link| {
+            format!(
+                "<li>{} <a href=\"/memory/entry/{}\">{}</a> <span class=\"meta\">{}, weight {:.2}{}</span></li>",
+                if link.outgoing { "→" } else { "←" },
+                url(&link.node.id),
+                esc(&link.node.subject),
+                esc(link.kind.as_str()),
+                link.weight,
+                if link.node.is_current() { "" } else { ", replaced" },
+            )
+        })
+        .collect();
+    format!(
+        "<h2 id=\"links\">Links</h2>\
+<svg class=\"graph\" viewBox=\"0 0 {width:.0} {height:.0}\" role=\"img\" aria-labelledby=\"links\">\
+<g class=\"edges\">{lines}</g><g class=\"nodes\">{dots}</g>\
+<circle class=\"self\" cx=\"{cx:.0}\" cy=\"{cy:.0}\" r=\"10\"/>\
+<text class=\"self\" x=\"{cx:.0}\" y=\"{:.0}\" text-anchor=\"middle\">{}</text></svg>\
+<ul class=\"links\">{items}</ul>",
+        cy + 28.0,
+        esc(&short(&node.subject, 32)),
+    )
+}
+
+/// `text` cut to `chars` characters, with an ellipsis when cut.
+fn short(text: &str, chars: usize) -> String {
+    match text.char_indices().nth(chars) {
+        Some((end, _)) => format!("{}…", &text[..end]),
+        None => text.to_string(),
+    }
+}
+
+/// The versions an entry replaced, newest first.
+fn history_section(history: &[crate::memory::Node]) -> String {
+    if history.is_empty() {
+        return String::new();
+    }
+    let items: String = history
+        .iter()
+        .map(|old| {
+            format!(
+                "<li><a href=\"/memory/entry/{}\">{}</a> <span class=\"meta\">{}</span><blockquote>{}</blockquote></li>",
+                url(&old.id),
+                esc(&old.id),
+                esc(&old.created_at),
+                esc(&old.body),
+            )
+        })
+        .collect();
+    format!("<h2>What it replaced</h2><ol class=\"history\">{items}</ol>")
+}
+
+/// Who wrote an entry and what touched it since, from the execution log.
+fn writers_section(web: &Web, node: &crate::memory::Node) -> String {
+    let filter = executions::Filter {
+        subject: Some(&node.id),
+        ..executions::Filter::default()
+    };
+    let rows = executions::recent(web.app.runtime().store(), &filter, 20).unwrap_or_default();
+    if rows.is_empty() {
+        return format!(
+            "<h2>Written by</h2><p>No call in the execution log wrote it (it came from {}).</p>",
+            esc(node
+                .source
+                .as_deref()
+                .unwrap_or("an import or an older CAR"))
+        );
+    }
+    let body: String = rows
+        .iter()
+        .map(|e| {
+            format!(
+                "<tr>{}<td>{}</td></tr>",
+                execution_cells(e),
+                e.session.as_deref().map_or(String::new(), |s| format!(
+                    "<a href=\"/audit?session={}\">{}</a>",
+                    url(s),
+                    esc(&short(s, 16))
+                )),
+            )
+        })
+        .collect();
+    format!(
+        "<h2>Written by</h2><table><caption>The calls that wrote this entry</caption><thead><tr>\
+<th scope=\"col\">Started</th><th scope=\"col\">Tool</th><th scope=\"col\">Outcome</th>\
+<th scope=\"col\">Face</th><th scope=\"col\">Host</th><th scope=\"col\">Session</th></tr></thead>\
+<tbody>{body}</tbody></table>"
+    )
+}
+
+/// Why a request that changes something did not come from this dashboard's own pages, if it
+/// did not: its `Origin` is not this server's, or (without one) `Sec-Fetch-Site` says another
+/// site sent it.
+fn foreign_origin(headers: &HeaderMap) -> Option<&'static str> {
     let host = headers.get(header::HOST).and_then(|h| h.to_str().ok());
     match headers
         .get(header::ORIGIN)
@@ -424,16 +1026,21 @@ fn refuse_change(headers: &HeaderMap, form: &[(String, String)]) -> Option<&'sta
             let own = host.is_some_and(|host| {
                 origin == format!("http://{host}") || origin == format!("https://{host}")
             });
-            if !own {
-                return Some("this change did not come from this dashboard's own pages (its Origin is another site's)");
-            }
+            (!own).then_some("this change did not come from this dashboard's own pages (its Origin is another site's)")
         }
         None => {
             let site = headers.get("sec-fetch-site").and_then(|v| v.to_str().ok());
-            if site.is_some_and(|site| site != "same-origin" && site != "none") {
-                return Some("this change did not come from this dashboard's own pages");
-            }
+            site.is_some_and(|site| site != "same-origin" && site != "none")
+                .then_some("this change did not come from this dashboard's own pages")
         }
+    }
+}
+
+/// Why a state-changing request is refused, if it is: not from this origin
+/// ([`foreign_origin`]), or without the browser's form token.
+fn refuse_change(headers: &HeaderMap, form: &[(String, String)]) -> Option<&'static str> {
+    if let Some(why) = foreign_origin(headers) {
+        return Some(why);
     }
     let cookie = cookie(headers, CSRF_COOKIE);
     let given = field(form, CSRF_FIELD);
@@ -550,7 +1157,7 @@ the agents):</p><blockquote>{body}</blockquote>\
         eid = url(&node.id),
         body = esc(&node.body),
     );
-    page("Forget", "/memory", &main, cookie)
+    page("Forget", "/memory", &main, cookie, STILL)
 }
 
 async fn forget(
@@ -625,7 +1232,8 @@ async fn tasks(State(web): State<Web>, headers: HeaderMap) -> Response {
                 details.push(format!("blocked: {}", esc(why)));
             }
             main.push_str(&format!(
-                "<li class=\"card\"><strong>{}</strong> {}<br><span class=\"meta\">{}</span></li>",
+                "<li class=\"card\"><a href=\"/tasks/{}\"><strong>{}</strong></a> {}<br><span class=\"meta\">{}</span></li>",
+                url(text(task, "displayId")),
                 esc(text(task, "displayId")),
                 esc(text(task, "title")),
                 details.join(" · ")
@@ -634,7 +1242,136 @@ async fn tasks(State(web): State<Web>, headers: HeaderMap) -> Response {
         main.push_str("</ul></section>");
     }
     main.push_str("</div>");
-    page("Tasks", "/tasks", &main, cookie)
+    match listed(
+        &web,
+        "progress_tracker",
+        &["--status", "open", "--limit", "20"],
+    )
+    .await
+    {
+        Ok(notes) => main.push_str(&progress_section(
+            "Open notes and blockers",
+            &notes,
+            "No open progress note or blocker (car progress create).",
+        )),
+        Err(e) => main.push_str(&format!("<p role=\"alert\">{}</p>", esc(&e))),
+    }
+    page("Tasks", "/tasks", &main, cookie, LIVE)
+}
+
+/// Progress notes and blockers, newest first.
+fn progress_section(heading: &str, notes: &[Value], none: &str) -> String {
+    if notes.is_empty() {
+        return format!("<h2>{}</h2><p>{}</p>", esc(heading), esc(none));
+    }
+    let items: String = notes
+        .iter()
+        .map(|n| {
+            let on = n["task"].as_str().map_or("the project".to_string(), |t| {
+                format!("<a href=\"/tasks/{}\">{}</a>", url(t), esc(t))
+            });
+            let resolution = n["resolution"]
+                .as_str()
+                .map(|r| format!(" · resolved: {}", esc(r)))
+                .unwrap_or_default();
+            format!(
+                "<li class=\"{kind}\"><span class=\"meta\">{kind} on {on} · {author} · {at} · {status}{resolution}</span><p>{body}</p></li>",
+                kind = esc(text(n, "kind")),
+                author = esc(text(n, "author")),
+                at = esc(text(n, "createdAt")),
+                status = esc(text(n, "status")),
+                body = esc(text(n, "body")),
+            )
+        })
+        .collect();
+    format!("<h2>{}</h2><ul class=\"notes\">{items}</ul>", esc(heading))
+}
+
+/// A task: what it is, what it waits on and what waits on it, its history and its notes.
+async fn task(State(web): State<Web>, headers: HeaderMap, Path(id): Path<String>) -> Response {
+    let (_, cookie) = csrf_token(&headers);
+    let shown = match web
+        .call(
+            "task_manager",
+            json!({"action": "show", "args": [id]}),
+            None,
+        )
+        .await
+    {
+        Ok(shown) => shown["data"].clone(),
+        Err(e) => return problem(StatusCode::NOT_FOUND, "No such task", &e),
+    };
+    let related = |key: &str| -> String {
+        let items: Vec<String> = shown[key]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .map(|t| {
+                format!(
+                    "<a href=\"/tasks/{}\">{}</a> {} ({})",
+                    url(text(t, "displayId")),
+                    esc(text(t, "displayId")),
+                    esc(text(t, "title")),
+                    esc(text(t, "status"))
+                )
+            })
+            .collect();
+        if items.is_empty() {
+            "none".to_string()
+        } else {
+            items.join("; ")
+        }
+    };
+    let events: String = shown["events"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|e| {
+            format!(
+                "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+                esc(text(e, "at")),
+                esc(text(e, "event")),
+                esc(text(e, "actor")),
+                esc(&match &e["detail"] {
+                    Value::Null => String::new(),
+                    Value::String(s) => s.clone(),
+                    other => other.to_string(),
+                }),
+            )
+        })
+        .collect();
+    let mut main = format!(
+        "<h1>{id} {title}</h1><dl class=\"entry\">\
+<div><dt>Status</dt><dd>{status}</dd></div><div><dt>Priority</dt><dd>{priority}</dd></div>\
+<div><dt>Claimed by</dt><dd>{claimed}</dd></div><div><dt>Depends on</dt><dd>{depends}</dd></div>\
+<div><dt>Blocks</dt><dd>{blocks}</dd></div></dl><blockquote>{description}</blockquote>\
+<h2>History</h2><table><caption>What happened to this task</caption><thead><tr><th scope=\"col\">When</th>\
+<th scope=\"col\">What</th><th scope=\"col\">Who</th><th scope=\"col\">Detail</th></tr></thead><tbody>{events}</tbody></table>",
+        id = esc(text(&shown, "displayId")),
+        title = esc(text(&shown, "title")),
+        status = esc(text(&shown, "status")),
+        priority = esc(text(&shown, "priority")),
+        claimed = esc(shown["claimedBy"].as_str().unwrap_or("nobody")),
+        depends = related("dependsOn"),
+        blocks = related("blocks"),
+        description = esc(text(&shown, "description")),
+    );
+    let display = text(&shown, "displayId").to_string();
+    match listed(
+        &web,
+        "progress_tracker",
+        &["--task", &display, "--status", "all", "--limit", "0"],
+    )
+    .await
+    {
+        Ok(notes) => main.push_str(&progress_section(
+            "Progress notes",
+            &notes,
+            "No progress note on this task yet.",
+        )),
+        Err(e) => main.push_str(&format!("<p role=\"alert\">{}</p>", esc(&e))),
+    }
+    page(&display, "/tasks", &main, cookie, LIVE)
 }
 
 async fn decisions(State(web): State<Web>, headers: HeaderMap) -> Response {
@@ -668,7 +1405,7 @@ async fn decisions(State(web): State<Web>, headers: HeaderMap) -> Response {
     } else {
         format!("<h1>Decisions</h1>{body}")
     };
-    page("Decisions", "/decisions", &main, cookie)
+    page("Decisions", "/decisions", &main, cookie, LIVE)
 }
 
 async fn skills(State(web): State<Web>, headers: HeaderMap) -> Response {
@@ -707,7 +1444,7 @@ async fn skills(State(web): State<Web>, headers: HeaderMap) -> Response {
 <th scope=\"col\">What it does</th><th scope=\"col\">Worked</th><th scope=\"col\">Failed</th>\
 <th scope=\"col\">Last used</th></tr></thead><tbody>{rows}</tbody></table>"
     );
-    page("Skills", "/skills", &main, cookie)
+    page("Skills", "/skills", &main, cookie, LIVE)
 }
 
 /// `url` without its credentials, query or fragment.
@@ -790,25 +1527,25 @@ async fn connectors(State(web): State<Web>, headers: HeaderMap) -> Response {
 <th scope=\"col\">Name</th><th scope=\"col\">Reached at</th><th scope=\"col\">Enabled</th>\
 <th scope=\"col\">Enabled tools</th><th scope=\"col\">Last error</th></tr></thead><tbody>{rows}</tbody></table>"
     );
-    page("Connectors", "/connectors", &main, cookie)
+    page("Connectors", "/connectors", &main, cookie, LIVE)
 }
 
 async fn audit(State(web): State<Web>, headers: HeaderMap, RawQuery(query): RawQuery) -> Response {
     let (_, cookie) = csrf_token(&headers);
+    web.ingest_gate_log();
     let params = pairs(query.as_deref().unwrap_or(""));
-    let tool = field(&params, "tool")
-        .map(str::trim)
-        .filter(|t| !t.is_empty());
-    let face = field(&params, "face")
-        .map(str::trim)
-        .filter(|f| !f.is_empty());
-    let outcome = field(&params, "outcome")
-        .map(str::trim)
-        .filter(|o| !o.is_empty());
+    let given = |name: &str| {
+        field(&params, name)
+            .map(str::trim)
+            .filter(|v| !v.is_empty())
+    };
     let filter = executions::Filter {
-        tool,
-        face,
-        status: outcome,
+        tool: given("tool"),
+        face: given("face"),
+        status: given("outcome"),
+        session: given("session"),
+        host: given("host"),
+        subject: None,
     };
     let rows = match executions::recent(web.app.runtime().store(), &filter, 500) {
         Ok(rows) => rows,
@@ -818,29 +1555,206 @@ async fn audit(State(web): State<Web>, headers: HeaderMap, RawQuery(query): RawQ
         .iter()
         .map(|e| {
             format!(
-                "<tr>{}<td>{}</td><td>{}</td></tr>",
+                "<tr>{}<td>{}</td><td>{}</td><td>{}</td></tr>",
                 execution_cells(e),
+                e.session.as_deref().map_or(String::new(), |s| format!(
+                    "<a href=\"/audit?session={}\" title=\"{}\">{}</a>",
+                    url(s),
+                    esc(s),
+                    esc(&short(s, 16))
+                )),
                 e.duration_ms.map_or(String::new(), |ms| ms.to_string()),
                 esc(e.error.as_deref().unwrap_or("")),
             )
         })
         .collect();
-    let value = |v: Option<&str>| esc(v.unwrap_or(""));
+    let input = |name: &str, label: &str, hint: &str| {
+        format!(
+            "<label for=\"{name}\">{label}</label><input id=\"{name}\" name=\"{name}\" value=\"{}\" placeholder=\"{hint}\">",
+            esc(given(name).unwrap_or(""))
+        )
+    };
     let main = format!(
-        "<h1>Audit</h1><form method=\"get\" action=\"/audit\" class=\"filters\">\
-<label for=\"tool\">Tool</label><input id=\"tool\" name=\"tool\" value=\"{}\">\
-<label for=\"outcome\">Outcome</label><input id=\"outcome\" name=\"outcome\" value=\"{}\" placeholder=\"ok, error, denied…\">\
-<label for=\"face\">Face</label><input id=\"face\" name=\"face\" value=\"{}\" placeholder=\"cli, mcp, web, agent\">\
+        "<h1>Audit</h1><form method=\"get\" action=\"/audit\" class=\"filters\">{}{}{}{}{}\
 <button type=\"submit\">Filter</button></form>\
-<table><caption>The execution log, newest first</caption><thead><tr>\
+<table><caption>The execution log and the gate's denies and warnings, newest first ({} shown)</caption><thead><tr>\
 <th scope=\"col\">Started</th><th scope=\"col\">Tool</th><th scope=\"col\">Outcome</th>\
-<th scope=\"col\">Face</th><th scope=\"col\">ms</th><th scope=\"col\">Error</th></tr></thead>\
-<tbody>{body}</tbody></table>",
-        value(tool),
-        value(outcome),
-        value(face),
+<th scope=\"col\">Face</th><th scope=\"col\">Host</th><th scope=\"col\">Session</th><th scope=\"col\">ms</th>\
+<th scope=\"col\">Error or reason</th></tr></thead><tbody>{body}</tbody></table>",
+        input("tool", "Tool", ""),
+        input("outcome", "Outcome", "ok, error, denied, warned…"),
+        input("face", "Face", "cli, mcp, web, agent, hook"),
+        input("host", "Host", "claude-code, codex, gemini…"),
+        input("session", "Session", ""),
+        rows.len(),
     );
-    page("Audit", "/audit", &main, cookie)
+    page("Audit", "/audit", &main, cookie, LIVE)
+}
+
+/// The runs of `car do` in `$CAR_HOME/runs`: each one's checkpoint (`<id>.json`, at its last
+/// turn boundary) and, once it ended, its `car.do/1` document (`<id>.done.json`), newest first.
+fn run_files(home: &std::path::Path) -> Vec<(String, std::time::SystemTime)> {
+    let Ok(dir) = std::fs::read_dir(home.join("runs")) else {
+        return Vec::new();
+    };
+    let mut runs: Vec<(String, std::time::SystemTime)> = dir
+        .filter_map(Result::ok)
+        .filter_map(|entry| {
+            let name = entry.file_name().into_string().ok()?;
+            let id = name.strip_suffix(".json")?;
+            if id.ends_with(".done") || !is_run_id(id) {
+                return None;
+            }
+            let modified = entry.metadata().ok()?.modified().ok()?;
+            Some((id.to_string(), modified))
+        })
+        .collect();
+    runs.sort_by_key(|run| std::cmp::Reverse(run.1));
+    runs
+}
+
+fn is_run_id(id: &str) -> bool {
+    !id.is_empty() && id.chars().all(|c| c.is_ascii_alphanumeric() || c == '-')
+}
+
+/// A run's checkpoint and its document, as JSON (`Null` for what is not there).
+fn run_documents(home: &std::path::Path, id: &str) -> (Value, Value) {
+    let dir = home.join("runs");
+    let read = |path: std::path::PathBuf| {
+        std::fs::read(path)
+            .ok()
+            .and_then(|bytes| serde_json::from_slice(&bytes).ok())
+            .unwrap_or(Value::Null)
+    };
+    (
+        read(dir.join(format!("{id}.json"))),
+        read(crate::agent::document_path(&dir, id)),
+    )
+}
+
+async fn runs(State(web): State<Web>, headers: HeaderMap) -> Response {
+    let (_, cookie) = csrf_token(&headers);
+    let Some(home) = &web.car_home else {
+        return problem(
+            StatusCode::NOT_FOUND,
+            "Runs",
+            "This server has no CAR home.",
+        );
+    };
+    let rows: String = run_files(home)
+        .iter()
+        .take(100)
+        .map(|(id, _)| {
+            let (checkpoint, document) = run_documents(home, id);
+            let unbacked = document["ungrounded_claims"]
+                .as_array()
+                .map_or(0, Vec::len);
+            format!(
+                "<tr><td><a href=\"/runs/{}\">{}</a></td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+                url(id),
+                esc(&short(id, 12)),
+                esc(&short(checkpoint["task"].as_str().unwrap_or(""), 80)),
+                esc(document["status"].as_str().unwrap_or("running or stopped")),
+                checkpoint["turns"].as_u64().unwrap_or(0),
+                checkpoint["receipts"].as_array().map_or(0, Vec::len),
+                if unbacked > 0 {
+                    format!("<span class=\"danger\">{unbacked}</span>")
+                } else {
+                    "0".to_string()
+                },
+            )
+        })
+        .collect();
+    let main = if rows.is_empty() {
+        "<h1>Runs</h1><p>No <code>car do</code> run yet.</p>".to_string()
+    } else {
+        format!(
+            "<h1>Runs</h1><table><caption>The runs of <code>car do</code>, newest first</caption><thead><tr>\
+<th scope=\"col\">Run</th><th scope=\"col\">Task</th><th scope=\"col\">Status</th><th scope=\"col\">Turns</th>\
+<th scope=\"col\">Receipts</th><th scope=\"col\">Unbacked claims</th></tr></thead><tbody>{rows}</tbody></table>"
+        )
+    };
+    page("Runs", "/runs", &main, cookie, LIVE)
+}
+
+async fn run(State(web): State<Web>, headers: HeaderMap, Path(id): Path<String>) -> Response {
+    let (_, cookie) = csrf_token(&headers);
+    let Some(home) = web.car_home.as_deref().filter(|_| is_run_id(&id)) else {
+        return problem(
+            StatusCode::NOT_FOUND,
+            "No such run",
+            "There is no such run.",
+        );
+    };
+    let (checkpoint, document) = run_documents(home, &id);
+    if checkpoint.is_null() && document.is_null() {
+        return problem(
+            StatusCode::NOT_FOUND,
+            "No such run",
+            &format!("There is no run {id} in this CAR home."),
+        );
+    }
+    let receipts: String = checkpoint["receipts"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|r| {
+            format!(
+                "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td><code>{}</code></td></tr>",
+                esc(text(r, "tool")),
+                if r["ok"].as_bool() == Some(true) { "ok" } else { "failed" },
+                r["exit_code"].as_i64().map_or(String::new(), |c| c.to_string()),
+                esc(&short(text(r, "subject"), 120)),
+                esc(&short(text(r, "brief"), 160)),
+                esc(&short(text(r, "digest"), 20)),
+            )
+        })
+        .collect();
+    let claims: String = document["ungrounded_claims"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|c| {
+            let said = c["text"].as_str().unwrap_or("");
+            let why = format!(
+                "{}: needs {}",
+                c["kind"].as_str().unwrap_or(""),
+                c["needs"].as_str().unwrap_or("a receipt")
+            );
+            format!(
+                "<li>{} <span class=\"meta\">{}</span></li>",
+                esc(said),
+                esc(&why)
+            )
+        })
+        .collect();
+    let main = format!(
+        "<h1>Run {id}</h1><dl class=\"entry\"><div><dt>Status</dt><dd>{status}</dd></div>\
+<div><dt>Turns</dt><dd>{turns}</dd></div><div><dt>Model</dt><dd>{model}</dd></div>\
+<div><dt>Its calls</dt><dd><a href=\"/audit?session={eid}\">in the audit log</a></dd></div></dl>\
+<h2>Task</h2><blockquote>{task}</blockquote><h2>Summary</h2><blockquote>{summary}</blockquote>\
+<h2>Claims without a receipt</h2>{claims}\
+<h2>Receipts</h2><table><caption>Every tool call of the run, what it acted on and the digest of what the model saw</caption>\
+<thead><tr><th scope=\"col\">Tool</th><th scope=\"col\">Result</th><th scope=\"col\">Exit</th><th scope=\"col\">On</th>\
+<th scope=\"col\">Brief</th><th scope=\"col\">Digest</th></tr></thead><tbody>{receipts}</tbody></table>",
+        id = esc(&id),
+        eid = url(&id),
+        status = esc(document["status"].as_str().unwrap_or("running, or stopped before it ended")),
+        turns = checkpoint["turns"].as_u64().or(document["turns"].as_u64()).unwrap_or(0),
+        model = esc(document["model_used"].as_str().unwrap_or("")),
+        task = esc(checkpoint["task"].as_str().unwrap_or("")),
+        summary = esc(document["summary"].as_str().unwrap_or("(none yet)")),
+        claims = if claims.is_empty() {
+            if document.is_null() {
+                "<p>Checked when the run ends.</p>".to_string()
+            } else {
+                "<p>None: every claim of the summary has a receipt.</p>".to_string()
+            }
+        } else {
+            format!("<ul class=\"claims\">{claims}</ul>")
+        },
+    );
+    page(&format!("Run {id}"), "/runs", &main, cookie, LIVE)
 }
 
 #[cfg(test)]

@@ -24,6 +24,7 @@ const MIGRATIONS: &[(&str, &str)] = &[
         include_str!("migrations/0007_injections.sql"),
     ),
     ("0008_vectors", include_str!("migrations/0008_vectors.sql")),
+    ("0009_audit", include_str!("migrations/0009_audit.sql")),
 ];
 
 /// How many times a writer retries a locked database before giving up (about 30 s in all).

@@ -193,6 +193,56 @@ fn car_do_runs_tools_through_the_gate_in_a_sandbox_and_reports_unbacked_claims()
     assert!(executions.to_string().contains("\"agent\""), "{executions}");
     let recalled = home.car_json(&["memory", "query", "which day do we release?"]);
     assert_eq!(recalled["results"][0]["subject"], "release day");
+    // The agent's calls carry the run's id as their session: its briefing and the seven.
+    let run_id = doc["run_id"].as_str().unwrap();
+    let of_run = home.car_json(&["executions", "--session", run_id, "--limit", "50"]);
+    let tools: Vec<&str> = of_run["executions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["tool"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        tools,
+        [
+            "memory_add_fact",
+            "Bash",
+            "Bash",
+            "Write",
+            "Bash",
+            "Bash",
+            "Write",
+            "car_context"
+        ],
+        "{of_run}"
+    );
+
+    // The dashboard's runs: this one, its receipts and the claim nothing backed.
+    let server = crate::server::Server::start(&home, &[]);
+    let base = server.mcp().trim_end_matches("/mcp").to_string();
+    let get = |url: String| {
+        tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap()
+            .block_on(async { reqwest::get(url).await.unwrap().text().await.unwrap() })
+    };
+    let runs = get(format!("{base}/runs"));
+    assert!(
+        runs.contains(run_id) || runs.contains(&run_id[..12]),
+        "{runs}"
+    );
+    assert!(runs.contains("write the release notes"), "{runs}");
+    let page = get(format!("{base}/runs/{run_id}"));
+    assert!(page.contains("success"), "{page}");
+    assert!(
+        page.contains("all tests pass"),
+        "the unbacked claim: {page}"
+    );
+    assert!(page.contains("tests_pass"), "{page}");
+    assert!(page.contains("cat notes.txt"), "a receipt: {page}");
+    assert!(page.contains("sha256:"), "{page}");
+    drop(server);
 
     // The same probe outside the sandbox reaches the server.
     let model = ScriptedModel::start(

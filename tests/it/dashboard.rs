@@ -6,8 +6,14 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+use serde_json::json;
+
 use crate::server::Server;
 use crate::support::TestHome;
+
+#[path = "../../benches/common/cdp.rs"]
+#[allow(dead_code)] // the benchmark uses more of it
+mod cdp;
 
 /// One HTTP exchange: (status, headers, body). Redirects are not followed.
 fn http(
@@ -58,10 +64,14 @@ fn form_token(url: &str) -> (String, String) {
 }
 
 fn chromium() -> PathBuf {
-    let found = std::env::split_paths(&std::env::var_os("PATH").unwrap_or_default())
-        .map(|dir| dir.join("chromium"))
-        .find(|path| path.is_file());
-    found.expect("chromium is not installed: scripts/test.sh installs Debian's chromium package")
+    cdp::chromium()
+        .expect("chromium is not installed: scripts/test.sh installs Debian's chromium package")
+}
+
+fn shots() -> PathBuf {
+    let shots = Path::new(env!("CARGO_TARGET_TMPDIR")).join("dashboard-screens");
+    std::fs::create_dir_all(&shots).unwrap();
+    shots
 }
 
 /// The DOM of `url` after Chromium rendered it, and a screenshot of it at `shot`.
@@ -72,7 +82,6 @@ fn render(url: &str, shot: &Path, profile: &Path) -> String {
             "--no-sandbox",
             "--disable-gpu",
             "--no-first-run",
-            "--virtual-time-budget=3000",
         ])
         .arg(format!("--user-data-dir={}", profile.display()));
     };
@@ -159,8 +168,7 @@ fn the_dashboard_finds_by_meaning_and_corrects_and_forgets_through_the_tools() {
     .unwrap();
     let server = Server::start(&home, &[]);
     let base = server.mcp().trim_end_matches("/mcp").to_string();
-    let shots = Path::new(env!("CARGO_TARGET_TMPDIR")).join("dashboard-screens");
-    std::fs::create_dir_all(&shots).unwrap();
+    let shots = shots();
     let profile = tempfile::tempdir().unwrap();
 
     // Rendered by a browser: the overview, a search in a person's words, an entry, the audit.
@@ -177,6 +185,15 @@ fn the_dashboard_finds_by_meaning_and_corrects_and_forgets_through_the_tools() {
         "{found}"
     );
     assert!(found.contains("Why: meaning"), "{found}");
+    // Browsing by kind, without a question.
+    let (_, _, facts) = http("GET", &format!("{base}/memory?kind=pattern"), &[], None);
+    assert!(facts.contains("Schema migrations need sign-off"), "{facts}");
+    let (_, _, knowledge) = http("GET", &format!("{base}/memory?kind=knowledge"), &[], None);
+    assert!(!knowledge.contains("Schema migrations"), "{knowledge}");
+    assert!(
+        knowledge.contains("Latest knowledge entries"),
+        "{knowledge}"
+    );
     // Text from memory is shown, never run as markup.
     let deploys = render(
         &format!("{base}/memory?q=canary+deploys"),
@@ -366,4 +383,239 @@ fn the_dashboard_finds_by_meaning_and_corrects_and_forgets_through_the_tools() {
         !answer.to_string().contains("platform team"),
         "forgotten, yet the CLI answers with it: {answer}"
     );
+}
+
+/// A deny rule for `git push --force`, in the CAR home's rules.
+fn deny_force_push(home: &TestHome) {
+    std::fs::create_dir_all(home.home.join("policies")).unwrap();
+    std::fs::write(
+        home.home.join("policies/force.toml"),
+        "[[deny_tool_param]]\ntool = \"Bash\"\nparam = \"command\"\ncontains = \"git push --force\"\n",
+    )
+    .unwrap();
+}
+
+#[test]
+fn a_hook_deny_appears_in_the_open_audit_page_without_a_reload() {
+    let home = TestHome::new();
+    deny_force_push(&home);
+    let server = Server::start(&home, &[]);
+    let base = server.mcp().trim_end_matches("/mcp").to_string();
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    runtime.block_on(async {
+        let mut browser = cdp::Browser::launch(&chromium()).await.unwrap();
+        let tab = browser.open(&format!("{base}/audit")).await.unwrap();
+        // The page follows /events once its script runs.
+        browser
+            .wait_for(
+                &tab,
+                "document.querySelector('main[data-following]') !== null",
+                std::time::Duration::from_secs(30),
+            )
+            .await
+            .unwrap();
+        browser.eval(&tab, "window.carStayed = true").await.unwrap();
+        // Codex's hook payload, through the gate the hosts run.
+        let payload = json!({"hook_event_name": "PreToolUse", "tool_name": "Bash",
+            "tool_input": {"command": "git push --force origin main"},
+            "cwd": home.project, "session_id": "codex-session-7", "turn_id": "t1"});
+        let out = home.gate_with_input(&[], payload.to_string().as_bytes());
+        assert!(
+            String::from_utf8_lossy(&out.stdout).contains("deny_tool_param:Bash.command"),
+            "{out:?}"
+        );
+        let took = browser
+            .wait_for(
+                &tab,
+                "document.getElementById('main').textContent.includes('git push --force origin main')",
+                std::time::Duration::from_secs(10),
+            )
+            .await;
+        let took = match took {
+            Ok(took) => took,
+            Err(e) => {
+                let status = browser
+                    .eval(&tab, "document.getElementById('live-status').textContent + ' | ' + document.getElementById('main').textContent")
+                    .await;
+                let gate = std::fs::read_to_string(home.home.join("gate.jsonl"));
+                panic!("{e}; the page: {status:?}; the decision file: {gate:?}")
+            }
+        };
+        eprintln!("the deny reached the open audit page in {took:?}");
+        // The same page, its content replaced in place: no reload.
+        assert_eq!(
+            browser.eval(&tab, "window.carStayed === true").await.unwrap(),
+            json!(true)
+        );
+        let row = browser
+            .eval(
+                &tab,
+                "[...document.querySelectorAll('tbody tr')].map(r => r.textContent).find(t => t.includes('git push --force')) || ''",
+            )
+            .await
+            .unwrap();
+        let row = row.as_str().unwrap();
+        for part in ["Bash", "denied", "hook", "codex", "codex-session-7", "deny_tool_param:Bash.command"] {
+            assert!(row.contains(part), "{part} missing from {row}");
+        }
+        let shot = browser
+            .call(Some(&tab), "Page.captureScreenshot", json!({"format": "png"}))
+            .await
+            .unwrap();
+        let png = base64_decode(shot["data"].as_str().unwrap());
+        std::fs::write(shots().join("audit-live.png"), png).unwrap();
+    });
+    // The CLI reads the same log, by host and session.
+    let listed = home.car_json(&[
+        "executions",
+        "--host",
+        "codex",
+        "--session",
+        "codex-session-7",
+    ]);
+    let rows = listed["executions"].as_array().unwrap();
+    assert_eq!(rows.len(), 1, "{listed}");
+    assert_eq!(rows[0]["status"], "denied");
+    assert_eq!(rows[0]["face"], "hook");
+}
+
+/// Standard base64 (what DevTools sends a screenshot in).
+fn base64_decode(text: &str) -> Vec<u8> {
+    let value = |c: u8| -> u32 {
+        match c {
+            b'A'..=b'Z' => u32::from(c - b'A'),
+            b'a'..=b'z' => u32::from(c - b'a') + 26,
+            b'0'..=b'9' => u32::from(c - b'0') + 52,
+            b'+' => 62,
+            b'/' => 63,
+            _ => panic!("not base64: {c}"),
+        }
+    };
+    let bytes: Vec<u8> = text.bytes().filter(|c| *c != b'=').collect();
+    let mut out = Vec::with_capacity(bytes.len() * 3 / 4);
+    for chunk in bytes.chunks(4) {
+        let n = chunk
+            .iter()
+            .enumerate()
+            .fold(0u32, |n, (i, c)| n | (value(*c) << (18 - 6 * i)));
+        out.extend_from_slice(&n.to_be_bytes()[1..chunk.len()]);
+    }
+    out
+}
+
+#[test]
+fn an_entry_page_draws_its_links_its_history_and_who_wrote_it() {
+    let home = TestHome::new();
+    // Written by an MCP client: the page names the client and its session.
+    let mut mcp = home.spawn_mcp();
+    mcp.initialize();
+    mcp.call_ok(
+        "memory_add_fact",
+        json!({"subject": "release train", "body": "The release train leaves every Tuesday"}),
+    );
+    let written = mcp.call_ok(
+        "memory_add_fact",
+        json!({"subject": "release train", "body": "The release train leaves every Wednesday"}),
+    );
+    let current = written["id"].as_str().unwrap().to_string();
+    mcp.call_ok(
+        "memory_add_fact",
+        json!({"subject": "release freeze", "body": "The release train waits during a freeze"}),
+    );
+    mcp.finish();
+    let server = Server::start(&home, &[]);
+    let base = server.mcp().trim_end_matches("/mcp").to_string();
+    let profile = tempfile::tempdir().unwrap();
+    let page = render(
+        &format!("{base}/memory/entry/{current}"),
+        &shots().join("entry-graph.png"),
+        profile.path(),
+    );
+    // Its history: the Tuesday version it replaced.
+    assert!(page.contains("What it replaced"), "{page}");
+    assert!(
+        page.contains("The release train leaves every Tuesday"),
+        "{page}"
+    );
+    // Its links, drawn and listed: the freeze entry shares "release train".
+    assert!(page.contains("<svg class=\"graph\""), "{page}");
+    assert!(page.contains("release freeze"), "{page}");
+    // Who wrote it: memory_add_fact from the MCP client, in its session.
+    let written = &page[page.find("Written by").unwrap()..];
+    assert!(written.contains("memory_add_fact"), "{written}");
+    assert!(written.contains("<td>mcp</td>"), "{written}");
+    assert!(written.contains("car-tests"), "{written}");
+    assert!(written.contains("/audit?session="), "{written}");
+}
+
+#[test]
+fn beyond_loopback_the_dashboard_asks_for_the_token_and_a_browser_signs_in_once() {
+    let home = TestHome::new();
+    let server = Server::start(&home, &["--allow-remote"]);
+    let base = server.mcp().trim_end_matches("/mcp").to_string();
+    let token = std::fs::read_to_string(home.home.join("daemon/token")).unwrap();
+    let token = token.trim();
+    // No token: 401 and the sign-in form, no data.
+    for path in ["/", "/audit", "/memory?q=x", "/events", "/dashboard.js"] {
+        let (status, _, body) = http("GET", &format!("{base}{path}"), &[], None);
+        assert_eq!(status, 401, "{path}: {body}");
+        assert!(!body.contains("Memory entries"), "{path}");
+    }
+    let (_, _, form) = http("GET", &format!("{base}/"), &[], None);
+    assert!(form.contains("action=\"/login\""), "{form}");
+    // The bearer header admits, as on /mcp.
+    let bearer = format!("Bearer {token}");
+    let (status, _, page) = http(
+        "GET",
+        &format!("{base}/"),
+        &[("authorization", &bearer)],
+        None,
+    );
+    assert_eq!(status, 200, "{page}");
+    // A wrong token signs nothing in; another site's form is refused.
+    let (status, headers, _) = http(
+        "POST",
+        &format!("{base}/login"),
+        &[("origin", &base)],
+        Some("token=wrong".into()),
+    );
+    assert_eq!(status, 401);
+    assert!(headers.get("set-cookie").is_none());
+    let (status, _, _) = http(
+        "POST",
+        &format!("{base}/login"),
+        &[("origin", "https://evil.example")],
+        Some(format!("token={token}")),
+    );
+    assert_eq!(status, 403);
+    // The right one: a session cookie that then admits the browser.
+    let (status, headers, _) = http(
+        "POST",
+        &format!("{base}/login"),
+        &[("origin", &base)],
+        Some(format!("token={token}")),
+    );
+    assert_eq!(status, 303);
+    let cookie = headers["set-cookie"].to_str().unwrap();
+    assert!(
+        cookie.contains("HttpOnly") && cookie.contains("SameSite=Strict"),
+        "{cookie}"
+    );
+    let cookie = cookie.split(';').next().unwrap().to_string();
+    let (status, _, page) = http("GET", &format!("{base}/"), &[("cookie", &cookie)], None);
+    assert_eq!(status, 200, "{page}");
+    assert!(page.contains("Memory entries"));
+    let (status, _, _) = http(
+        "GET",
+        &format!("{base}/"),
+        &[(
+            "cookie",
+            "car_session=0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef",
+        )],
+        None,
+    );
+    assert_eq!(status, 401, "a made-up session is not signed in");
 }

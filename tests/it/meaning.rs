@@ -180,14 +180,19 @@ fn a_database_from_the_previous_release_is_backfilled_and_answers_by_meaning() {
     let car = car_in(&home);
     let before = answers(&car);
     assert!(found_by_meaning(&before) > 0);
-    // Make it the database the previous release wrote: schema 7, no vectors, no marker, no
-    // index snapshot.
+    // Make it the database the release before vectors wrote: schema 7, no vectors, no marker,
+    // no index snapshot, none of schema 9's audit columns.
     let db = home.home.join("car.db");
     {
         let conn = rusqlite::Connection::open(&db).unwrap();
         conn.execute_batch(
             "DROP TABLE memory_vectors;
              DELETE FROM meta WHERE key = 'memory_vectors_model';
+             DROP INDEX executions_subject;
+             DROP INDEX executions_session;
+             ALTER TABLE executions DROP COLUMN session;
+             ALTER TABLE executions DROP COLUMN host;
+             ALTER TABLE executions DROP COLUMN subject;
              PRAGMA user_version = 7;",
         )
         .unwrap();
@@ -224,6 +229,6 @@ fn a_database_from_the_previous_release_is_backfilled_and_answers_by_meaning() {
     let version: i64 = conn
         .query_row("PRAGMA user_version", [], |r| r.get(0))
         .unwrap();
-    assert_eq!(version, 8);
+    assert_eq!(version, 9);
     assert_eq!(answers(&car), before);
 }

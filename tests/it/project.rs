@@ -30,8 +30,11 @@ fn normalize(text: &str, home: &TestHome) -> String {
     let ts = regex::Regex::new(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z").unwrap();
     let cp = regex::Regex::new(r"cp-\d{8}-\d{6}(-\d+)?").unwrap();
     let duration = regex::Regex::new(r#""duration_ms":\d+"#).unwrap();
+    // The MCP side's execution log names its session and client, so its file is larger.
+    let db_bytes = regex::Regex::new(r#""db_bytes":\d+"#).unwrap();
     let text = ts.replace_all(text, "<ts>").into_owned();
     let text = cp.replace_all(&text, "cp-<ts>");
+    let text = db_bytes.replace_all(&text, "\"db_bytes\":<n>");
     duration
         .replace_all(&text, "\"duration_ms\":<n>")
         .into_owned()
