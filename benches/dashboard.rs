@@ -354,6 +354,7 @@ fn main() {
             "assets_bytes": {
                 "dashboard.css": include_str!("../src/server/dashboard.css").len(),
                 "dashboard.js": include_str!("../src/server/dashboard.js").len(),
+                "dashboard-live.js": include_str!("../src/server/dashboard-live.js").len(),
             },
         })
     });
@@ -377,7 +378,7 @@ fn main() {
 Cold (first after start): search FCP {} ms (TTFB {} ms), overview FCP {} ms. A blank data: page paints at {} ms in the same browser.\n\n\
 Searches whose first result is the fact asked about: {}.\n\n\
 Daemon RSS: {} KiB before, {} KiB with 10 live pages, {} KiB after 5 updates.\n\n\
-Embedded assets: CSS {} bytes, JS {} bytes.\n",
+Embedded assets: CSS {} bytes, page script {} bytes, shared worker {} bytes.\n",
         row("overview `/` first contentful paint", &report["overview_fcp"]),
         row("overview time to first byte", &report["overview_ttfb"]),
         row("search first contentful paint", &report["search_fcp"]),
@@ -393,6 +394,7 @@ Embedded assets: CSS {} bytes, JS {} bytes.\n",
         report["daemon_rss_kib"]["after_5_updates"],
         report["assets_bytes"]["dashboard.css"],
         report["assets_bytes"]["dashboard.js"],
+        report["assets_bytes"]["dashboard-live.js"],
         chromium = report["chromium"].as_str().unwrap_or(""),
     );
     std::fs::write(out.join("dashboard.md"), &md).unwrap();

@@ -31,13 +31,26 @@
         if (again) { again = false; reload(); }
       });
   }
-  var source = new EventSource("/events");
-  source.addEventListener("ready", function () {
-    main.setAttribute("data-following", "");
-  });
-  source.addEventListener("change", reload);
-  source.onerror = function () {
-    main.removeAttribute("data-following");
-    if (status) status.textContent = "Live updates paused; retrying";
-  };
+  function handle(type) {
+    if (type === "ready") main.setAttribute("data-following", "");
+    else if (type === "change") reload();
+    else if (type === "error") {
+      main.removeAttribute("data-following");
+      if (status) status.textContent = "Live updates paused; retrying";
+    }
+  }
+  // One stream for every open page, through a shared worker; a stream of its own without one.
+  if (window.SharedWorker) {
+    var worker = new SharedWorker("/dashboard-live.js");
+    worker.port.onmessage = function (message) { handle(message.data); };
+    worker.port.start();
+    window.addEventListener("pagehide", function () { worker.port.postMessage("leave"); });
+    // Back from the browser's page cache, the worker has let this page go: load it anew.
+    window.addEventListener("pageshow", function (event) { if (event.persisted) location.reload(); });
+  } else {
+    var source = new EventSource("/events");
+    source.addEventListener("ready", function () { handle("ready"); });
+    source.addEventListener("change", function () { handle("change"); });
+    source.onerror = function () { handle("error"); };
+  }
 })();

@@ -117,6 +117,7 @@ pub fn router(
         .route("/events", get(events))
         .route("/dashboard.css", get(stylesheet))
         .route("/dashboard.js", get(script))
+        .route("/dashboard-live.js", get(live_worker))
         .layer(middleware::from_fn_with_state(web.clone(), signed_in))
         .route("/login", get(login_page).post(login))
         .with_state(web)
@@ -220,7 +221,7 @@ fn page(title: &str, nav: &str, main: &str, cookie: Option<HeaderValue>, live: b
     headers.insert(
         header::CONTENT_SECURITY_POLICY,
         HeaderValue::from_static(
-            "default-src 'none'; style-src 'self'; script-src 'self'; connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'",
+            "default-src 'none'; style-src 'self'; script-src 'self'; worker-src 'self'; connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'",
         ),
     );
     headers.insert(
@@ -256,6 +257,17 @@ async fn script() -> Response {
             (header::CACHE_CONTROL, "max-age=3600"),
         ],
         include_str!("dashboard.js"),
+    )
+        .into_response()
+}
+
+async fn live_worker() -> Response {
+    (
+        [
+            (header::CONTENT_TYPE, "text/javascript; charset=utf-8"),
+            (header::CACHE_CONTROL, "max-age=3600"),
+        ],
+        include_str!("dashboard-live.js"),
     )
         .into_response()
 }
@@ -1242,21 +1254,25 @@ async fn tasks(State(web): State<Web>, headers: HeaderMap) -> Response {
         main.push_str("</ul></section>");
     }
     main.push_str("</div>");
-    match listed(
-        &web,
-        "progress_tracker",
-        &["--status", "open", "--limit", "20"],
-    )
-    .await
-    {
-        Ok(notes) => main.push_str(&progress_section(
+    main.push_str(
+        &progress(
+            &web,
+            &["--status", "open", "--limit", "20"],
             "Open notes and blockers",
-            &notes,
             "No open progress note or blocker (car progress create).",
-        )),
-        Err(e) => main.push_str(&format!("<p role=\"alert\">{}</p>", esc(&e))),
-    }
+        )
+        .await,
+    );
     page("Tasks", "/tasks", &main, cookie, LIVE)
+}
+
+/// The progress notes `progress_tracker list ARGS` gives, under `heading` (`none` when there
+/// are none), or what went wrong.
+async fn progress(web: &Web, args: &[&str], heading: &str, none: &str) -> String {
+    match listed(web, "progress_tracker", args).await {
+        Ok(notes) => progress_section(heading, &notes, none),
+        Err(e) => format!("<p role=\"alert\">{}</p>", esc(&e)),
+    }
 }
 
 /// Progress notes and blockers, newest first.
@@ -1357,20 +1373,15 @@ async fn task(State(web): State<Web>, headers: HeaderMap, Path(id): Path<String>
         description = esc(text(&shown, "description")),
     );
     let display = text(&shown, "displayId").to_string();
-    match listed(
-        &web,
-        "progress_tracker",
-        &["--task", &display, "--status", "all", "--limit", "0"],
-    )
-    .await
-    {
-        Ok(notes) => main.push_str(&progress_section(
+    main.push_str(
+        &progress(
+            &web,
+            &["--task", &display, "--status", "all", "--limit", "0"],
             "Progress notes",
-            &notes,
             "No progress note on this task yet.",
-        )),
-        Err(e) => main.push_str(&format!("<p role=\"alert\">{}</p>", esc(&e))),
-    }
+        )
+        .await,
+    );
     page(&display, "/tasks", &main, cookie, LIVE)
 }
 

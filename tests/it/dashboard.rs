@@ -128,6 +128,14 @@ fn the_dashboard_finds_by_meaning_and_corrects_and_forgets_through_the_tools() {
     home.car_json(&["task", "claim", "CTX-0001", "--agent", "alice"]);
     home.car_json(&["task", "block", "CTX-0002", "--reason", "waiting on QA"]);
     home.car_json(&[
+        "progress",
+        "create",
+        "flake reproduced with seed 42",
+        "--task",
+        "CTX-0001",
+    ]);
+    home.car_json(&["task", "create", "Publish", "--depends-on", "CTX-0003"]);
+    home.car_json(&[
         "decision",
         "record",
         "Use PostgreSQL for teams",
@@ -229,6 +237,20 @@ fn the_dashboard_finds_by_meaning_and_corrects_and_forgets_through_the_tools() {
         "{board}"
     );
     assert!(column("Blocked").contains("waiting on QA"), "{board}");
+    assert!(board.contains("flake reproduced with seed 42"), "{board}");
+    // A task's page: what it waits on, its history, its notes.
+    let (_, _, waiting) = http("GET", &format!("{base}/tasks/CTX-0004"), &[], None);
+    assert!(
+        waiting.contains("href=\"/tasks/CTX-0003\"") && waiting.contains("created"),
+        "{waiting}"
+    );
+    let (_, _, claimed) = http("GET", &format!("{base}/tasks/CTX-0001"), &[], None);
+    assert!(
+        claimed.contains("alice") && claimed.contains("flake reproduced with seed 42"),
+        "{claimed}"
+    );
+    let (status, _, _) = http("GET", &format!("{base}/tasks/CTX-9999"), &[], None);
+    assert_eq!(status, 404);
     let adr = render(
         &format!("{base}/decisions"),
         &shots.join("decisions.png"),
@@ -407,17 +429,24 @@ fn a_hook_deny_appears_in_the_open_audit_page_without_a_reload() {
         .unwrap();
     runtime.block_on(async {
         let mut browser = cdp::Browser::launch(&chromium()).await.unwrap();
-        let tab = browser.open(&format!("{base}/audit")).await.unwrap();
-        // The page follows /events once its script runs.
-        browser
-            .wait_for(
-                &tab,
-                "document.querySelector('main[data-following]') !== null",
-                std::time::Duration::from_secs(30),
-            )
-            .await
-            .unwrap();
-        browser.eval(&tab, "window.carStayed = true").await.unwrap();
+        // More pages than a browser opens connections to one server (six): they share one
+        // stream through the dashboard's worker, so every one of them follows.
+        let mut tabs = Vec::new();
+        for _ in 0..8 {
+            tabs.push(browser.open(&format!("{base}/audit")).await.unwrap());
+        }
+        for tab in &tabs {
+            browser
+                .wait_for(
+                    tab,
+                    "document.querySelector('main[data-following]') !== null",
+                    std::time::Duration::from_secs(30),
+                )
+                .await
+                .unwrap();
+            browser.eval(tab, "window.carStayed = true").await.unwrap();
+        }
+        let tab = tabs[0].clone();
         // Codex's hook payload, through the gate the hosts run.
         let payload = json!({"hook_event_name": "PreToolUse", "tool_name": "Bash",
             "tool_input": {"command": "git push --force origin main"},
@@ -445,6 +474,16 @@ fn a_hook_deny_appears_in_the_open_audit_page_without_a_reload() {
             }
         };
         eprintln!("the deny reached the open audit page in {took:?}");
+        for other in &tabs[1..] {
+            browser
+                .wait_for(
+                    other,
+                    "document.getElementById('main').textContent.includes('git push --force origin main') && window.carStayed === true",
+                    std::time::Duration::from_secs(10),
+                )
+                .await
+                .unwrap();
+        }
         // The same page, its content replaced in place: no reload.
         assert_eq!(
             browser.eval(&tab, "window.carStayed === true").await.unwrap(),
