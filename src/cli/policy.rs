@@ -452,12 +452,19 @@ pub fn hook(home: Result<Home, HomeError>, host: Option<Host>, name: &str) {
     let startup: Vec<std::path::PathBuf> = crate::home::user_home()
         .map(|home| SHELL_STARTUP.iter().map(|name| home.join(name)).collect())
         .unwrap_or_default();
+    // The gate's decision file: an agent that deletes or rewrites it hides its denied calls
+    // from the audit log.
+    let decisions = [
+        home.gate_log_path(),
+        gate_log::rotated(&home.gate_log_path()),
+    ];
     let hooks: Vec<&Path> = plugin_root
         .iter()
         .chain(exe.iter())
         .chain(on_path.iter())
         .chain(plugins.iter())
         .chain(startup.iter())
+        .chain(decisions.iter())
         .map(|p| p.as_path())
         .collect();
     let print = |output: Option<&str>| {

@@ -665,6 +665,22 @@ fn profiles_other_homes_and_extension_switches_cannot_unhook_the_gate() {
             );
         }
     }
+    // The gate's decision file, which the audit log reads: not deleted, emptied or rewritten.
+    std::fs::create_dir_all(&home.home).unwrap();
+    std::fs::write(home.home.join("gate.jsonl"), "").unwrap();
+    let decisions = home.home.join("gate.jsonl");
+    for command in [
+        format!("rm -f {}", decisions.display()),
+        format!(": > {}", decisions.display()),
+        format!("mv {0} {0}.old", decisions.display()),
+    ] {
+        for (host, payload) in shell(&home, &command) {
+            assert!(
+                decision(host, &command, &run(&home, &payload, None)).is_some(),
+                "{host:?} allowed {command}"
+            );
+        }
+    }
     // Other variables, or another home for another program only, are not the gate's business.
     for command in [
         "env FOO=1 codex --version",
