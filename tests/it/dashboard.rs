@@ -405,6 +405,17 @@ fn the_dashboard_finds_by_meaning_and_corrects_and_forgets_through_the_tools() {
         !answer.to_string().contains("platform team"),
         "forgotten, yet the CLI answers with it: {answer}"
     );
+    let mut mcp = home.spawn_mcp();
+    mcp.initialize();
+    let answer = mcp.call_ok(
+        "memory_query",
+        json!({"query": "who signs off schema migrations"}),
+    );
+    assert!(
+        !answer.to_string().contains("platform team"),
+        "forgotten, yet car-mcp answers with it: {answer}"
+    );
+    mcp.finish();
 }
 
 /// A deny rule for `git push --force`, in the CAR home's rules.
