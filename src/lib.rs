@@ -32,6 +32,7 @@ pub mod server;
 pub mod setup;
 mod skills;
 mod store;
+pub mod team;
 
 pub use app::{App, AppBuilder, AppError};
 pub use home::{confirm_grants_from_env, env, project_root, Home, HomeError};

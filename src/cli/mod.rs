@@ -21,6 +21,7 @@ mod session;
 mod setup;
 mod skill;
 mod task;
+mod team;
 mod tools;
 
 use std::path::PathBuf;
@@ -157,6 +158,10 @@ pub enum Command {
     /// Start, stop and watch car-server, the shared engine over HTTP MCP.
     #[command(subcommand, after_help = daemon::HELP)]
     Daemon(daemon::DaemonCommand),
+    /// A team's shared database on PostgreSQL: its projects, its people with their tokens and
+    /// roles, and who may reach which project.
+    #[command(after_help = team::HELP)]
+    Team(team::TeamArgs),
     /// Serve the MCP protocol over stdio (what car-mcp does).
     Mcp(crate::mcp::process::McpArgs),
     /// Print a shell completion script (bash, zsh, fish, powershell, elvish).
@@ -611,6 +616,7 @@ async fn run(cli: Cli) -> ExitCode {
         Command::Config(command) => admin::config(&env, &command).emit(),
         Command::Prune(args) => admin::prune(&env, &args).emit(),
         Command::Daemon(command) => daemon::run(&env, command).await,
+        Command::Team(args) => team::run(&env, args).await,
         Command::Mcp(_) => crate::mcp::process::serve(&env.home, &env.project_root).await,
     }
 }

@@ -44,3 +44,4 @@ mod server;
 mod setup;
 mod skills;
 mod support;
+mod team;

@@ -1,0 +1,602 @@
+//! The team store on PostgreSQL: a team's projects, people and their access, and the team's
+//! audit log, in a database several `car-server` instances share. SQLite stays the store of one
+//! person's CAR; this is what a team points its servers at (`--database`, `CAR_DATABASE_URL`).
+//!
+//! Access is enforced twice. The server checks a caller's token and grants; and the tables of a
+//! project's data carry PostgreSQL row-level security keyed on the `car.project` setting, which
+//! [`TeamDb::in_project`] sets for one transaction only, so a query that forgot its project
+//! filter still sees nothing of another project. Tokens are stored as their SHA-256.
+//!
+//! Migrations are append-only (`migrations/NNNN_*.sql`) and run under a transaction-scoped
+//! advisory lock: an instance that starts while another migrates waits for it and then finds
+//! nothing left to run.
+
+use std::time::Duration;
+
+use deadpool_postgres::{Pool, Transaction};
+use serde::Serialize;
+use sha2::{Digest, Sha256};
+
+/// The migrations, in order. Never edit one that has shipped; add a new file.
+const MIGRATIONS: &[(i32, &str, &str)] = &[(1, "team", include_str!("migrations/0001_team.sql"))];
+
+/// The advisory lock every migrating instance takes (an arbitrary constant: "CAR" and 1).
+const MIGRATION_LOCK: i64 = 0x4341_5200_0001;
+
+/// How long a connection may take.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// A role: `admin` manages the team, `member` reads and writes, `reader` reads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, clap::ValueEnum)]
+#[serde(rename_all = "lowercase")]
+pub enum Role {
+    Admin,
+    Member,
+    Reader,
+}
+
+impl Role {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Role::Admin => "admin",
+            Role::Member => "member",
+            Role::Reader => "reader",
+        }
+    }
+
+    fn parse(text: &str) -> Role {
+        match text {
+            "admin" => Role::Admin,
+            "member" => Role::Member,
+            // Anything else reads only.
+            _ => Role::Reader,
+        }
+    }
+
+    /// Whether the role may change a project's data.
+    pub fn writes(self) -> bool {
+        matches!(self, Role::Admin | Role::Member)
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum TeamError {
+    #[error("the database URL is not one PostgreSQL takes ({0}); it looks like postgres://USER:PASSWORD@HOST:5432/DATABASE")]
+    Url(String),
+    #[error("cannot reach PostgreSQL at {at}: {message}; is it running, and does the URL (--database or CAR_DATABASE_URL) name the right host, port, user and database?")]
+    Connect { at: String, message: String },
+    #[error("the team database was migrated by a newer CAR (schema {found}, this CAR knows up to {known}); upgrade CAR")]
+    NewerSchema { found: i32, known: i32 },
+    #[error("{0}")]
+    NotFound(String),
+    #[error("{0}")]
+    Exists(String),
+    #[error("{0}")]
+    Invalid(String),
+    #[error("database error: {0}")]
+    Db(String),
+}
+
+impl From<tokio_postgres::Error> for TeamError {
+    fn from(e: tokio_postgres::Error) -> Self {
+        match e.as_db_error() {
+            Some(db) => TeamError::Db(format!("{} ({})", db.message(), db.code().code())),
+            None => TeamError::Db(with_cause(&e)),
+        }
+    }
+}
+
+impl From<deadpool_postgres::PoolError> for TeamError {
+    fn from(e: deadpool_postgres::PoolError) -> Self {
+        TeamError::Db(e.to_string())
+    }
+}
+
+pub type Result<T, E = TeamError> = std::result::Result<T, E>;
+
+/// A project of the team.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct TeamProject {
+    pub id: i64,
+    pub name: String,
+    pub created_at: String,
+}
+
+/// A user, as listed (never the token).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct User {
+    pub id: i64,
+    pub name: String,
+    pub role: Role,
+    /// The projects granted, with the role on each.
+    pub projects: Vec<Grant>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Grant {
+    pub project: String,
+    pub role: Role,
+}
+
+/// A user added, or whose token was rotated: the token, shown this once.
+#[derive(Debug, Clone, Serialize)]
+pub struct Issued {
+    pub user: User,
+    pub token: String,
+}
+
+/// One row of the team's execution log.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct TeamExecution {
+    pub id: String,
+    pub author: Option<String>,
+    pub tool: String,
+    pub status: String,
+    pub face: Option<String>,
+    pub started_at: String,
+}
+
+/// A connection pool to a team database, migrated.
+#[derive(Clone)]
+pub struct TeamDb {
+    pool: Pool,
+}
+
+/// `url` with its password, if any, replaced: for messages.
+fn shown(url: &str) -> String {
+    match url.split_once("://") {
+        Some((scheme, rest)) => {
+            let rest = match rest.rsplit_once('@') {
+                Some((user, host)) => {
+                    let user = user.split(':').next().unwrap_or("");
+                    format!("{user}@{host}")
+                }
+                None => rest.to_string(),
+            };
+            format!("{scheme}://{rest}")
+        }
+        None => "(not a URL)".to_string(),
+    }
+}
+
+/// A new user token: `car_` and 64 hex digits (two random UUIDs' bits).
+fn new_token() -> String {
+    format!(
+        "car_{}{}",
+        uuid::Uuid::new_v4().simple(),
+        uuid::Uuid::new_v4().simple()
+    )
+}
+
+fn token_hash(token: &str) -> Vec<u8> {
+    Sha256::digest(token.as_bytes()).to_vec()
+}
+
+/// A name for a user or project: 1 to 64 letters, digits, `.`, `_` or `-`.
+fn check_name(what: &str, name: &str) -> Result<()> {
+    let ok = !name.is_empty()
+        && name.len() <= 64
+        && name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-'));
+    if ok {
+        Ok(())
+    } else {
+        Err(TeamError::Invalid(format!(
+            "{what} name {name:?} is not 1 to 64 letters, digits, '.', '_' or '-'"
+        )))
+    }
+}
+
+impl TeamDb {
+    /// Connects to `url` and brings the schema up to date (waiting for another instance that is
+    /// migrating it).
+    pub async fn connect(url: &str) -> Result<TeamDb> {
+        let config: tokio_postgres::Config = url
+            .parse()
+            .map_err(|e: tokio_postgres::Error| TeamError::Url(e.to_string()))?;
+        let mut config = config;
+        config.connect_timeout(CONNECT_TIMEOUT);
+        config.application_name("car");
+        let manager = deadpool_postgres::Manager::from_config(
+            config,
+            tokio_postgres::NoTls,
+            deadpool_postgres::ManagerConfig {
+                recycling_method: deadpool_postgres::RecyclingMethod::Fast,
+            },
+        );
+        let pool = Pool::builder(manager)
+            .max_size(16)
+            .wait_timeout(Some(CONNECT_TIMEOUT))
+            .create_timeout(Some(CONNECT_TIMEOUT))
+            .runtime(deadpool_postgres::Runtime::Tokio1)
+            .build()
+            .map_err(|e| TeamError::Url(e.to_string()))?;
+        let db = TeamDb { pool };
+        // The first connection says whether the server is there at all.
+        let _first = db.pool.get().await.map_err(|e| TeamError::Connect {
+            at: shown(url),
+            message: match &e {
+                deadpool_postgres::PoolError::Backend(e) => with_cause(e),
+                other => other.to_string(),
+            },
+        })?;
+        db.migrate().await?;
+        Ok(db)
+    }
+
+    /// Runs the migrations this database lacks; returns how many ran.
+    pub async fn migrate(&self) -> Result<usize> {
+        let mut client = self.pool.get().await?;
+        let tx = client.transaction().await?;
+        tx.execute("SELECT pg_advisory_xact_lock($1)", &[&MIGRATION_LOCK])
+            .await?;
+        tx.batch_execute(
+            "CREATE TABLE IF NOT EXISTS car_schema_migrations (
+                 version    integer PRIMARY KEY,
+                 name       text NOT NULL,
+                 applied_at timestamptz NOT NULL DEFAULT now())",
+        )
+        .await?;
+        let found: i32 = tx
+            .query_one(
+                "SELECT coalesce(max(version), 0) FROM car_schema_migrations",
+                &[],
+            )
+            .await?
+            .get(0);
+        let known = MIGRATIONS.last().map_or(0, |m| m.0);
+        if found > known {
+            return Err(TeamError::NewerSchema { found, known });
+        }
+        let mut ran = 0;
+        for (version, name, sql) in MIGRATIONS.iter().filter(|m| m.0 > found) {
+            tx.batch_execute(sql).await?;
+            tx.execute(
+                "INSERT INTO car_schema_migrations(version, name) VALUES ($1, $2)",
+                &[version, name],
+            )
+            .await?;
+            ran += 1;
+        }
+        tx.commit().await?;
+        Ok(ran)
+    }
+
+    /// The schema version the database is at.
+    pub async fn schema_version(&self) -> Result<i32> {
+        let client = self.pool.get().await?;
+        Ok(client
+            .query_one(
+                "SELECT coalesce(max(version), 0) FROM car_schema_migrations",
+                &[],
+            )
+            .await?
+            .get(0))
+    }
+
+    /// Adds a project.
+    pub async fn add_project(&self, name: &str) -> Result<TeamProject> {
+        check_name("a project", name)?;
+        let client = self.pool.get().await?;
+        let row = client
+            .query_opt(
+                "INSERT INTO car_projects(name) VALUES ($1) ON CONFLICT (name) DO NOTHING
+                 RETURNING id, name, to_char(created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.MS\"Z\"')",
+                &[&name],
+            )
+            .await?
+            .ok_or_else(|| TeamError::Exists(format!("project '{name}' exists already")))?;
+        Ok(TeamProject {
+            id: row.get(0),
+            name: row.get(1),
+            created_at: row.get(2),
+        })
+    }
+
+    /// Every project, by name.
+    pub async fn projects(&self) -> Result<Vec<TeamProject>> {
+        let client = self.pool.get().await?;
+        let rows = client
+            .query(
+                "SELECT id, name, to_char(created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.MS\"Z\"')
+                 FROM car_projects ORDER BY name",
+                &[],
+            )
+            .await?;
+        Ok(rows
+            .iter()
+            .map(|r| TeamProject {
+                id: r.get(0),
+                name: r.get(1),
+                created_at: r.get(2),
+            })
+            .collect())
+    }
+
+    /// Adds a user with `role`, granted `projects` (each with the same role); returns the user
+    /// and their token, which is shown this once. Nothing is added when a project is unknown or
+    /// the name is taken.
+    pub async fn add_user(&self, name: &str, role: Role, projects: &[String]) -> Result<Issued> {
+        check_name("a user", name)?;
+        let token = new_token();
+        let mut client = self.pool.get().await?;
+        let tx = client.transaction().await?;
+        let id: i64 = tx
+            .query_opt(
+                "INSERT INTO car_users(name, role, token_hash) VALUES ($1, $2, $3)
+                 ON CONFLICT (name) DO NOTHING RETURNING id",
+                &[&name, &role.as_str(), &token_hash(&token)],
+            )
+            .await?
+            .ok_or_else(|| {
+                TeamError::Exists(format!(
+                    "user '{name}' exists already; `car team user token-rotate {name}` gives a new token"
+                ))
+            })?
+            .get(0);
+        for project in projects {
+            grant_in(&tx, id, project, role).await?;
+        }
+        tx.commit().await?;
+        Ok(Issued {
+            user: self.user(name).await?,
+            token,
+        })
+    }
+
+    /// Removes a user: their token stops working at once.
+    pub async fn remove_user(&self, name: &str) -> Result<()> {
+        let client = self.pool.get().await?;
+        let removed = client
+            .execute("DELETE FROM car_users WHERE name = $1", &[&name])
+            .await?;
+        if removed == 0 {
+            return Err(no_user(name));
+        }
+        Ok(())
+    }
+
+    /// A new token for a user; the old one stops working at once.
+    pub async fn rotate_token(&self, name: &str) -> Result<Issued> {
+        let token = new_token();
+        let client = self.pool.get().await?;
+        let changed = client
+            .execute(
+                "UPDATE car_users SET token_hash = $2, token_rotated_at = now() WHERE name = $1",
+                &[&name, &token_hash(&token)],
+            )
+            .await?;
+        if changed == 0 {
+            return Err(no_user(name));
+        }
+        Ok(Issued {
+            user: self.user(name).await?,
+            token,
+        })
+    }
+
+    /// Grants `user` `role` on `project` (replacing the role they had there).
+    pub async fn grant(&self, user: &str, project: &str, role: Role) -> Result<User> {
+        let mut client = self.pool.get().await?;
+        let tx = client.transaction().await?;
+        let id: i64 = tx
+            .query_opt("SELECT id FROM car_users WHERE name = $1", &[&user])
+            .await?
+            .ok_or_else(|| no_user(user))?
+            .get(0);
+        grant_in(&tx, id, project, role).await?;
+        tx.commit().await?;
+        self.user(user).await
+    }
+
+    /// A user and their grants.
+    pub async fn user(&self, name: &str) -> Result<User> {
+        let client = self.pool.get().await?;
+        let row = client
+            .query_opt("SELECT id, role FROM car_users WHERE name = $1", &[&name])
+            .await?
+            .ok_or_else(|| no_user(name))?;
+        let id: i64 = row.get(0);
+        let grants = client
+            .query(
+                "SELECT p.name, g.role FROM car_grants g JOIN car_projects p ON p.id = g.project_id
+                 WHERE g.user_id = $1 ORDER BY p.name",
+                &[&id],
+            )
+            .await?;
+        Ok(User {
+            id,
+            name: name.to_string(),
+            role: Role::parse(row.get(1)),
+            projects: grants
+                .iter()
+                .map(|g| Grant {
+                    project: g.get(0),
+                    role: Role::parse(g.get(1)),
+                })
+                .collect(),
+        })
+    }
+
+    /// Every user, by name.
+    pub async fn users(&self) -> Result<Vec<User>> {
+        let names: Vec<String> = {
+            let client = self.pool.get().await?;
+            client
+                .query("SELECT name FROM car_users ORDER BY name", &[])
+                .await?
+                .iter()
+                .map(|r| r.get(0))
+                .collect()
+        };
+        let mut users = Vec::with_capacity(names.len());
+        for name in names {
+            users.push(self.user(&name).await?);
+        }
+        Ok(users)
+    }
+
+    /// The user a token belongs to, if any (compared by its hash, looked up by index).
+    pub async fn authenticate(&self, token: &str) -> Result<Option<User>> {
+        let client = self.pool.get().await?;
+        let row = client
+            .query_opt(
+                "SELECT name FROM car_users WHERE token_hash = $1",
+                &[&token_hash(token)],
+            )
+            .await?;
+        match row {
+            Some(row) => Ok(Some(self.user(row.get(0)).await?)),
+            None => Ok(None),
+        }
+    }
+
+    /// Runs `work` in one transaction, as the application's role `car_app`, in which row-level
+    /// security shows only `project`'s rows.
+    pub async fn in_project<T>(
+        &self,
+        project: i64,
+        work: impl for<'t> FnOnce(
+            &'t Transaction<'t>,
+        ) -> std::pin::Pin<
+            Box<dyn std::future::Future<Output = Result<T>> + Send + 't>,
+        >,
+    ) -> Result<T> {
+        let mut client = self.pool.get().await?;
+        let tx = client.transaction().await?;
+        // As the application's role, which row-level security binds whoever CAR connects as.
+        tx.batch_execute("SET LOCAL ROLE car_app").await?;
+        tx.execute(
+            "SELECT set_config('car.project', $1, true)",
+            &[&project.to_string()],
+        )
+        .await?;
+        let value = work(&tx).await?;
+        tx.commit().await?;
+        Ok(value)
+    }
+
+    /// Records a call in `project`'s execution log, stamped with its author.
+    pub async fn record_execution(
+        &self,
+        project: i64,
+        author: &str,
+        tool: &str,
+        status: &str,
+        face: &str,
+    ) -> Result<String> {
+        let id = uuid::Uuid::new_v4().simple().to_string();
+        let (author, tool, status, face) = (
+            author.to_string(),
+            tool.to_string(),
+            status.to_string(),
+            face.to_string(),
+        );
+        let row_id = id.clone();
+        self.in_project(project, move |tx| {
+            Box::pin(async move {
+                tx.execute(
+                    "INSERT INTO car_executions(id, project_id, author, tool, status, face, started_at)
+                     VALUES ($1, $2, $3, $4, $5, $6, now())",
+                    &[&row_id, &project, &author, &tool, &status, &face],
+                )
+                .await?;
+                Ok(())
+            })
+        })
+        .await?;
+        Ok(id)
+    }
+
+    /// The latest calls of `project`'s execution log, newest first. The query has no project
+    /// filter of its own: row-level security is what keeps other projects' rows out.
+    pub async fn executions(&self, project: i64, limit: i64) -> Result<Vec<TeamExecution>> {
+        self.in_project(project, move |tx| {
+            Box::pin(async move {
+                let rows = tx
+                    .query(
+                        "SELECT id, author, tool, status, face,
+                             to_char(started_at AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.MS\"Z\"')
+                         FROM car_executions ORDER BY started_at DESC LIMIT $1",
+                        &[&limit],
+                    )
+                    .await?;
+                Ok(rows
+                    .iter()
+                    .map(|r| TeamExecution {
+                        id: r.get(0),
+                        author: r.get(1),
+                        tool: r.get(2),
+                        status: r.get(3),
+                        face: r.get(4),
+                        started_at: r.get(5),
+                    })
+                    .collect())
+            })
+        })
+        .await
+    }
+}
+
+/// An error and what caused it ("error connecting to server: Connection refused").
+fn with_cause(e: &dyn std::error::Error) -> String {
+    let mut text = e.to_string();
+    let mut cause = e.source();
+    while let Some(inner) = cause {
+        text.push_str(": ");
+        text.push_str(&inner.to_string());
+        cause = inner.source();
+    }
+    text
+}
+
+fn no_user(name: &str) -> TeamError {
+    TeamError::NotFound(format!(
+        "no user '{name}' in this team (`car team user list` shows who there is)"
+    ))
+}
+
+async fn grant_in(tx: &Transaction<'_>, user: i64, project: &str, role: Role) -> Result<()> {
+    let project_id: i64 = tx
+        .query_opt("SELECT id FROM car_projects WHERE name = $1", &[&project])
+        .await?
+        .ok_or_else(|| {
+            TeamError::NotFound(format!(
+                "no project '{project}' in this team; add it with `car team project add {project}`"
+            ))
+        })?
+        .get(0);
+    tx.execute(
+        "INSERT INTO car_grants(user_id, project_id, role) VALUES ($1, $2, $3)
+         ON CONFLICT (user_id, project_id) DO UPDATE SET role = excluded.role",
+        &[&user, &project_id, &role.as_str()],
+    )
+    .await?;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn passwords_stay_out_of_messages_and_tokens_are_long_and_hashed() {
+        assert_eq!(
+            shown("postgres://car:s3cret@db.example:5432/team"),
+            "postgres://car@db.example:5432/team"
+        );
+        assert_eq!(
+            shown("postgres://db.example/team"),
+            "postgres://db.example/team"
+        );
+        let token = new_token();
+        assert_eq!(token.len(), 4 + 64);
+        assert_ne!(token, new_token());
+        assert_eq!(token_hash(&token).len(), 32);
+        assert!(check_name("a user", "alice.b-2_x").is_ok());
+        for bad in ["", "a b", "x;drop", &"a".repeat(65)] {
+            assert!(check_name("a user", bad).is_err(), "{bad}");
+        }
+    }
+}
