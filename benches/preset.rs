@@ -8,7 +8,8 @@
 //!
 //! Configuration (arguments after `--`, or environment): `--runs N` (`BENCH_RUNS`, calls per
 //! command per hook, default 5). `CAR_BIN_DIR` holds `car` and `car-gate` (default
-//! `target/release`; `car-gate` is the gate the hosts run, `car policy-check-hook` is measured
+//! `target/release`; `CAR_GATE_BIN` names another `car-gate`, such as the static one the Linux
+//! archives ship; `car-gate` is the gate the hosts run, `car policy-check-hook` is measured
 //! beside it);
 //! `PEER_CMD` is the peer's hook command line (default: node and cc-safety-net under `tools/`
 //! with `hook --coding-cli`, its Claude Code mode; `PEER_CMD=none` skips it), `PEER_VERSION`
@@ -221,7 +222,10 @@ fn run() -> Result<()> {
         .map(PathBuf::from)
         .unwrap_or_else(|_| manifest.join("target/release"));
     let car = bin_dir.join("car");
-    let gate = bin_dir.join("car-gate");
+    // The gate the archives ship: on Linux a static binary (musl), `CAR_GATE_BIN`.
+    let gate = std::env::var_os("CAR_GATE_BIN")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| bin_dir.join("car-gate"));
     for bin in [&car, &gate] {
         ensure!(
             bin.exists(),

@@ -13,7 +13,8 @@
 #   --platform  the asset's platform name (default: the target's: linux-x64-gnu, linux-arm64-gnu,
 #               darwin-arm64, darwin-x64, win32-x64-msvc)
 #   --bin-dir   package the binaries already in DIR instead of running
-#               `cargo build --release --locked --target <target>`
+#               `cargo build --release --locked --target <target>` (and, for Linux, car-gate
+#               for the same architecture's musl target: a static binary)
 #   --out       where the archive and SHA256SUMS go (default: target/dist)
 #   --version   the version being released (a tag such as v0.1.0 works); the script fails when it
 #               is not Cargo.toml's, so a tag cannot ship binaries of another version
@@ -65,6 +66,17 @@ case "$platform" in
   win32-*) exe=.exe ;;
 esac
 
+# On Linux, car-gate (what a host runs before every tool call) is linked statically against
+# musl: no dynamic loader, no shared libraries to map and bind, so it starts faster than
+# /bin/true does (scripts/bench-preset.sh). It needs the musl target (`rustup target add`) and
+# musl-gcc (Debian's musl-tools) for the C parts of CAR's dependencies.
+gate_target=''
+case "$target" in
+  x86_64-unknown-linux-gnu) gate_target=x86_64-unknown-linux-musl ;;
+  aarch64-unknown-linux-gnu) gate_target=aarch64-unknown-linux-musl ;;
+esac
+
+gate_dir=''
 if [ -z "$bin_dir" ]; then
   set -- build --release --locked --target "$target"
   for bin in $BINS; do
@@ -72,6 +84,10 @@ if [ -z "$bin_dir" ]; then
   done
   (cd "$root" && cargo "$@")
   bin_dir="$root/target/$target/release"
+  if [ -n "$gate_target" ]; then
+    (cd "$root" && cargo build --release --locked --target "$gate_target" --bin car-gate)
+    gate_dir="$root/target/$gate_target/release"
+  fi
 fi
 
 mkdir -p "$out"
@@ -81,8 +97,12 @@ trap 'rm -rf "$stage"' EXIT INT TERM
 dir="$stage/car-$platform"
 mkdir "$dir"
 for bin in $BINS; do
-  [ -f "$bin_dir/$bin$exe" ] || die "missing binary $bin_dir/$bin$exe"
-  cp "$bin_dir/$bin$exe" "$dir/"
+  from=$bin_dir
+  if [ "$bin" = car-gate ] && [ -n "$gate_dir" ]; then
+    from=$gate_dir
+  fi
+  [ -f "$from/$bin$exe" ] || die "missing binary $from/$bin$exe"
+  cp "$from/$bin$exe" "$dir/"
   chmod 0755 "$dir/$bin$exe"
 done
 cp "$root/LICENSE" "$root/README.md" "$dir/"

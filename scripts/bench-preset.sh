@@ -33,6 +33,13 @@ if [[ ${DCG_BIN:-} != none && ! -x $root/tools/dcg/bin/dcg ]]; then
 fi
 
 cargo build --release --bin car --bin car-gate
+# The gate the Linux archives ship: static (musl), so no dynamic loader runs before it.
+if [[ $(uname -s) == Linux && -z ${CAR_GATE_BIN:-} ]]; then
+    gate_target=$(uname -m)-unknown-linux-musl
+    rustup target list --installed | grep -qx "$gate_target" || rustup target add "$gate_target" >&2
+    cargo build --release --target "$gate_target" --bin car-gate
+    export CAR_GATE_BIN=${CARGO_TARGET_DIR:-$root/target}/$gate_target/release/car-gate
+fi
 
 export CAR_BIN_DIR=${CAR_BIN_DIR:-${CARGO_TARGET_DIR:-$root/target}/release}
 # `hook --coding-cli` is cc-safety-net's Claude Code PreToolUse mode (what its installer registers).

@@ -104,6 +104,8 @@ if [ "${CAR_TEST_SKIP_INSTALL:-}" != "1" ]; then
   command -v busybox >/dev/null || missing_debs+=(busybox-static)
   # The dashboard's pages rendered in a real browser (headless).
   command -v chromium >/dev/null || missing_debs+=(chromium)
+  # The static car-gate the Linux archives ship (musl), checked against the dynamic one.
+  command -v musl-gcc >/dev/null || missing_debs+=(musl-tools)
   # The team store's tests run a temporary PostgreSQL cluster.
   compgen -G "/usr/lib/postgresql/*/bin/initdb" >/dev/null || missing_debs+=(postgresql)
   if [ "${#missing_debs[@]}" -gt 0 ]; then
@@ -143,6 +145,19 @@ if [ -n "$pg_bin" ] && [ -z "${CAR_TEST_DATABASE_URL:-}" ]; then
   trap stop_pg EXIT
   export CAR_TEST_DATABASE_URL="postgres://car@127.0.0.1:$pg_port/postgres"
   echo "==> PostgreSQL $("$pg_bin/postgres" --version | awk '{print $3}') for the team tests at 127.0.0.1:$pg_port"
+fi
+
+# The static car-gate (musl) the Linux archives ship: tests/it/hosts.rs checks it answers the
+# whole host corpus exactly as the dynamic one does.
+if [ "$(uname -s)" = Linux ] && [ -z "${CAR_TEST_STATIC_GATE:-}" ]; then
+  gate_target="$(uname -m)-unknown-linux-musl"
+  if ! rustup target list --installed | grep -qx "$gate_target"; then
+    echo "==> rustup target add $gate_target (the static car-gate)"
+    rustup target add "$gate_target"
+  fi
+  echo "==> cargo build --target $gate_target --bin car-gate"
+  cargo build --quiet --target "$gate_target" --bin car-gate
+  export CAR_TEST_STATIC_GATE="${CARGO_TARGET_DIR:-$PWD/target}/$gate_target/debug/car-gate"
 fi
 
 echo "==> cargo test"

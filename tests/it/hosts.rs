@@ -132,12 +132,42 @@ fn the_recommended_preset_decides_the_same_in_every_host_on_the_shell_corpus() {
     home.car_json(&["policy", "init", "--preset", "recommended"]);
     let cases = corpus("shell_corpus.tsv");
     assert!(cases.len() >= 60);
+    // The static car-gate the Linux archives ship (built by scripts/test.sh) answers every
+    // payload exactly as this one does.
+    let static_gate = std::env::var_os("CAR_TEST_STATIC_GATE")
+        .filter(|_| cfg!(target_os = "linux"))
+        .map(std::path::PathBuf::from);
+    if cfg!(target_os = "linux") {
+        let gate = static_gate.as_ref().expect(
+            "CAR_TEST_STATIC_GATE is not set: ./scripts/test.sh builds the static car-gate (musl)",
+        );
+        let file = std::fs::read(gate).unwrap();
+        // No program interpreter: nothing is loaded before it runs.
+        assert!(
+            !file.windows(b"ld-linux".len()).any(|w| w == b"ld-linux"),
+            "{} is linked dynamically",
+            gate.display()
+        );
+    }
     let mut wrong = Vec::new();
     let (mut denied, mut allowed) = (0, 0);
     for case in &cases {
         for (host, payload) in shell(&home, &case.command) {
             let what = format!("{host:?} {}", payload["hook_event_name"]);
             let out = run(&home, &payload, None);
+            if let Some(gate) = &static_gate {
+                let bytes = serde_json::to_vec(&payload).unwrap();
+                let other = crate::support::output_with_input(
+                    &mut home.command(gate.to_str().unwrap()),
+                    &bytes,
+                );
+                assert_eq!(
+                    (other.status.code(), &other.stdout),
+                    (out.status.code(), &out.stdout),
+                    "the static car-gate: {what}: {}",
+                    case.command
+                );
+            }
             if host == Host::Claude {
                 // `car policy-check-hook` is the same gate as `car-gate`.
                 let car = home.car_with_input(
