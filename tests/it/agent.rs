@@ -195,13 +195,7 @@ fn car_do_runs_tools_through_the_gate_in_a_sandbox_and_reports_unbacked_claims()
     assert_eq!(recalled["results"][0]["subject"], "release day");
     // The agent's calls carry the run's id as their session: its briefing and the seven.
     let run_id = doc["run_id"].as_str().unwrap();
-    let of_run = home.car_json(&["executions", "--session", run_id, "--limit", "50"]);
-    let tools: Vec<&str> = of_run["executions"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|e| e["tool"].as_str().unwrap())
-        .collect();
+    let (of_run, tools) = home.executions(&["--session", run_id, "--limit", "50"]);
     assert_eq!(
         tools,
         [

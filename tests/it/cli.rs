@@ -225,13 +225,7 @@ fn tools_list_and_call_go_through_the_dispatcher() {
     assert_eq!(unknown.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&unknown.stderr).contains("unknown tool 'nope'"));
 
-    let log = home.car_json(&["executions", "--limit", "10"]);
-    let tools: Vec<&str> = log["executions"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|e| e["tool"].as_str().unwrap())
-        .collect();
+    let (log, tools) = home.executions(&["--limit", "10"]);
     assert_eq!(
         tools,
         ["memory_query", "memory_add_fact"],

@@ -157,13 +157,7 @@ fn a_session_starts_with_the_briefing_and_a_prompt_gets_only_what_it_is_about() 
     );
 
     // Every call is in the execution log, with exactly what was injected.
-    let log = t.car_json(&["executions", "--limit", "20"]);
-    let tools: Vec<&str> = log["executions"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|e| e["tool"].as_str().unwrap())
-        .collect();
+    let (log, tools) = t.executions(&["--limit", "20"]);
     assert_eq!(
         tools.iter().filter(|t| **t == "hook.prompt").count(),
         5,

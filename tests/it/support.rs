@@ -120,6 +120,20 @@ impl TestHome {
     }
 
     /// How many current untenanted entries this project sees.
+    /// `car executions ARGS` and the tools of its rows, newest first.
+    pub fn executions(&self, args: &[&str]) -> (Value, Vec<String>) {
+        let mut words = vec!["executions"];
+        words.extend_from_slice(args);
+        let log = self.car_json(&words);
+        let tools = log["executions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|e| e["tool"].as_str().unwrap().to_string())
+            .collect();
+        (log, tools)
+    }
+
     pub fn entry_count(&self) -> u64 {
         self.car_json(&["memory", "export", "-o", "-"])["count"]
             .as_u64()
