@@ -32,7 +32,11 @@
       });
   }
   function handle(type) {
-    if (type === "ready") main.setAttribute("data-following", "");
+    if (type === "ready") {
+      // Whatever changed between this page's rendering and its joining the stream.
+      main.setAttribute("data-following", "");
+      reload();
+    }
     else if (type === "change") reload();
     else if (type === "error") {
       main.removeAttribute("data-following");

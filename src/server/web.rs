@@ -435,8 +435,12 @@ impl Live {
                     )
                     .ok()
                 });
+                // Where the counter stands now, before the first follower's page reloads.
+                let mut last = watcher.as_ref().and_then(|conn| {
+                    conn.query_row("PRAGMA data_version", [], |r| r.get::<_, i64>(0))
+                        .ok()
+                });
                 let watcher = Arc::new(Mutex::new(watcher));
-                let mut last = None;
                 loop {
                     tokio::select! {
                         _ = web.shutdown.cancelled() => return,
@@ -466,8 +470,6 @@ impl Live {
                     })
                     .await
                     .unwrap_or((0, None));
-                    // The first look only sets where the counter stands (the page was just
-                    // rendered); decisions read in it are news all the same.
                     let moved = version.is_some() && last.is_some() && version != last;
                     if ingested > 0 || moved {
                         web.live.changes.send_modify(|n| *n += 1);
