@@ -511,6 +511,15 @@ fn a_hook_deny_appears_in_the_open_audit_page_without_a_reload() {
         for part in ["Bash", "denied", "hook", "codex", "codex-session-7", "deny_tool_param:Bash.command"] {
             assert!(row.contains(part), "{part} missing from {row}");
         }
+        // A laptop's screen.
+        browser
+            .call(
+                Some(&tab),
+                "Emulation.setDeviceMetricsOverride",
+                json!({"width": 1280, "height": 800, "deviceScaleFactor": 1, "mobile": false}),
+            )
+            .await
+            .unwrap();
         let shot = browser
             .call(Some(&tab), "Page.captureScreenshot", json!({"format": "png"}))
             .await
