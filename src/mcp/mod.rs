@@ -614,7 +614,9 @@ impl ServerHandler for McpServer {
         // The execution log says which session and which client made the call.
         let mut call_context = self.context.clone().session(self.session.id.clone());
         if let Some(info) = context.peer.peer_info() {
-            call_context = call_context.host(info.client_info.name.as_str());
+            // As the client calls itself (self-reported), at most 64 characters.
+            let name: String = info.client_info.name.chars().take(64).collect();
+            call_context = call_context.host(name);
         }
         match self
             .app

@@ -79,7 +79,7 @@ impl Entry {
             None if params.is_null() => String::new(),
             None => params.to_string(),
         };
-        self.summary = shorten(&text, SUMMARY_CHARS);
+        self.summary = shorten_at_space(&text, SUMMARY_CHARS);
         self
     }
 }
@@ -88,6 +88,19 @@ impl Entry {
 fn shorten(text: &str, chars: usize) -> String {
     match text.char_indices().nth(chars) {
         Some((end, _)) => format!("{}…", &text[..end]),
+        None => text.to_string(),
+    }
+}
+
+/// `text` cut to at most `chars` characters at a space, the cut word dropped whole: half a
+/// token would no longer match the redaction that runs when the line is read.
+fn shorten_at_space(text: &str, chars: usize) -> String {
+    match text.char_indices().nth(chars) {
+        Some((end, _)) => {
+            let kept = &text[..end];
+            let kept = kept.rfind(char::is_whitespace).map_or("", |at| &kept[..at]);
+            format!("{kept}…")
+        }
         None => text.to_string(),
     }
 }
@@ -107,7 +120,10 @@ pub fn rotated(path: &Path) -> PathBuf {
 /// Appends `entry` to the decision file at `path`; an error is for the caller to note, never
 /// to stop the hook. Does not create the home directory.
 pub fn append(path: &Path, entry: &Entry) -> std::io::Result<()> {
-    let mut line = serde_json::to_vec(entry).map_err(std::io::Error::other)?;
+    // A newline first as well: a file left without its last newline (a cut write, a stray
+    // byte) cannot glue this line to the one before it.
+    let mut line = vec![b'\n'];
+    line.extend(serde_json::to_vec(entry).map_err(std::io::Error::other)?);
     line.push(b'\n');
     let mut options = std::fs::OpenOptions::new();
     options.append(true).create(true);
@@ -119,13 +135,47 @@ pub fn append(path: &Path, entry: &Entry) -> std::io::Result<()> {
             .custom_flags(libc::O_NONBLOCK | libc::O_NOFOLLOW);
     }
     let mut file = options.open(path)?;
-    if file.metadata().is_ok_and(|m| m.len() >= ROTATE_BYTES) {
+    let meta = file.metadata()?;
+    // A regular file of its own: not a FIFO or a device, and not a hard link to another file
+    // (a shell start-up file would run what a denied command carried).
+    if !meta.is_file() || nlink(&meta) > 1 {
+        return Err(std::io::Error::other(
+            "the decision file is not a regular file of its own",
+        ));
+    }
+    if meta.len() >= ROTATE_BYTES {
         // Whoever reads next finishes the old file first (it knows the file by its inode).
-        std::fs::rename(path, rotated(path))?;
-        file = options.open(path)?;
+        // Only the file this hook has open is moved (another hook may have rotated it already),
+        // and a rotation that fails still logs the line.
+        let same = std::fs::symlink_metadata(path).is_ok_and(|now| same_file(&now, &meta));
+        if same && std::fs::rename(path, rotated(path)).is_ok() {
+            file = options.open(path)?;
+        }
     }
     // One write: O_APPEND places it whole at the end, however many hooks write at once.
     file.write_all(&line)
+}
+
+#[cfg(unix)]
+fn nlink(meta: &std::fs::Metadata) -> u64 {
+    use std::os::unix::fs::MetadataExt;
+    meta.nlink()
+}
+
+#[cfg(not(unix))]
+fn nlink(_meta: &std::fs::Metadata) -> u64 {
+    1
+}
+
+#[cfg(unix)]
+fn same_file(a: &std::fs::Metadata, b: &std::fs::Metadata) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    a.dev() == b.dev() && a.ino() == b.ino()
+}
+
+#[cfg(not(unix))]
+fn same_file(a: &std::fs::Metadata, b: &std::fs::Metadata) -> bool {
+    a.len() == b.len()
 }
 
 /// The complete lines of `bytes` (a last line without its newline is still being written),
@@ -156,8 +206,24 @@ mod tests {
         let mut bytes = std::fs::read(&path).unwrap();
         bytes.extend_from_slice(b"{\"at\":\"half");
         let (entries, used) = parse(&bytes);
-        assert_eq!(entries, vec![entry.clone(), entry]);
+        assert_eq!(entries, vec![entry.clone(), entry.clone()]);
         assert_eq!(used, bytes.len() - "{\"at\":\"half".len());
+        // A stray byte without its newline does not swallow the next line.
+        std::fs::OpenOptions::new()
+            .append(true)
+            .open(&path)
+            .unwrap()
+            .write_all(b"x")
+            .unwrap();
+        append(&path, &entry).unwrap();
+        assert_eq!(parse(&std::fs::read(&path).unwrap()).0.len(), 3);
+        // A hard link to another file is refused.
+        let other = dir.path().join("bashrc");
+        std::fs::write(&other, "").unwrap();
+        let linked = dir.path().join("linked.jsonl");
+        std::fs::hard_link(&other, &linked).unwrap();
+        assert!(append(&linked, &entry).is_err());
+        assert_eq!(std::fs::read(&other).unwrap(), b"");
         #[cfg(unix)]
         {
             use std::os::unix::fs::PermissionsExt;
@@ -170,5 +236,11 @@ mod tests {
     fn long_text_is_shortened() {
         let long = "é".repeat(500);
         assert_eq!(shorten(&long, 400).chars().count(), 401);
+        // A command is cut at a space, the cut word dropped whole.
+        let command = format!("curl -H 'Authorization: Bearer {}'", "t".repeat(500));
+        assert_eq!(
+            shorten_at_space(&command, 400),
+            "curl -H 'Authorization: Bearer…"
+        );
     }
 }

@@ -210,10 +210,16 @@ impl Dispatcher {
             release: keyed && matches!(status, ExecStatus::Cancelled | ExecStatus::Timeout),
             session: context.session_id().map(str::to_string),
             host: context.host_name().map(str::to_string),
-            // What a write created (a memory entry's id), so its page can say who wrote it.
+            // What a memory write created (an entry's id), so the entry's page can say who
+            // wrote it. Only CAR's own memory writes: a remote tool's result could name any id.
             subject: result
                 .as_ref()
                 .ok()
+                .filter(|_| {
+                    entry.tool.spec.effect == super::spec::Effect::Write
+                        && name.starts_with("memory_")
+                        && !entry.tool.spec.passthrough
+                })
                 .and_then(|r| r.get("id"))
                 .and_then(Value::as_str)
                 .map(str::to_string),

@@ -412,17 +412,24 @@ fn file_id(meta: &std::fs::Metadata) -> u64 {
     }
 }
 
-/// The complete entries of the regular file at `path` from `offset`, and the offset after
-/// them; nothing when it is not there (or not a regular file: a link is not followed).
-fn gate_entries(path: &std::path::Path, offset: u64) -> (Vec<gate_log::Entry>, u64) {
+/// The regular file at `path`, opened without following a link or waiting on a FIFO, and its
+/// metadata (from the opened file, so its identity is the identity of what is read).
+fn open_regular(path: &std::path::Path) -> Option<(std::fs::File, std::fs::Metadata)> {
+    let mut options = std::fs::OpenOptions::new();
+    options.read(true);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::OpenOptionsExt;
+        options.custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK);
+    }
+    let file = options.open(path).ok()?;
+    let meta = file.metadata().ok()?;
+    meta.is_file().then_some((file, meta))
+}
+
+/// The complete entries of `file` from `offset`, and the offset after them.
+fn gate_entries(mut file: std::fs::File, offset: u64) -> (Vec<gate_log::Entry>, u64) {
     use std::io::{Read, Seek, SeekFrom};
-    let opened = std::fs::symlink_metadata(path)
-        .ok()
-        .filter(std::fs::Metadata::is_file)
-        .and_then(|_| std::fs::File::open(path).ok());
-    let Some(mut file) = opened else {
-        return (Vec::new(), offset);
-    };
     let mut bytes = Vec::new();
     if file.seek(SeekFrom::Start(offset)).is_err()
         || file.take(GATE_LOG_READ).read_to_end(&mut bytes).is_err()
@@ -466,10 +473,7 @@ pub fn ingest_gate_log(store: &Store, path: &std::path::Path) -> store::Result<u
     }
     store.write(|tx| {
         let mark = read_mark(tx)?;
-        let Some(meta) = std::fs::symlink_metadata(path)
-            .ok()
-            .filter(std::fs::Metadata::is_file)
-        else {
+        let Some((file, meta)) = open_regular(path) else {
             return Ok(0);
         };
         let id = file_id(&meta);
@@ -485,15 +489,16 @@ pub fn ingest_gate_log(store: &Store, path: &std::path::Path) -> store::Result<u
             }
             Some((was, offset)) => {
                 // Rotated since: the rest of the old file first, if it is still there.
-                let rotated = gate_log::rotated(path);
-                if std::fs::symlink_metadata(&rotated).is_ok_and(|m| file_id(&m) == was) {
-                    entries.extend(gate_entries(&rotated, offset).0);
+                if let Some((old, old_meta)) = open_regular(&gate_log::rotated(path)) {
+                    if file_id(&old_meta) == was {
+                        entries.extend(gate_entries(old, offset).0);
+                    }
                 }
                 0
             }
             None => 0,
         };
-        let (fresh, end) = gate_entries(path, start);
+        let (fresh, end) = gate_entries(file, start);
         entries.extend(fresh);
         let redact = |text: &str| crate::policy::secrets::redact(text).into_owned();
         let mut insert = tx.prepare_cached(

@@ -1618,7 +1618,11 @@ fn run_files(home: &std::path::Path) -> Vec<(String, std::time::SystemTime)> {
             if id.ends_with(".done") || !is_run_id(id) {
                 return None;
             }
-            let modified = entry.metadata().ok()?.modified().ok()?;
+            let meta = entry.metadata().ok()?;
+            if !meta.is_file() {
+                return None;
+            }
+            let modified = meta.modified().ok()?;
             Some((id.to_string(), modified))
         })
         .collect();
@@ -1630,12 +1634,36 @@ fn is_run_id(id: &str) -> bool {
     !id.is_empty() && id.chars().all(|c| c.is_ascii_alphanumeric() || c == '-')
 }
 
+/// The most bytes of a run's file the page reads.
+const MAX_RUN_FILE: u64 = 16 * 1024 * 1024;
+
+/// The bytes of the regular file at `path` (opened without following a link or waiting on a
+/// FIFO, at most [`MAX_RUN_FILE`]); `None` for anything else: a file an agent put there must not
+/// hang or exhaust the server.
+fn read_document(path: &std::path::Path) -> Option<Vec<u8>> {
+    use std::io::Read;
+    let mut options = std::fs::OpenOptions::new();
+    options.read(true);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::OpenOptionsExt;
+        options.custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK);
+    }
+    let file = options.open(path).ok()?;
+    let meta = file.metadata().ok()?;
+    if !meta.is_file() || meta.len() > MAX_RUN_FILE {
+        return None;
+    }
+    let mut bytes = Vec::new();
+    file.take(MAX_RUN_FILE).read_to_end(&mut bytes).ok()?;
+    Some(bytes)
+}
+
 /// A run's checkpoint and its document, as JSON (`Null` for what is not there).
 fn run_documents(home: &std::path::Path, id: &str) -> (Value, Value) {
     let dir = home.join("runs");
     let read = |path: std::path::PathBuf| {
-        std::fs::read(path)
-            .ok()
+        read_document(&path)
             .and_then(|bytes| serde_json::from_slice(&bytes).ok())
             .unwrap_or(Value::Null)
     };

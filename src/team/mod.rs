@@ -144,6 +144,8 @@ pub struct TeamDb {
 
 /// `url` with its password, if any, replaced: for messages.
 fn shown(url: &str) -> String {
+    // Parameters (`?password=…`, `?sslpassword=…`) stay out as well.
+    let url = url.split(['?', '#']).next().unwrap_or("");
     match url.split_once("://") {
         Some((scheme, rest)) => {
             let rest = match rest.rsplit_once('@') {

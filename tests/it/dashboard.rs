@@ -678,3 +678,41 @@ fn beyond_loopback_the_dashboard_asks_for_the_token_and_a_browser_signs_in_once(
     );
     assert_eq!(status, 401, "a made-up session is not signed in");
 }
+
+#[cfg(unix)]
+#[test]
+fn files_an_agent_plants_among_the_runs_neither_hang_nor_exhaust_the_server() {
+    let home = TestHome::new();
+    let runs = home.home.join("runs");
+    std::fs::create_dir_all(&runs).unwrap();
+    let fifo = runs.join("fifo.json");
+    assert!(Command::new("mkfifo")
+        .arg(&fifo)
+        .status()
+        .unwrap()
+        .success());
+    std::os::unix::fs::symlink("/dev/zero", runs.join("zero.json")).unwrap();
+    std::os::unix::fs::symlink("/dev/zero", runs.join("zero.done.json")).unwrap();
+    let server = Server::start(&home, &[]);
+    let base = server.mcp().trim_end_matches("/mcp").to_string();
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    runtime.block_on(async {
+        // A hang is a failure here, not a test that never ends.
+        let client = reqwest::Client::builder()
+            .timeout(std::time::Duration::from_secs(30))
+            .build()
+            .unwrap();
+        for path in ["/runs", "/runs/fifo", "/runs/zero", "/health"] {
+            let response = client
+                .get(format!("{base}{path}"))
+                .send()
+                .await
+                .unwrap_or_else(|e| panic!("{path}: {e}"));
+            let status = response.status().as_u16();
+            assert!(status == 200 || status == 404, "{path}: {status}");
+        }
+    });
+}

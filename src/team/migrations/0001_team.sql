@@ -60,4 +60,5 @@ END
 $$;
 GRANT car_app TO CURRENT_USER;
 GRANT USAGE ON SCHEMA public TO car_app;
-GRANT SELECT, INSERT, UPDATE, DELETE ON car_executions TO car_app;
+-- The audit log is appended to and read, never rewritten.
+GRANT SELECT, INSERT ON car_executions TO car_app;
