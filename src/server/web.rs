@@ -46,6 +46,8 @@ const MAX_SIGN_INS: usize = 256;
 const MAX_FORM_BYTES: usize = 64 * 1024;
 /// How often the live poller looks for changes while a page follows them.
 const POLL: Duration = Duration::from_millis(200);
+/// With no page following, the gate's decisions are read every this many polls (5 s).
+const IDLE_INGEST_TICKS: u32 = 25;
 
 /// What the pages share.
 #[derive(Clone)]
@@ -100,6 +102,10 @@ pub fn router(
         }),
         settled: Arc::new(OnceLock::new()),
     };
+    // The poller reads the gate's decisions from the start, not only once a page follows.
+    if tokio::runtime::Handle::try_current().is_ok() {
+        web.live.start(&web);
+    }
     Router::new()
         .route("/", get(overview))
         .route("/memory", get(memory))
@@ -441,12 +447,19 @@ impl Live {
                         .ok()
                 });
                 let watcher = Arc::new(Mutex::new(watcher));
+                let mut tick: u32 = 0;
                 loop {
                     tokio::select! {
                         _ = web.shutdown.cancelled() => return,
                         _ = tokio::time::sleep(POLL) => {}
                     }
+                    // Nobody following: only the gate's decisions move into the log, every
+                    // few seconds, so none wait for a page or `car executions` to be read.
+                    tick = tick.wrapping_add(1);
                     if web.live.changes.receiver_count() == 0 {
+                        if tick.is_multiple_of(IDLE_INGEST_TICKS) {
+                            web.ingest_gate_log().await;
+                        }
                         continue;
                     }
                     let (store, gate, watcher) = (
@@ -485,11 +498,17 @@ impl Live {
 
 impl Web {
     /// Moves the gate's new decisions into the execution log, before a page reads it.
-    fn ingest_gate_log(&self) {
-        if let Some(gate) = self.gate_log() {
-            if let Err(e) = executions::ingest_gate_log(self.app.runtime().store(), &gate) {
-                tracing::warn!("the gate's decision file was not read: {e}");
-            }
+    async fn ingest_gate_log(&self) {
+        let Some(gate) = self.gate_log() else {
+            return;
+        };
+        // File reads and a write transaction: off the async workers.
+        let store = self.app.runtime().store().clone();
+        let read = tokio::task::spawn_blocking(move || executions::ingest_gate_log(&store, &gate));
+        match read.await {
+            Ok(Ok(_)) => {}
+            Ok(Err(e)) => tracing::warn!("the gate's decision file was not read: {e}"),
+            Err(e) => tracing::warn!("the gate's decision file was not read: {e}"),
         }
     }
 
@@ -621,7 +640,7 @@ fn database_health(web: &Web) -> String {
 
 async fn overview(State(web): State<Web>, headers: HeaderMap) -> Response {
     let (_, cookie) = csrf_token(&headers);
-    web.ingest_gate_log();
+    web.ingest_gate_log().await;
     let entries = web
         .app
         .memory()
@@ -1545,7 +1564,7 @@ async fn connectors(State(web): State<Web>, headers: HeaderMap) -> Response {
 
 async fn audit(State(web): State<Web>, headers: HeaderMap, RawQuery(query): RawQuery) -> Response {
     let (_, cookie) = csrf_token(&headers);
-    web.ingest_gate_log();
+    web.ingest_gate_log().await;
     let params = pairs(query.as_deref().unwrap_or(""));
     let given = |name: &str| {
         field(&params, name)

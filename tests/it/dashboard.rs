@@ -716,3 +716,33 @@ fn files_an_agent_plants_among_the_runs_neither_hang_nor_exhaust_the_server() {
         }
     });
 }
+
+#[test]
+fn car_server_moves_the_gates_decisions_into_the_log_with_no_page_open() {
+    let home = TestHome::new();
+    deny_force_push(&home);
+    let _server = Server::start(&home, &[]);
+    let payload = json!({"hook_event_name": "PreToolUse", "tool_name": "Bash",
+        "tool_input": {"command": "git push --force origin main"}, "cwd": home.project});
+    home.gate_with_input(&[], payload.to_string().as_bytes());
+    // Read the database itself: `car executions` would move the line in on its own.
+    let db = home.home.join("car.db");
+    let logged = || -> i64 {
+        let conn = rusqlite::Connection::open(&db).unwrap();
+        conn.query_row(
+            "SELECT count(*) FROM executions WHERE face = 'hook' AND status = 'denied'",
+            [],
+            |r| r.get(0),
+        )
+        .unwrap()
+    };
+    let mut seen = logged();
+    for _ in 0..600 {
+        if seen == 1 {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+        seen = logged();
+    }
+    assert_eq!(seen, 1, "car-server read the deny from the decision file");
+}
