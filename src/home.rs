@@ -192,6 +192,34 @@ pub fn confirm_grants_from_env() -> Vec<String> {
         .collect()
 }
 
+/// The regular file at `path`, opened for reading without following a link or waiting on a
+/// FIFO, and its metadata taken from the opened file (so it describes what is read). A file an
+/// agent can plant under `CAR_HOME` must not hang or redirect whoever reads it.
+pub(crate) fn open_regular(path: &Path) -> Option<(std::fs::File, std::fs::Metadata)> {
+    let mut options = std::fs::OpenOptions::new();
+    options.read(true);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::OpenOptionsExt;
+        options.custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK);
+    }
+    let file = options.open(path).ok()?;
+    let meta = file.metadata().ok()?;
+    meta.is_file().then_some((file, meta))
+}
+
+/// The bytes of the regular file at `path` ([`open_regular`]) when it holds at most `limit`.
+pub(crate) fn read_regular(path: &Path, limit: u64) -> Option<Vec<u8>> {
+    use std::io::Read;
+    let (file, meta) = open_regular(path)?;
+    if meta.len() > limit {
+        return None;
+    }
+    let mut bytes = Vec::new();
+    file.take(limit).read_to_end(&mut bytes).ok()?;
+    Some(bytes)
+}
+
 /// Writes a file so that readers see the old content or the new, never a torn one: the bytes go
 /// to a temporary file beside it (created with its directory if needed), which is then renamed
 /// over the target.

@@ -61,6 +61,53 @@ pub struct Checkpoint {
     pub goal_iterations: u32,
 }
 
+/// A run id: letters, digits and dashes (what `car do` makes, and nothing that leaves `dir`).
+pub fn is_run_id(id: &str) -> bool {
+    !id.is_empty() && id.chars().all(|c| c.is_ascii_alphanumeric() || c == '-')
+}
+
+/// The most bytes of a kept run's file that are read.
+const MAX_KEPT_RUN: u64 = 16 * 1024 * 1024;
+
+/// The runs kept in `dir` (`$CAR_HOME/runs`), the latest checkpoint first: their ids.
+pub fn kept_runs(dir: &std::path::Path) -> Vec<String> {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return Vec::new();
+    };
+    let mut runs: Vec<(String, std::time::SystemTime)> = entries
+        .filter_map(Result::ok)
+        .filter_map(|entry| {
+            let name = entry.file_name().into_string().ok()?;
+            let id = name.strip_suffix(".json")?;
+            if id.ends_with(".done") || !is_run_id(id) {
+                return None;
+            }
+            let meta = entry.metadata().ok()?;
+            meta.is_file().then_some(())?;
+            Some((id.to_string(), meta.modified().ok()?))
+        })
+        .collect();
+    runs.sort_by_key(|run| std::cmp::Reverse(run.1));
+    runs.into_iter().map(|(id, _)| id).collect()
+}
+
+/// A kept run as JSON: its last checkpoint and, once it ended, its `car.do/1` document
+/// (`Null` for what is not there, or is not a readable file of its own).
+pub fn kept_run(dir: &std::path::Path, run_id: &str) -> (serde_json::Value, serde_json::Value) {
+    let read = |path: std::path::PathBuf| {
+        crate::home::read_regular(&path, MAX_KEPT_RUN)
+            .and_then(|bytes| serde_json::from_slice(&bytes).ok())
+            .unwrap_or(serde_json::Value::Null)
+    };
+    if !is_run_id(run_id) {
+        return (serde_json::Value::Null, serde_json::Value::Null);
+    }
+    (
+        read(Checkpoint::path(dir, run_id)),
+        read(document_path(dir, run_id)),
+    )
+}
+
 /// Where a finished run's `car.do/1` document is kept, beside its checkpoint (what the
 /// dashboard's runs page reads).
 pub fn document_path(dir: &std::path::Path, run_id: &str) -> std::path::PathBuf {
@@ -83,11 +130,7 @@ impl Checkpoint {
 
     /// The checkpoint of `run_id` in `dir`, or why there is none.
     pub fn load(dir: &std::path::Path, run_id: &str) -> Result<Checkpoint, String> {
-        if run_id.is_empty()
-            || !run_id
-                .chars()
-                .all(|c| c.is_ascii_alphanumeric() || c == '-')
-        {
+        if !is_run_id(run_id) {
             return Err(format!(
                 "'{run_id}' is not a run id (see the run_id of a car.do/1 document)"
             ));

@@ -140,7 +140,7 @@ fn meaning_check(memory: &Memory) -> Check {
 
 /// The `hosts` check of `car doctor`: which agent hosts' files run CAR's gate, for the user or
 /// this project (`car setup <host>` wires one; Claude Code's plugin is the other way in).
-fn hosts_check(project_root: &Path) -> Check {
+pub(crate) fn hosts_check(project_root: &Path) -> Check {
     use crate::hooks::hosts::Host;
     let wired: Vec<String> = Host::ALL
         .into_iter()
@@ -209,30 +209,34 @@ fn daemon_check(home: &Home) -> Check {
 /// Where `car do` would run shell commands: the sandbox and its layers, and whether the Docker
 /// engine answers for `--sandbox docker` (optional: only that flag needs it).
 fn sandbox_check(project_root: &Path) -> Check {
-    use crate::agent::sandbox::{docker_engine, Request, Sandbox, Writes};
-    let engine = docker_engine();
+    let engine = crate::agent::sandbox::docker_engine();
     let docker = match &engine {
         Ok(version) => format!("docker: engine {version} reachable"),
         Err(_) => "docker: not reachable (only --sandbox docker needs it)".into(),
     };
-    match Sandbox::choose(Request::Auto, project_root, Writes::Project) {
-        Ok(sandbox) => Check::new(
-            "sandbox",
-            true,
-            format!(
-                "car do runs commands under {}, network {}{}; {docker}",
-                sandbox.mode,
-                sandbox.network,
-                if sandbox.layers.iter().any(|l| l.starts_with("seccomp:")) {
-                    ", seccomp socket filter"
-                } else {
-                    ""
-                }
-            ),
-        ),
+    match sandbox_in(project_root) {
+        Ok(sandbox) => Check::new("sandbox", true, format!("{sandbox}; {docker}")),
         // car do still runs with --sandbox docker when the engine answers.
         Err(why) => Check::new("sandbox", engine.is_ok(), format!("{why}; {docker}")),
     }
+}
+
+/// The sandbox `car do` would run commands under in `project_root`, in words, or why there is
+/// none (the dashboard's health strip says the same as `car doctor`).
+pub(crate) fn sandbox_in(project_root: &Path) -> Result<String, String> {
+    use crate::agent::sandbox::{Request, Sandbox, Writes};
+    Sandbox::choose(Request::Auto, project_root, Writes::Project).map(|sandbox| {
+        format!(
+            "car do runs commands under {}, network {}{}",
+            sandbox.mode,
+            sandbox.network,
+            if sandbox.layers.iter().any(|l| l.starts_with("seccomp:")) {
+                ", seccomp socket filter"
+            } else {
+                ""
+            }
+        )
+    })
 }
 
 fn connectors_check(home: &Home) -> Check {

@@ -85,7 +85,7 @@ impl Entry {
 }
 
 /// `text` cut to at most `chars` characters, with an ellipsis when cut.
-fn shorten(text: &str, chars: usize) -> String {
+pub(crate) fn shorten(text: &str, chars: usize) -> String {
     match text.char_indices().nth(chars) {
         Some((end, _)) => format!("{}…", &text[..end]),
         None => text.to_string(),

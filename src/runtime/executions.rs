@@ -412,21 +412,6 @@ fn file_id(meta: &std::fs::Metadata) -> u64 {
     }
 }
 
-/// The regular file at `path`, opened without following a link or waiting on a FIFO, and its
-/// metadata (from the opened file, so its identity is the identity of what is read).
-fn open_regular(path: &std::path::Path) -> Option<(std::fs::File, std::fs::Metadata)> {
-    let mut options = std::fs::OpenOptions::new();
-    options.read(true);
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::OpenOptionsExt;
-        options.custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK);
-    }
-    let file = options.open(path).ok()?;
-    let meta = file.metadata().ok()?;
-    meta.is_file().then_some((file, meta))
-}
-
 /// The complete entries of `file` from `offset`, and the offset after them.
 fn gate_entries(mut file: std::fs::File, offset: u64) -> (Vec<gate_log::Entry>, u64) {
     use std::io::{Read, Seek, SeekFrom};
@@ -473,7 +458,7 @@ pub fn ingest_gate_log(store: &Store, path: &std::path::Path) -> store::Result<u
     }
     store.write(|tx| {
         let mark = read_mark(tx)?;
-        let Some((file, meta)) = open_regular(path) else {
+        let Some((file, meta)) = crate::home::open_regular(path) else {
             return Ok(0);
         };
         let id = file_id(&meta);
@@ -489,7 +474,7 @@ pub fn ingest_gate_log(store: &Store, path: &std::path::Path) -> store::Result<u
             }
             Some((was, offset)) => {
                 // Rotated since: the rest of the old file first, if it is still there.
-                if let Some((old, old_meta)) = open_regular(&gate_log::rotated(path)) {
+                if let Some((old, old_meta)) = crate::home::open_regular(&gate_log::rotated(path)) {
                     if file_id(&old_meta) == was {
                         entries.extend(gate_entries(old, offset).0);
                     }

@@ -30,6 +30,7 @@ use serde_json::{json, Value};
 use tokio_util::sync::CancellationToken;
 
 use crate::app::App;
+use crate::policy::gate_log::shorten;
 use crate::runtime::{executions, CallOptions, Context, Face};
 
 /// The cookie holding a browser's form token.
@@ -583,32 +584,15 @@ struct Settled {
 }
 
 impl Settled {
+    /// What `car doctor`'s sandbox and hosts checks say for the server's project.
     fn measure() -> Settled {
-        use crate::agent::sandbox::{Request, Sandbox, Writes};
         let root = crate::home::project_root(
             &std::env::current_dir().unwrap_or_else(|_| std::path::PathBuf::from("/")),
         );
-        let sandbox = match Sandbox::choose(Request::Auto, &root, Writes::Project) {
-            Ok(sandbox) => format!("{}, network {}", sandbox.mode, sandbox.network),
-            Err(why) => format!("none: {why}"),
-        };
-        let wired: Vec<String> = crate::hooks::hosts::Host::ALL
-            .iter()
-            .filter_map(|&host| {
-                let scopes = crate::setup::wired(host, &root);
-                (!scopes.is_empty()).then(|| {
-                    let scopes: Vec<&str> = scopes.iter().map(|s| s.as_str()).collect();
-                    format!("{} ({})", host.as_str(), scopes.join(", "))
-                })
-            })
-            .collect();
         Settled {
-            sandbox,
-            hosts: if wired.is_empty() {
-                "none yet (car setup)".to_string()
-            } else {
-                wired.join(", ")
-            },
+            sandbox: crate::app::doctor::sandbox_in(&root)
+                .unwrap_or_else(|why| format!("none: {why}")),
+            hosts: crate::app::doctor::hosts_check(&root).detail,
         }
     }
 }
@@ -824,7 +808,7 @@ fn browse(web: &Web, params: &[(String, String)]) -> String {
                 esc(&n.subject),
                 esc(n.kind.as_str()),
                 esc(&n.created_at),
-                esc(&short(&n.body, 240)),
+                esc(&shorten(&n.body, 240)),
             )
         })
         .collect();
@@ -951,7 +935,7 @@ fn links_section(node: &crate::memory::Node, links: &[crate::memory::LinkedEntry
 <text x=\"{x:.0}\" y=\"{:.0}\" text-anchor=\"middle\">{}</text></a>",
             url(&link.node.id),
             y + 22.0,
-            esc(&short(&link.node.subject, 28)),
+            esc(&shorten(&link.node.subject, 28)),
         ));
     }
     let items: String = links
@@ -976,16 +960,8 @@ fn links_section(node: &crate::memory::Node, links: &[crate::memory::LinkedEntry
 <text class=\"self\" x=\"{cx:.0}\" y=\"{:.0}\" text-anchor=\"middle\">{}</text></svg>\
 <ul class=\"links\">{items}</ul>",
         cy + 28.0,
-        esc(&short(&node.subject, 32)),
+        esc(&shorten(&node.subject, 32)),
     )
-}
-
-/// `text` cut to `chars` characters, with an ellipsis when cut.
-fn short(text: &str, chars: usize) -> String {
-    match text.char_indices().nth(chars) {
-        Some((end, _)) => format!("{}…", &text[..end]),
-        None => text.to_string(),
-    }
 }
 
 /// The versions an entry replaced, newest first.
@@ -1033,7 +1009,7 @@ fn writers_section(web: &Web, node: &crate::memory::Node) -> String {
                 e.session.as_deref().map_or(String::new(), |s| format!(
                     "<a href=\"/audit?session={}\">{}</a>",
                     url(s),
-                    esc(&short(s, 16))
+                    esc(&shorten(s, 16))
                 )),
             )
         })
@@ -1593,7 +1569,7 @@ async fn audit(State(web): State<Web>, headers: HeaderMap, RawQuery(query): RawQ
                     "<a href=\"/audit?session={}\" title=\"{}\">{}</a>",
                     url(s),
                     esc(s),
-                    esc(&short(s, 16))
+                    esc(&shorten(s, 16))
                 )),
                 e.duration_ms.map_or(String::new(), |ms| ms.to_string()),
                 esc(e.error.as_deref().unwrap_or("")),
@@ -1623,75 +1599,6 @@ async fn audit(State(web): State<Web>, headers: HeaderMap, RawQuery(query): RawQ
     page("Audit", "/audit", &main, cookie, LIVE)
 }
 
-/// The runs of `car do` in `$CAR_HOME/runs`: each one's checkpoint (`<id>.json`, at its last
-/// turn boundary) and, once it ended, its `car.do/1` document (`<id>.done.json`), newest first.
-fn run_files(home: &std::path::Path) -> Vec<(String, std::time::SystemTime)> {
-    let Ok(dir) = std::fs::read_dir(home.join("runs")) else {
-        return Vec::new();
-    };
-    let mut runs: Vec<(String, std::time::SystemTime)> = dir
-        .filter_map(Result::ok)
-        .filter_map(|entry| {
-            let name = entry.file_name().into_string().ok()?;
-            let id = name.strip_suffix(".json")?;
-            if id.ends_with(".done") || !is_run_id(id) {
-                return None;
-            }
-            let meta = entry.metadata().ok()?;
-            if !meta.is_file() {
-                return None;
-            }
-            let modified = meta.modified().ok()?;
-            Some((id.to_string(), modified))
-        })
-        .collect();
-    runs.sort_by_key(|run| std::cmp::Reverse(run.1));
-    runs
-}
-
-fn is_run_id(id: &str) -> bool {
-    !id.is_empty() && id.chars().all(|c| c.is_ascii_alphanumeric() || c == '-')
-}
-
-/// The most bytes of a run's file the page reads.
-const MAX_RUN_FILE: u64 = 16 * 1024 * 1024;
-
-/// The bytes of the regular file at `path` (opened without following a link or waiting on a
-/// FIFO, at most [`MAX_RUN_FILE`]); `None` for anything else: a file an agent put there must not
-/// hang or exhaust the server.
-fn read_document(path: &std::path::Path) -> Option<Vec<u8>> {
-    use std::io::Read;
-    let mut options = std::fs::OpenOptions::new();
-    options.read(true);
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::OpenOptionsExt;
-        options.custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK);
-    }
-    let file = options.open(path).ok()?;
-    let meta = file.metadata().ok()?;
-    if !meta.is_file() || meta.len() > MAX_RUN_FILE {
-        return None;
-    }
-    let mut bytes = Vec::new();
-    file.take(MAX_RUN_FILE).read_to_end(&mut bytes).ok()?;
-    Some(bytes)
-}
-
-/// A run's checkpoint and its document, as JSON (`Null` for what is not there).
-fn run_documents(home: &std::path::Path, id: &str) -> (Value, Value) {
-    let dir = home.join("runs");
-    let read = |path: std::path::PathBuf| {
-        read_document(&path)
-            .and_then(|bytes| serde_json::from_slice(&bytes).ok())
-            .unwrap_or(Value::Null)
-    };
-    (
-        read(dir.join(format!("{id}.json"))),
-        read(crate::agent::document_path(&dir, id)),
-    )
-}
-
 async fn runs(State(web): State<Web>, headers: HeaderMap) -> Response {
     let (_, cookie) = csrf_token(&headers);
     let Some(home) = &web.car_home else {
@@ -1701,19 +1608,20 @@ async fn runs(State(web): State<Web>, headers: HeaderMap) -> Response {
             "This server has no CAR home.",
         );
     };
-    let rows: String = run_files(home)
+    let dir = home.join("runs");
+    let rows: String = crate::agent::kept_runs(&dir)
         .iter()
         .take(100)
-        .map(|(id, _)| {
-            let (checkpoint, document) = run_documents(home, id);
+        .map(|id| {
+            let (checkpoint, document) = crate::agent::kept_run(&dir, id);
             let unbacked = document["ungrounded_claims"]
                 .as_array()
                 .map_or(0, Vec::len);
             format!(
                 "<tr><td><a href=\"/runs/{}\">{}</a></td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
                 url(id),
-                esc(&short(id, 12)),
-                esc(&short(checkpoint["task"].as_str().unwrap_or(""), 80)),
+                esc(&shorten(id, 12)),
+                esc(&shorten(checkpoint["task"].as_str().unwrap_or(""), 80)),
                 esc(document["status"].as_str().unwrap_or("running or stopped")),
                 checkpoint["turns"].as_u64().unwrap_or(0),
                 checkpoint["receipts"].as_array().map_or(0, Vec::len),
@@ -1739,14 +1647,14 @@ async fn runs(State(web): State<Web>, headers: HeaderMap) -> Response {
 
 async fn run(State(web): State<Web>, headers: HeaderMap, Path(id): Path<String>) -> Response {
     let (_, cookie) = csrf_token(&headers);
-    let Some(home) = web.car_home.as_deref().filter(|_| is_run_id(&id)) else {
+    let Some(home) = web.car_home.as_deref() else {
         return problem(
             StatusCode::NOT_FOUND,
             "No such run",
             "There is no such run.",
         );
     };
-    let (checkpoint, document) = run_documents(home, &id);
+    let (checkpoint, document) = crate::agent::kept_run(&home.join("runs"), &id);
     if checkpoint.is_null() && document.is_null() {
         return problem(
             StatusCode::NOT_FOUND,
@@ -1764,9 +1672,9 @@ async fn run(State(web): State<Web>, headers: HeaderMap, Path(id): Path<String>)
                 esc(text(r, "tool")),
                 if r["ok"].as_bool() == Some(true) { "ok" } else { "failed" },
                 r["exit_code"].as_i64().map_or(String::new(), |c| c.to_string()),
-                esc(&short(text(r, "subject"), 120)),
-                esc(&short(text(r, "brief"), 160)),
-                esc(&short(text(r, "digest"), 20)),
+                esc(&shorten(text(r, "subject"), 120)),
+                esc(&shorten(text(r, "brief"), 160)),
+                esc(&shorten(text(r, "digest"), 20)),
             )
         })
         .collect();

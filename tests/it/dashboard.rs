@@ -178,13 +178,17 @@ fn the_dashboard_finds_by_meaning_and_corrects_and_forgets_through_the_tools() {
     let base = server.mcp().trim_end_matches("/mcp").to_string();
     let shots = shots();
     let profile = tempfile::tempdir().unwrap();
+    // A page of the dashboard rendered by Chromium, and its screenshot as NAME.png.
+    let shot = |path: &str, name: &str| {
+        render(
+            &format!("{base}{path}"),
+            &shots.join(format!("{name}.png")),
+            profile.path(),
+        )
+    };
 
     // Rendered by a browser: the overview, a search in a person's words, an entry, the audit.
-    let overview = render(
-        &format!("{base}/"),
-        &shots.join("overview.png"),
-        profile.path(),
-    );
+    let overview = shot("/", "overview");
     assert!(overview.contains("Memory entries"), "{overview}");
     let search = format!("{base}/memory?q=who+has+to+approve+a+change+to+the+tables");
     let found = render(&search, &shots.join("search.png"), profile.path());
@@ -203,25 +207,13 @@ fn the_dashboard_finds_by_meaning_and_corrects_and_forgets_through_the_tools() {
         "{knowledge}"
     );
     // Text from memory is shown, never run as markup.
-    let deploys = render(
-        &format!("{base}/memory?q=canary+deploys"),
-        &shots.join("escaped.png"),
-        profile.path(),
-    );
+    let deploys = shot("/memory?q=canary+deploys", "escaped");
     assert!(deploys.contains("&lt;b&gt;always&lt;/b&gt;"), "{deploys}");
-    let page = render(
-        &format!("{base}/memory/entry/fact-1"),
-        &shots.join("entry.png"),
-        profile.path(),
-    );
+    let page = shot("/memory/entry/fact-1", "entry");
     assert!(page.contains("Correct it") && page.contains("Forget this entry"));
 
     // The task board and the decisions, from the project tools.
-    let board = render(
-        &format!("{base}/tasks"),
-        &shots.join("tasks.png"),
-        profile.path(),
-    );
+    let board = shot("/tasks", "tasks");
     let column = |heading: &str| -> String {
         let id = format!("id=\"col-{}\"", heading.to_lowercase().replace(' ', "-"));
         let start = board
@@ -251,33 +243,21 @@ fn the_dashboard_finds_by_meaning_and_corrects_and_forgets_through_the_tools() {
     );
     let (status, _, _) = http("GET", &format!("{base}/tasks/CTX-9999"), &[], None);
     assert_eq!(status, 404);
-    let adr = render(
-        &format!("{base}/decisions"),
-        &shots.join("decisions.png"),
-        profile.path(),
-    );
+    let adr = shot("/decisions", "decisions");
     assert!(
         adr.contains("ADR-0001") && adr.contains("PostgreSQL, never a home-made store"),
         "{adr}"
     );
 
     // Skills with their outcome counts.
-    let skills = render(
-        &format!("{base}/skills"),
-        &shots.join("skills.png"),
-        profile.path(),
-    );
+    let skills = shot("/skills", "skills");
     assert!(
         skills.contains("run-tests") && skills.contains("<td>2</td><td>1</td>"),
         "{skills}"
     );
 
     // Connectors with their enabled tools, and no secret anywhere on the page.
-    let listed = render(
-        &format!("{base}/connectors"),
-        &shots.join("connectors.png"),
-        profile.path(),
-    );
+    let listed = shot("/connectors", "connectors");
     assert!(
         listed.contains("https://mcp.example.com/mcp") && listed.contains("1 of 2"),
         "{listed}"
@@ -325,11 +305,7 @@ fn the_dashboard_finds_by_meaning_and_corrects_and_forgets_through_the_tools() {
     );
     let (_, _, old) = http("GET", &entry, &[], None);
     assert!(old.contains("Replaced by"), "{old}");
-    let audit = render(
-        &format!("{base}/audit?face=web"),
-        &shots.join("audit.png"),
-        profile.path(),
-    );
+    let audit = shot("/audit?face=web", "audit");
     assert!(audit.contains("memory_add_fact"), "{audit}");
     assert!(audit.contains("<td>web</td>"), "{audit}");
 
