@@ -8,13 +8,15 @@ use std::path::Path;
 // A fast non-cryptographic hash: the keys are our own terms and ids, not attacker-chosen.
 use foldhash::HashMap;
 
-use rusqlite::{Connection, OptionalExtension};
 use serde::{Deserialize, Serialize};
 
 use super::embed::{self, Vector};
 use super::model::{EdgeKind, Kind, Node};
 use super::text;
-use crate::store;
+use crate::store::{
+    self,
+    sql::{self, Row, Sql},
+};
 
 /// A link as seen from one end.
 #[derive(Debug, Clone, Copy, Serialize, Deserialize)]
@@ -80,7 +82,7 @@ const NODE_COLUMNS: &str = "seq, id, project_id, tenant, kind, subject, body, ta
 const NODES: &str = "memory_nodes LEFT JOIN memory_vectors v ON v.node_id = memory_nodes.id";
 
 /// A node and its stored vector, when that is of this build's model.
-fn read_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<(Node, Option<Vector>)> {
+fn read_row(row: &Row) -> store::Result<(Node, Option<Vector>)> {
     let model: Option<String> = row.get(15)?;
     let vector = match model {
         Some(model) if model == embed::model_id() => {
@@ -92,7 +94,7 @@ fn read_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<(Node, Option<Vector>)>
     Ok((read_node(row)?, vector))
 }
 
-fn read_node(row: &rusqlite::Row<'_>) -> rusqlite::Result<Node> {
+fn read_node(row: &Row) -> store::Result<Node> {
     let subject: String = row.get(5)?;
     let body: String = row.get(6)?;
     let kind: String = row.get(4)?;
@@ -119,10 +121,8 @@ fn read_node(row: &rusqlite::Row<'_>) -> rusqlite::Result<Node> {
 impl Index {
     /// Brings the index up to date with the database.
     /// The newest change any writer has made.
-    pub fn head(conn: &Connection) -> store::Result<i64> {
-        Ok(conn
-            .prepare_cached("SELECT ifnull(max(seq), 0) FROM memory_changes")?
-            .query_row([], |r| r.get(0))?)
+    pub fn head(conn: &dyn Sql) -> store::Result<i64> {
+        store::memory_head(conn)
     }
 
     /// Built from the database (or a snapshot of it) at least once.
@@ -135,7 +135,7 @@ impl Index {
         self.loaded && head <= self.last_change
     }
 
-    pub fn refresh(&mut self, conn: &Connection) -> store::Result<()> {
+    pub fn refresh(&mut self, conn: &dyn Sql) -> store::Result<()> {
         if !self.loaded {
             return self.load_all(conn);
         }
@@ -144,23 +144,21 @@ impl Index {
             return Ok(());
         }
         let mut changed = BTreeSet::new();
-        {
-            let mut stmt = conn.prepare_cached(
-                "SELECT node_id FROM memory_changes WHERE seq > ?1 AND seq <= ?2",
-            )?;
-            let rows = stmt.query_map([self.last_change, head], |r| r.get::<_, String>(0))?;
-            for id in rows {
-                changed.insert(id?);
-            }
-        }
+        conn.for_each(
+            "SELECT node_id FROM memory_changes WHERE seq > ?1 AND seq <= ?2",
+            sql::args![self.last_change, head],
+            &mut |row| {
+                changed.insert(row.get::<String>(0)?);
+                Ok(())
+            },
+        )?;
         // Nodes first, so edges between two changed nodes find both ends.
+        let by_id = format!("SELECT {NODE_COLUMNS} FROM {NODES} WHERE memory_nodes.id = ?1");
         for id in &changed {
             let node = conn
-                .prepare_cached(&format!(
-                    "SELECT {NODE_COLUMNS} FROM {NODES} WHERE memory_nodes.id = ?1"
-                ))?
-                .query_row([id], read_row)
-                .optional()?;
+                .query_opt(&by_id, sql::args![id])?
+                .map(|row| read_row(&row))
+                .transpose()?;
             match node {
                 Some((node, vector)) => self.upsert(node, vector),
                 None => self.remove(id),
@@ -180,7 +178,7 @@ impl Index {
     /// replays only the changes since instead of reading and tokenizing every entry. Anything
     /// else (no file, another format, another or a rebuilt database) is `None`, and the caller
     /// loads from the database.
-    pub fn load_snapshot(path: &Path, conn: &Connection) -> Option<Index> {
+    pub fn load_snapshot(path: &Path, conn: &dyn Sql) -> Option<Index> {
         let bytes = std::fs::read(path).ok()?;
         let snapshot: Snapshot = postcard::from_bytes(&bytes).ok()?;
         if snapshot.format != SNAPSHOT_FORMAT
@@ -224,7 +222,7 @@ impl Index {
     }
 
     /// Writes the snapshot (atomically: a reader sees the old file or the new one).
-    pub fn save_snapshot(&mut self, path: &Path, conn: &Connection) -> std::io::Result<()> {
+    pub fn save_snapshot(&mut self, path: &Path, conn: &dyn Sql) -> std::io::Result<()> {
         let last_node = node_at(conn, self.last_change).map_err(std::io::Error::other)?;
         let database = database_id(conn)
             .ok_or_else(|| std::io::Error::other("the database has no database_id"))?;
@@ -248,43 +246,28 @@ impl Index {
         Ok(())
     }
 
-    fn load_all(&mut self, conn: &Connection) -> store::Result<()> {
-        // One snapshot for the whole load (inside a writer's transaction, that one).
-        let snapshot = if conn.is_autocommit() {
-            Some(conn.unchecked_transaction()?)
-        } else {
-            None
-        };
-        let tx = conn;
-        let head: i64 =
-            tx.query_row("SELECT ifnull(max(seq), 0) FROM memory_changes", [], |r| {
-                r.get(0)
-            })?;
-        {
-            let mut stmt =
-                tx.prepare(&format!("SELECT {NODE_COLUMNS} FROM {NODES} ORDER BY seq"))?;
-            let rows = stmt.query_map([], read_row)?;
-            for row in rows {
-                let (node, vector) = row?;
+    /// Builds the index from every row; `conn` must read one snapshot of the data (a
+    /// transaction), or the head could be older than the rows.
+    fn load_all(&mut self, conn: &dyn Sql) -> store::Result<()> {
+        let head = store::memory_head(conn)?;
+        conn.for_each(
+            &format!("SELECT {NODE_COLUMNS} FROM {NODES} ORDER BY seq"),
+            &[],
+            &mut |row| {
+                let (node, vector) = read_row(&row)?;
                 self.upsert(node, vector);
-            }
-            let mut stmt = tx.prepare("SELECT src, dst, kind, weight FROM memory_edges")?;
-            let rows = stmt.query_map([], |r| {
-                Ok((
-                    r.get::<_, String>(0)?,
-                    r.get::<_, String>(1)?,
-                    r.get::<_, String>(2)?,
-                    r.get::<_, f64>(3)?,
-                ))
-            })?;
-            for edge in rows {
-                let (src, dst, kind, weight) = edge?;
-                self.link(&src, &dst, &kind, weight);
-            }
-        }
-        if let Some(snapshot) = snapshot {
-            snapshot.commit()?;
-        }
+                Ok(())
+            },
+        )?;
+        conn.for_each(
+            "SELECT src, dst, kind, weight FROM memory_edges",
+            &[],
+            &mut |r| {
+                let (src, dst, kind): (String, String, String) = (r.get(0)?, r.get(1)?, r.get(2)?);
+                self.link(&src, &dst, &kind, r.get(3)?);
+                Ok(())
+            },
+        )?;
         self.last_change = head;
         self.loaded = true;
         Ok(())
@@ -310,29 +293,22 @@ impl Index {
         });
     }
 
-    fn reload_edges(&mut self, conn: &Connection, slot: u32) -> store::Result<()> {
+    fn reload_edges(&mut self, conn: &dyn Sql, slot: u32) -> store::Result<()> {
         self.unlink(slot);
         let id = match &self.slots[slot as usize] {
             Some(node) => node.id.clone(),
             None => return Ok(()),
         };
-        let mut stmt = conn.prepare_cached(
+        conn.for_each(
             "SELECT src, dst, kind, weight FROM memory_edges WHERE src = ?1
              UNION ALL SELECT src, dst, kind, weight FROM memory_edges WHERE dst = ?1 AND src <> ?1",
-        )?;
-        let rows = stmt.query_map([&id], |r| {
-            Ok((
-                r.get::<_, String>(0)?,
-                r.get::<_, String>(1)?,
-                r.get::<_, String>(2)?,
-                r.get::<_, f64>(3)?,
-            ))
-        })?;
-        let edges: Vec<_> = rows.collect::<Result<_, _>>()?;
-        for (src, dst, kind, weight) in edges {
-            self.link(&src, &dst, &kind, weight);
-        }
-        Ok(())
+            sql::args![id],
+            &mut |r| {
+                let (src, dst, kind): (String, String, String) = (r.get(0)?, r.get(1)?, r.get(2)?);
+                self.link(&src, &dst, &kind, r.get(3)?);
+                Ok(())
+            },
+        )
     }
 
     fn unlink(&mut self, slot: u32) {
@@ -723,17 +699,15 @@ fn remove_stale_temporaries(dir: &Path) {
 pub const SNAPSHOT_MIN_LIVE: usize = 1_000;
 
 /// The node the change `seq` of the log was made to.
-fn node_at(conn: &Connection, seq: i64) -> rusqlite::Result<Option<String>> {
-    conn.query_row(
+fn node_at(conn: &dyn Sql, seq: i64) -> store::Result<Option<String>> {
+    conn.value(
         "SELECT node_id FROM memory_changes WHERE seq = ?1",
-        [seq],
-        |r| r.get(0),
+        sql::args![seq],
     )
-    .optional()
 }
 
 /// The database's random identity (`meta.database_id`, written by migration 0007).
-fn database_id(conn: &Connection) -> Option<String> {
+fn database_id(conn: &dyn Sql) -> Option<String> {
     store::meta_value(conn, "database_id").ok().flatten()
 }
 

@@ -18,7 +18,6 @@ mod write;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, RwLock, RwLockWriteGuard};
 
-use rusqlite::{params, OptionalExtension};
 use serde::Serialize;
 
 pub use context::{effective_budget, AssembledContext, ContextMode, ContextRequest, OUTDATED_MARK};
@@ -40,6 +39,7 @@ pub fn tools(memory: std::sync::Arc<Memory>) -> Vec<crate::runtime::Tool> {
 }
 pub use write::{NewEntry, Written};
 
+use crate::store::sql::{args, Sql};
 use crate::store::{self, Store, StoreError};
 use index::Index;
 
@@ -152,21 +152,21 @@ const BACKFILL_CHUNK: usize = 256;
 
 /// How many entries lack a vector of this build's model.
 pub fn missing_vectors(store: &Store) -> Result<usize> {
-    let conn = store.conn();
-    let n: i64 = conn.query_row(
-        "SELECT count(*) FROM memory_nodes n WHERE NOT EXISTS
-           (SELECT 1 FROM memory_vectors v WHERE v.node_id = n.id AND v.model = ?1)",
-        [embed::model_id()],
-        |r| r.get(0),
-    )?;
+    let n: i64 = store.read(|sql| {
+        Ok::<_, MemoryError>(
+            sql.value(
+                "SELECT count(*) FROM memory_nodes n WHERE NOT EXISTS
+                   (SELECT 1 FROM memory_vectors v WHERE v.node_id = n.id AND v.model = ?1)",
+                args![embed::model_id()],
+            )?
+            .unwrap_or(0),
+        )
+    })?;
     Ok(n as usize)
 }
 
-fn mark_vectors_complete(tx: &rusqlite::Transaction<'_>) -> Result<()> {
-    tx.execute(
-        "INSERT OR REPLACE INTO meta(key, value) VALUES (?1, ?2)",
-        params![VECTORS_MODEL, embed::model_id()],
-    )?;
+fn mark_vectors_complete(tx: &dyn Sql) -> Result<()> {
+    store::set_meta(tx, VECTORS_MODEL, embed::model_id())?;
     Ok(())
 }
 
@@ -177,17 +177,17 @@ pub fn backfill_vectors(store: &Store, progress: &mut dyn FnMut(usize, usize)) -
     let total = missing_vectors(store)?;
     let mut done = 0;
     loop {
-        let embedded = store.write::<usize, MemoryError>(|tx| {
+        let embedded = store.transaction::<usize, MemoryError>(|tx| {
             let rows: Vec<(String, String)> = tx
-                .prepare_cached(
+                .query(
                     "SELECT n.id, n.subject || ' ' || n.body FROM memory_nodes n WHERE NOT EXISTS
                        (SELECT 1 FROM memory_vectors v WHERE v.node_id = n.id AND v.model = ?1)
                      ORDER BY n.seq LIMIT ?2",
+                    args![embed::model_id(), BACKFILL_CHUNK],
                 )?
-                .query_map(params![embed::model_id(), BACKFILL_CHUNK as i64], |r| {
-                    Ok((r.get(0)?, r.get(1)?))
-                })?
-                .collect::<rusqlite::Result<_>>()?;
+                .iter()
+                .map(|r| Ok((r.get(0)?, r.get(1)?)))
+                .collect::<Result<_>>()?;
             let mut stored = 0;
             for (id, text) in &rows {
                 write::store_vector(tx, id, text)?;
@@ -298,8 +298,8 @@ impl Memory {
     }
 
     /// One write transaction (see [`Store::write`]).
-    fn tx<T>(&self, work: impl FnOnce(&rusqlite::Transaction<'_>) -> Result<T>) -> Result<T> {
-        self.store.write::<T, MemoryError>(work)
+    fn tx<T>(&self, work: impl FnOnce(&dyn Sql) -> Result<T>) -> Result<T> {
+        self.store.transaction::<T, MemoryError>(work)
     }
 
     fn lock(&self) -> RwLockWriteGuard<'_, Index> {
@@ -309,7 +309,7 @@ impl Memory {
     /// Runs `read` on an index brought up to date with every writer. Queries of an index that
     /// is current run side by side (a read lock); only catching up takes the write lock.
     pub(crate) fn read<T>(&self, read: impl FnOnce(&Index) -> T) -> Result<T> {
-        let head = index::Index::head(&self.store.conn())?;
+        let head = self.store.memory_head()?;
         {
             let index = self.index.read().unwrap_or_else(|p| p.into_inner());
             if index.is_current(head) {
@@ -325,17 +325,17 @@ impl Memory {
     /// starts from the snapshot beside the database when there is a usable one (see
     /// [`Index::load_snapshot`]), and a snapshot is written when enough changed.
     fn catch_up(&self, index: &mut Index) -> Result<()> {
-        let conn = self.store.conn();
-        if !index.is_loaded() {
-            if let Some(snapshot) = self
-                .snapshot_path()
-                .and_then(|path| Index::load_snapshot(&path, &conn))
-            {
-                *index = snapshot;
+        self.store.read_consistent(|sql| {
+            if !index.is_loaded() {
+                if let Some(snapshot) = self
+                    .snapshot_path()
+                    .and_then(|path| Index::load_snapshot(&path, sql))
+                {
+                    *index = snapshot;
+                }
             }
-        }
-        index.refresh(&conn)?;
-        drop(conn);
+            index.refresh(sql).map_err(MemoryError::from)
+        })?;
         self.save_snapshot_if_due(index);
         Ok(())
     }
@@ -360,7 +360,7 @@ impl Memory {
         if !conn.is_autocommit() {
             return;
         }
-        if let Err(e) = index.save_snapshot(&path, &conn) {
+        if let Err(e) = index.save_snapshot(&path, &*conn) {
             tracing::debug!(path = %path.display(), error = %e, "could not write the memory index snapshot");
         }
     }
@@ -370,7 +370,7 @@ impl Memory {
     fn read_now<T>(&self, read: impl FnOnce(&Index) -> T) -> Option<Result<T>> {
         let head = {
             let conn = self.store.try_conn()?;
-            index::Index::head(&conn)
+            index::Index::head(&*conn)
         };
         let head = match head {
             Ok(head) => head,
@@ -407,10 +407,7 @@ impl Memory {
         let result = self.tx(|tx| {
             if let Some((key, _)) = mark {
                 // Another process may have done this one-time write since we looked.
-                let done: Option<String> = tx
-                    .query_row("SELECT value FROM meta WHERE key = ?1", [key], |r| r.get(0))
-                    .optional()?;
-                if done.is_some() {
+                if store::meta_value(tx, key)?.is_some() {
                     return Ok(Vec::new());
                 }
             }
@@ -429,10 +426,7 @@ impl Memory {
                 }
             }
             if let Some((key, path)) = mark {
-                tx.execute(
-                    "INSERT OR REPLACE INTO meta(key, value) VALUES (?1, ?2)",
-                    params![key, path.to_string_lossy()],
-                )?;
+                store::set_meta(tx, key, &path.to_string_lossy())?;
             }
             Ok(written)
         });
@@ -626,7 +620,7 @@ impl Memory {
             let deleted = self.tx(|tx| {
                 Ok(tx.execute(
                     "DELETE FROM memory_status WHERE project_id IS ?1 AND tenant = ?2",
-                    params![project, tenant],
+                    args![project, tenant],
                 )? > 0)
             })?;
             return Ok(Deleted {
@@ -650,19 +644,19 @@ impl Memory {
             tx.execute(
                 "INSERT INTO memory_changes(node_id) SELECT id FROM memory_nodes
                  WHERE superseded_by = ?1 OR invalidated_by = ?1",
-                [id],
+                args![id],
             )?;
             tx.execute(
                 "UPDATE memory_nodes SET superseded_by = NULL WHERE superseded_by = ?1",
-                [id],
+                args![id],
             )?;
             tx.execute(
                 "UPDATE memory_nodes SET invalidated_by = NULL, invalidated_note = NULL
                  WHERE invalidated_by = ?1",
-                [id],
+                args![id],
             )?;
-            let deleted = tx.execute("DELETE FROM memory_nodes WHERE id = ?1", [id])? > 0;
-            tx.execute("INSERT INTO memory_changes(node_id) VALUES (?1)", [id])?;
+            let deleted = tx.execute("DELETE FROM memory_nodes WHERE id = ?1", args![id])? > 0;
+            tx.execute("INSERT INTO memory_changes(node_id) VALUES (?1)", args![id])?;
             Ok(deleted)
         })?;
         self.catch_up(&mut index)?;
@@ -686,9 +680,9 @@ impl Memory {
             };
             tx.execute(
                 "UPDATE memory_nodes SET invalidated_note = ?1 WHERE id = ?2 AND superseded_by IS NULL",
-                params![reason, id],
+                args![reason, id],
             )?;
-            tx.execute("INSERT INTO memory_changes(node_id) VALUES (?1)", [&id])?;
+            tx.execute("INSERT INTO memory_changes(node_id) VALUES (?1)", args![id])?;
             Ok(vec![id])
         })?;
         self.catch_up(&mut index)?;
@@ -704,7 +698,7 @@ impl Memory {
                 "INSERT INTO memory_status(project_id, tenant, body, updated_at) VALUES (?1, ?2, ?3, ?4)
                  ON CONFLICT(ifnull(project_id, 0), tenant) DO UPDATE SET body = excluded.body,
                      updated_at = excluded.updated_at",
-                params![project, tenant, body, now],
+                args![project, tenant, body, now],
             )?;
             Ok(())
         })?;
@@ -714,15 +708,14 @@ impl Memory {
     /// The tenant's status slot, if set.
     pub fn status(&self, tenant: &str) -> Result<Option<StatusSlot>> {
         let project = self.project;
-        let row: Option<(String, String)> = self
-            .store
-            .conn()
-            .query_row(
+        let row: Option<(String, String)> = self.store.read(|sql| {
+            sql.query_opt(
                 "SELECT body, updated_at FROM memory_status WHERE project_id IS ?1 AND tenant = ?2",
-                params![project, tenant],
-                |r| Ok((r.get(0)?, r.get(1)?)),
-            )
-            .optional()?;
+                args![project, tenant],
+            )?
+            .map(|r| Ok::<_, MemoryError>((r.get(0)?, r.get(1)?)))
+            .transpose()
+        })?;
         Ok(row.map(|(body, at)| StatusSlot::new(tenant, &body, &at)))
     }
 
@@ -748,12 +741,10 @@ impl Memory {
         let count = self.tx(|tx| {
             count_injection(tx, id)?;
             Ok(tx
-                .query_row(
+                .value(
                     "SELECT injections FROM memory_nodes WHERE id = ?1",
-                    [id],
-                    |r| r.get(0),
-                )
-                .optional()?
+                    args![id],
+                )?
                 .unwrap_or(0))
         })?;
         self.catch_up(&mut index)?;
@@ -886,12 +877,12 @@ fn hits_of(index: &Index, scope: &Scope, query: &str, kinds: &[Kind], k: usize) 
 }
 
 /// One more injection of entry `id` (a change the index replays).
-fn count_injection(tx: &rusqlite::Transaction<'_>, id: &str) -> rusqlite::Result<()> {
+fn count_injection(tx: &dyn Sql, id: &str) -> Result<()> {
     tx.execute(
         "UPDATE memory_nodes SET injections = injections + 1 WHERE id = ?1",
-        [id],
+        args![id],
     )?;
-    tx.execute("INSERT INTO memory_changes(node_id) VALUES (?1)", [id])?;
+    tx.execute("INSERT INTO memory_changes(node_id) VALUES (?1)", args![id])?;
     Ok(())
 }
 
@@ -964,77 +955,185 @@ mod tests {
         }
     }
 
-    #[test]
-    fn another_process_sees_writes_supersessions_and_deletes() {
-        let (_dir, a, b) = two_processes();
-        assert!(b.query("release", "", 5).unwrap().is_empty());
-        a.write(NewEntry::new(
-            Kind::Pattern,
-            "release",
-            "release on tuesdays",
-        ))
-        .unwrap();
-        assert_eq!(ids(&b.query("release", "", 5).unwrap()), ["fact-1"]);
-        let w = a
-            .write(NewEntry::new(
-                Kind::Pattern,
-                "Release",
-                "release on thursdays",
-            ))
-            .unwrap();
-        assert_eq!(w.superseded, ["fact-1"]);
-        assert_eq!(ids(&b.query("release", "", 5).unwrap()), ["fact-2"]);
-        assert_eq!(b.entry_count("").unwrap(), 1);
-        a.delete("fact-2", "").unwrap();
-        // Deleting the correction makes the old fact current again, in both processes.
-        assert_eq!(ids(&b.query("release", "", 5).unwrap()), ["fact-1"]);
-        assert_eq!(b.entry_count("").unwrap(), 1);
-        assert_eq!(a.entry_count("").unwrap(), 1);
+    /// Where one project's memory is kept: `open()` is another process on the same file
+    /// (SQLite), or another instance on the same team database (PostgreSQL).
+    enum Stores {
+        Sqlite(tempfile::TempDir),
+        Postgres(crate::team::testing::TestTeam),
     }
 
-    #[test]
-    fn superseding_a_premise_flags_what_depended_on_it() {
-        let memory = Memory::in_memory().unwrap();
-        memory
-            .write(NewEntry::new(Kind::Pattern, "budget", "$200,000 available"))
-            .unwrap();
-        let mut derived = NewEntry::new(
-            Kind::Pattern,
-            "decision",
-            "approved $150,000, $50,000 remaining",
-        );
-        derived.depends_on = vec!["budget".into()];
-        memory.write(derived).unwrap();
-        let mut correction = NewEntry::new(Kind::Pattern, "budget corrected", "$120,000 total");
-        correction.supersedes = vec!["budget".into()];
-        let written = memory.write(correction).unwrap();
-        assert_eq!(written.superseded, ["fact-1"]);
-        assert_eq!(written.invalidated, ["fact-2"]);
-        let context = memory
-            .context(&ContextRequest::new("remaining budget"))
-            .unwrap();
-        for line in context.text.lines() {
-            if line.contains("$200,000") || line.contains("$50,000") {
-                assert!(
-                    line.contains(OUTDATED_MARK),
-                    "stale value on a current line: {line}"
-                );
+    impl Stores {
+        fn open(&self) -> Memory {
+            match self {
+                Stores::Sqlite(dir) => Memory::open(
+                    Arc::new(Store::open(&dir.path().join("car.db")).unwrap()),
+                    Some(&dir.path().join("project")),
+                    None,
+                )
+                .unwrap(),
+                Stores::Postgres(team) => Memory::open(Arc::new(team.store()), None, None).unwrap(),
             }
         }
-        assert!(context
-            .text
-            .contains("- [fact-3] budget corrected: $120,000 total"));
-        assert!(context.text.contains("RECALCULATE [fact-2]"));
     }
 
-    #[test]
-    fn a_failed_batch_writes_nothing() {
-        let memory = Memory::in_memory().unwrap();
+    /// Runs a test on both stores: `mod <name> { sqlite, postgres }`.
+    macro_rules! on_both_stores {
+        ($name:ident, $test:expr) => {
+            mod $name {
+                use super::*;
+                #[test]
+                fn sqlite() {
+                    ($test)(&Stores::Sqlite(tempfile::tempdir().unwrap()))
+                }
+                #[test]
+                fn postgres() {
+                    ($test)(&Stores::Postgres(crate::team::testing::TestTeam::new()))
+                }
+            }
+        };
+    }
+
+    /// Waits (up to 10 s) until `seen` holds: another PostgreSQL instance learns of a write
+    /// when its notification arrives, not at once.
+    fn eventually(what: &str, mut seen: impl FnMut() -> bool) {
+        let until = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        while !seen() {
+            assert!(std::time::Instant::now() < until, "never: {what}");
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
+    }
+
+    on_both_stores!(
+        another_instance_sees_writes_supersessions_and_deletes,
+        |stores: &Stores| {
+            let (a, b) = (stores.open(), stores.open());
+            assert!(b.query("release", "", 5).unwrap().is_empty());
+            a.write(NewEntry::new(
+                Kind::Pattern,
+                "release",
+                "release on tuesdays",
+            ))
+            .unwrap();
+            let found = |ids_now: &[&str]| ids(&b.query("release", "", 5).unwrap()) == ids_now;
+            eventually("b sees fact-1", || found(&["fact-1"]));
+            let w = a
+                .write(NewEntry::new(
+                    Kind::Pattern,
+                    "Release",
+                    "release on thursdays",
+                ))
+                .unwrap();
+            assert_eq!(w.superseded, ["fact-1"]);
+            eventually("b sees the correction", || found(&["fact-2"]));
+            assert_eq!(b.entry_count("").unwrap(), 1);
+            a.delete("fact-2", "").unwrap();
+            // Deleting the correction makes the old fact current again, in both.
+            eventually("b sees the delete", || found(&["fact-1"]));
+            assert_eq!(b.entry_count("").unwrap(), 1);
+            assert_eq!(a.entry_count("").unwrap(), 1);
+            // A third, opened now, loads the same graph from the store.
+            let c = stores.open();
+            assert_eq!(ids(&c.query("release", "", 5).unwrap()), ["fact-1"]);
+            assert_eq!(c.history_of("fact-1", "").unwrap().len(), 0);
+        }
+    );
+
+    on_both_stores!(
+        superseding_a_premise_flags_what_depended_on_it,
+        |stores: &Stores| {
+            let memory = stores.open();
+            memory
+                .write(NewEntry::new(Kind::Pattern, "budget", "$200,000 available"))
+                .unwrap();
+            let mut derived = NewEntry::new(
+                Kind::Pattern,
+                "decision",
+                "approved $150,000, $50,000 remaining",
+            );
+            derived.depends_on = vec!["budget".into()];
+            memory.write(derived).unwrap();
+            let mut correction = NewEntry::new(Kind::Pattern, "budget corrected", "$120,000 total");
+            correction.supersedes = vec!["budget".into()];
+            let written = memory.write(correction).unwrap();
+            assert_eq!(written.superseded, ["fact-1"]);
+            assert_eq!(written.invalidated, ["fact-2"]);
+            let context = memory
+                .context(&ContextRequest::new("remaining budget"))
+                .unwrap();
+            for line in context.text.lines() {
+                if line.contains("$200,000") || line.contains("$50,000") {
+                    assert!(
+                        line.contains(OUTDATED_MARK),
+                        "stale value on a current line: {line}"
+                    );
+                }
+            }
+            assert!(context
+                .text
+                .contains("- [fact-3] budget corrected: $120,000 total"));
+            assert!(context.text.contains("RECALCULATE [fact-2]"));
+            // Another instance reads the same flags from the store.
+            let other = stores.open();
+            let node = other.get("fact-2", "").unwrap().unwrap();
+            assert!(node.needs_review(), "{node:?}");
+        }
+    );
+
+    on_both_stores!(a_failed_batch_writes_nothing, |stores: &Stores| {
+        let memory = stores.open();
         let good = NewEntry::new(Kind::Pattern, "a", "b");
         let bad = NewEntry::new(Kind::Pattern, "c", " ");
         assert!(memory.write_entries(vec![good, bad]).is_err());
         assert_eq!(memory.entry_count("").unwrap(), 0);
-    }
+        assert_eq!(stores.open().entry_count("").unwrap(), 0);
+    });
+
+    on_both_stores!(
+        status_slots_retractions_injections_and_tenants,
+        |stores: &Stores| {
+            let memory = stores.open();
+            assert!(memory.status("").unwrap().is_none());
+            memory.update_status("", "deploying").unwrap();
+            memory.update_status("", "deployed").unwrap();
+            memory.update_status("alice", "reviewing").unwrap();
+            let other = stores.open();
+            assert_eq!(other.status("").unwrap().unwrap().body, "deployed");
+            assert_eq!(other.status("alice").unwrap().unwrap().body, "reviewing");
+            assert!(other.delete("proactive-status:global", "").unwrap().deleted);
+            assert!(memory.status("").unwrap().is_none());
+
+            let fact = memory
+                .write(NewEntry::new(
+                    Kind::Pattern,
+                    "cache",
+                    "the cache is warm at 9",
+                ))
+                .unwrap();
+            let mut private = NewEntry::new(Kind::Pattern, "cache", "alice's cache note");
+            private.tenant = "alice".into();
+            memory.write(private).unwrap();
+            assert_eq!(
+                ids(&memory.query("cache warm", "", 5).unwrap()),
+                [fact.id.as_str()]
+            );
+            assert_eq!(memory.query("cache note", "alice", 5).unwrap().len(), 1);
+            assert_eq!(
+                memory.invalidate("cache", "", "measured wrong").unwrap(),
+                vec![fact.id.clone()]
+            );
+            memory
+                .count_injections(std::slice::from_ref(&fact.id))
+                .unwrap();
+            assert_eq!(memory.bump_injections(&fact.id).unwrap(), 2);
+            eventually("the other instance sees the retraction", || {
+                other.get(&fact.id, "").unwrap().is_some_and(|n| {
+                    n.invalidated_note.as_deref() == Some("measured wrong") && n.injections == 2
+                })
+            });
+            let notes = other.export_notes().unwrap();
+            assert_eq!(notes.len(), 1, "{notes:?}");
+        }
+    );
 
     /// Distractors that share the question's words (and, some, the bridge's name) but not the
     /// named thing that ties the question to its answer.
@@ -1205,7 +1304,7 @@ mod tests {
         let loads = || {
             let store = Store::open(&db).unwrap();
             let conn = store.conn();
-            index::Index::load_snapshot(&snapshot, &conn).is_some()
+            index::Index::load_snapshot(&snapshot, &*conn).is_some()
         };
         assert!(loads(), "the snapshot is of this database");
         // The same database where another node holds the snapshot's last change (a log

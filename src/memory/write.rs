@@ -1,7 +1,7 @@
 //! Writing entries: ids, supersession (explicit, or the same subject within a tenant), the
 //! links the engine adds as an entry arrives, and the change log other processes replay.
 
-use rusqlite::{params, OptionalExtension, Transaction};
+use crate::store::sql::{args, Dialect, Sql};
 
 use super::index::Index;
 use super::model::{EdgeKind, Kind, Scope};
@@ -134,7 +134,7 @@ pub(super) fn plan_links(index: &Index, entry: &NewEntry, scope: &Scope) -> Vec<
 
 /// Inserts an entry with its supersessions and links, logging every touched node.
 pub(super) fn insert(
-    tx: &Transaction<'_>,
+    tx: &dyn Sql,
     scope: &Scope,
     entry: &NewEntry,
     links: &[PlannedLink],
@@ -151,15 +151,13 @@ pub(super) fn insert(
         }
     }
     if entry.replace_same_subject {
-        let mut stmt = tx.prepare_cached(
+        let rows = tx.query(
             "SELECT id FROM memory_nodes WHERE project_id IS ?1 AND tenant = ?2 AND subject_key = ?3
              AND superseded_by IS NULL AND kind IN ('pattern', 'constraint') ORDER BY seq",
+            args![scope.project, scope.tenant, subject_key],
         )?;
-        let rows = stmt.query_map(params![scope.project, scope.tenant, subject_key], |r| {
-            r.get::<_, String>(0)
-        })?;
         for old in rows {
-            let old = old?;
+            let old: String = old.get(0)?;
             if !superseded.contains(&old) {
                 superseded.push(old);
             }
@@ -172,24 +170,24 @@ pub(super) fn insert(
         }
     }
 
-    tx.prepare_cached(
+    tx.execute(
         "INSERT INTO memory_nodes(id, project_id, tenant, kind, subject, subject_key, body, tags,
              confidence, source, created_at)
          VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
-    )?
-    .execute(params![
-        id,
-        scope.project,
-        scope.tenant,
-        entry.kind.as_str(),
-        entry.subject,
-        subject_key,
-        entry.body,
-        serde_json::to_string(&entry.tags).unwrap_or_else(|_| "[]".into()),
-        entry.confidence,
-        entry.source,
-        store::now()
-    ])?;
+        args![
+            id,
+            scope.project,
+            scope.tenant,
+            entry.kind.as_str(),
+            entry.subject,
+            subject_key,
+            entry.body,
+            serde_json::to_string(&entry.tags).unwrap_or_else(|_| "[]".into()),
+            entry.confidence,
+            entry.source,
+            store::now()
+        ],
+    )?;
     store_vector(tx, &id, &format!("{} {}", entry.subject, entry.body))?;
     log_change(tx, &id)?;
 
@@ -197,21 +195,23 @@ pub(super) fn insert(
     for old in &superseded {
         tx.execute(
             "UPDATE memory_nodes SET superseded_by = ?1 WHERE id = ?2",
-            params![id, old],
+            args![id, old],
         )?;
         log_change(tx, old)?;
         add_edge(tx, &id, old, EdgeKind::Supersedes, 1.0)?;
-        let mut stmt = tx.prepare_cached(
-            "SELECT src FROM memory_edges WHERE dst = ?1 AND kind = 'depends_on'",
-        )?;
-        let dependents: Vec<String> = stmt
-            .query_map([old], |r| r.get(0))?
+        let dependents: Vec<String> = tx
+            .query(
+                "SELECT src FROM memory_edges WHERE dst = ?1 AND kind = 'depends_on'",
+                args![old],
+            )?
+            .iter()
+            .map(|r| r.get(0))
             .collect::<Result<_, _>>()?;
         for dependent in dependents {
             let changed = tx.execute(
                 "UPDATE memory_nodes SET invalidated_by = ?1, invalidated_note = ?2
                  WHERE id = ?3 AND invalidated_note IS NULL AND superseded_by IS NULL",
-                params![
+                args![
                     id,
                     format!("its premise {old} was superseded by {id}"),
                     dependent
@@ -249,80 +249,71 @@ pub(super) fn insert(
 /// Stores the meaning of an entry's text (subject and body), in
 /// the transaction that writes it (its text joined as [`super::model::Node::text`] does). Text
 /// with nothing to embed stores the zero vector (no meaning), so a backfill does not retry it.
-pub(super) fn store_vector(tx: &Transaction<'_>, id: &str, text: &str) -> Result<()> {
+pub(super) fn store_vector(tx: &dyn Sql, id: &str, text: &str) -> Result<()> {
     let vector = super::embed::embed(text).unwrap_or_else(super::embed::Vector::zero);
-    tx.prepare_cached(
-        "INSERT OR REPLACE INTO memory_vectors(node_id, model, vector) VALUES (?1, ?2, ?3)",
-    )?
-    .execute(params![id, super::embed::model_id(), vector.to_bytes()])?;
+    tx.execute(
+        "INSERT INTO memory_vectors(node_id, model, vector) VALUES (?1, ?2, ?3)
+         ON CONFLICT(node_id) DO UPDATE SET model = excluded.model, vector = excluded.vector",
+        args![id, super::embed::model_id(), vector.to_bytes()],
+    )?;
     Ok(())
 }
 
-fn log_change(tx: &Transaction<'_>, id: &str) -> Result<()> {
-    tx.prepare_cached("INSERT INTO memory_changes(node_id) VALUES (?1)")?
-        .execute([id])?;
+fn log_change(tx: &dyn Sql, id: &str) -> Result<()> {
+    tx.execute("INSERT INTO memory_changes(node_id) VALUES (?1)", args![id])?;
     Ok(())
 }
 
 /// Adds an edge if its target still exists (another process may have deleted it).
-fn add_edge(
-    tx: &Transaction<'_>,
-    src: &str,
-    dst: &str,
-    kind: EdgeKind,
-    weight: f64,
-) -> Result<bool> {
-    let added = tx
-        .prepare_cached(
-            "INSERT OR IGNORE INTO memory_edges(src, dst, kind, weight)
-             SELECT ?1, ?2, ?3, ?4 WHERE EXISTS (SELECT 1 FROM memory_nodes WHERE id = ?2)",
-        )?
-        .execute(params![src, dst, kind.as_str(), weight])?;
+fn add_edge(tx: &dyn Sql, src: &str, dst: &str, kind: EdgeKind, weight: f64) -> Result<bool> {
+    let added = tx.execute(
+        "INSERT OR IGNORE INTO memory_edges(src, dst, kind, weight)
+         SELECT ?1, ?2, ?3, CAST(?4 AS DOUBLE PRECISION)
+         WHERE EXISTS (SELECT 1 FROM memory_nodes WHERE id = ?2)",
+        args![src, dst, kind.as_str(), weight],
+    )?;
     Ok(added > 0)
 }
 
 /// Resolves an id, or else a subject, to a current node the scope sees.
-pub(super) fn resolve(tx: &Transaction<'_>, scope: &Scope, target: &str) -> Result<Option<String>> {
-    let by_id: Option<String> = tx
-        .prepare_cached(
-            "SELECT id FROM memory_nodes WHERE id = ?1 AND tenant = ?2 AND (project_id IS NULL OR project_id IS ?3)",
-        )?
-        .query_row(params![target, scope.tenant, scope.project], |r| r.get(0))
-        .optional()?;
+pub(super) fn resolve(tx: &dyn Sql, scope: &Scope, target: &str) -> Result<Option<String>> {
+    let by_id: Option<String> = tx.value(
+        "SELECT id FROM memory_nodes WHERE id = ?1 AND tenant = ?2 AND (project_id IS NULL OR project_id IS ?3)",
+        args![target, scope.tenant, scope.project],
+    )?;
     if by_id.is_some() {
         return Ok(by_id);
     }
-    Ok(tx
-        .prepare_cached(
-            "SELECT id FROM memory_nodes WHERE subject_key = ?1 AND tenant = ?2
-             AND (project_id IS NULL OR project_id IS ?3) AND superseded_by IS NULL
-             ORDER BY seq DESC LIMIT 1",
-        )?
-        .query_row(
-            params![target.trim().to_lowercase(), scope.tenant, scope.project],
-            |r| r.get(0),
-        )
-        .optional()?)
+    Ok(tx.value(
+        "SELECT id FROM memory_nodes WHERE subject_key = ?1 AND tenant = ?2
+         AND (project_id IS NULL OR project_id IS ?3) AND superseded_by IS NULL
+         ORDER BY seq DESC LIMIT 1",
+        args![target.trim().to_lowercase(), scope.tenant, scope.project],
+    )?)
 }
 
 /// The requested id (made unique), or `<prefix>-<n>` from the node sequence.
-fn fresh_id(tx: &Transaction<'_>, entry: &NewEntry) -> Result<String> {
+fn fresh_id(tx: &dyn Sql, entry: &NewEntry) -> Result<String> {
     let base = match &entry.id {
         Some(id) if !id.trim().is_empty() => id.trim().to_string(),
         Some(_) | None => {
+            // The next number of the node sequence (never reused after a delete); on a team
+            // store, past the project's newest node (writers of a project take turns).
             let next: i64 = tx
-                .prepare_cached(
-                    "SELECT ifnull((SELECT seq FROM sqlite_sequence WHERE name = 'memory_nodes'), 0) + 1",
+                .value(
+                    match tx.dialect() {
+                        Dialect::Sqlite => "SELECT ifnull((SELECT seq FROM sqlite_sequence WHERE name = 'memory_nodes'), 0) + 1",
+                        Dialect::Postgres => "SELECT ifnull(max(seq), 0) + 1 FROM memory_nodes",
+                    },
+                    &[],
                 )?
-                .query_row([], |r| r.get(0))?;
+                .unwrap_or(1);
             format!("{}-{next}", entry.kind.id_prefix())
         }
     };
     let taken = |candidate: &str| -> Result<bool> {
         Ok(tx
-            .prepare_cached("SELECT 1 FROM memory_nodes WHERE id = ?1")?
-            .query_row([candidate], |_| Ok(()))
-            .optional()?
+            .query_opt("SELECT 1 FROM memory_nodes WHERE id = ?1", args![candidate])?
             .is_some())
     };
     if !taken(&base)? {

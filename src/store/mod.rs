@@ -2,11 +2,16 @@
 //! append-only migrations. Every write in CAR goes through a transaction here, so any number of
 //! processes can write at once without losing an acknowledged write.
 
+pub mod postgres;
+pub mod sql;
+
 use std::path::{Path, PathBuf};
 use std::sync::{Mutex, MutexGuard};
 use std::time::Duration;
 
 use rusqlite::{Connection, OpenFlags};
+
+use sql::{Dialect, Sql};
 
 /// The migrations, in order. Never edit one that has shipped; add a new file.
 const MIGRATIONS: &[(&str, &str)] = &[
@@ -96,6 +101,25 @@ pub enum StoreError {
     Sqlite(#[from] rusqlite::Error),
     #[error("a database task failed: {0}")]
     Task(String),
+    #[error("the team database: {0}")]
+    Postgres(String),
+    #[error("a value read from the database: {0}")]
+    Decode(String),
+}
+
+impl From<tokio_postgres::Error> for StoreError {
+    fn from(e: tokio_postgres::Error) -> Self {
+        StoreError::Postgres(postgres::describe(&e))
+    }
+}
+
+impl From<deadpool_postgres::PoolError> for StoreError {
+    fn from(e: deadpool_postgres::PoolError) -> Self {
+        match e {
+            deadpool_postgres::PoolError::Backend(e) => e.into(),
+            other => StoreError::Postgres(format!("no connection to the team database: {other}")),
+        }
+    }
 }
 
 impl StoreError {
@@ -105,11 +129,25 @@ impl StoreError {
     }
 }
 
-/// One connection to `car.db`, shared by the threads of a process.
-#[derive(Debug)]
+/// The data of one CAR: the SQLite file `car.db` under `CAR_HOME` (one connection, shared by
+/// the threads of a process), or one project of a team's PostgreSQL database.
 pub struct Store {
-    conn: Mutex<Connection>,
+    backend: Backend,
     path: Option<PathBuf>,
+}
+
+enum Backend {
+    Sqlite(Mutex<Connection>),
+    Postgres(postgres::PgProject),
+}
+
+impl std::fmt::Debug for Store {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match &self.backend {
+            Backend::Sqlite(_) => write!(f, "Store(SQLite {:?})", self.path),
+            Backend::Postgres(pg) => write!(f, "Store(PostgreSQL, project {})", pg.project()),
+        }
+    }
 }
 
 impl Store {
@@ -159,7 +197,7 @@ impl Store {
         conn.pragma_update(None, "foreign_keys", "ON")
             .map_err(open_err)?;
         let store = Store {
-            conn: Mutex::new(conn),
+            backend: Backend::Sqlite(Mutex::new(conn)),
             path: Some(path.to_path_buf()),
         };
         retry_busy(|| match store.migrate() {
@@ -176,31 +214,122 @@ impl Store {
         let conn = Connection::open_in_memory()?;
         conn.pragma_update(None, "foreign_keys", "ON")?;
         let store = Store {
-            conn: Mutex::new(conn),
+            backend: Backend::Sqlite(Mutex::new(conn)),
             path: None,
         };
         store.migrate()?;
         Ok(store)
     }
 
+    /// One project of a team's PostgreSQL database (see [`postgres::PgProject`]).
+    pub fn postgres(project: postgres::PgProject) -> Store {
+        Store {
+            backend: Backend::Postgres(project),
+            path: None,
+        }
+    }
+
+    /// The file, for a SQLite store on disk.
     pub fn path(&self) -> Option<&Path> {
         self.path.as_deref()
     }
 
-    /// The connection, for one short unit of work. Poisoning is recovered: SQLite keeps the
-    /// database consistent whatever a panicking thread left half done.
-    pub fn conn(&self) -> MutexGuard<'_, Connection> {
-        self.conn
-            .lock()
-            .unwrap_or_else(|poison| poison.into_inner())
+    pub fn dialect(&self) -> Dialect {
+        match self.backend {
+            Backend::Sqlite(_) => Dialect::Sqlite,
+            Backend::Postgres(_) => Dialect::Postgres,
+        }
     }
 
-    /// The connection if no other thread holds it (poisoning recovered as in [`Store::conn`]).
+    /// The SQLite connection, for one short unit of work. Poisoning is recovered: SQLite keeps
+    /// the database consistent whatever a panicking thread left half done.
+    ///
+    /// Only for what stays on the local store (the code graph, connectors, the dashboard's
+    /// file checks): capabilities a team shares go through [`Store::read`] and
+    /// [`Store::transaction`], and the team server serves no tool that reaches this.
+    pub fn conn(&self) -> MutexGuard<'_, Connection> {
+        match &self.backend {
+            Backend::Sqlite(conn) => conn.lock().unwrap_or_else(|poison| poison.into_inner()),
+            Backend::Postgres(_) => {
+                panic!("a capability that has no PostgreSQL store yet was called on a team store")
+            }
+        }
+    }
+
+    /// The SQLite connection if no other thread holds it (poisoning recovered as in
+    /// [`Store::conn`]); never on a team store, whose every read may wait on the network.
     pub fn try_conn(&self) -> Option<MutexGuard<'_, Connection>> {
-        match self.conn.try_lock() {
+        let Backend::Sqlite(conn) = &self.backend else {
+            return None;
+        };
+        match conn.try_lock() {
             Ok(conn) => Some(conn),
             Err(std::sync::TryLockError::Poisoned(poison)) => Some(poison.into_inner()),
             Err(std::sync::TryLockError::WouldBlock) => None,
+        }
+    }
+
+    /// Runs `work` with a connection for reading: SQLite's own (the latest committed data at
+    /// each statement), or a PostgreSQL transaction that sees only this store's project.
+    pub fn read<T, E: From<StoreError>>(
+        &self,
+        work: impl FnOnce(&dyn Sql) -> Result<T, E>,
+    ) -> Result<T, E> {
+        match &self.backend {
+            Backend::Sqlite(_) => work(&*self.conn()),
+            Backend::Postgres(pg) => pg.run(false, work),
+        }
+    }
+
+    /// [`Store::read`] with every statement on one snapshot of the data (on SQLite, a deferred
+    /// transaction unless one is open already).
+    pub fn read_consistent<T, E: From<StoreError>>(
+        &self,
+        work: impl FnOnce(&dyn Sql) -> Result<T, E>,
+    ) -> Result<T, E> {
+        match &self.backend {
+            Backend::Sqlite(_) => {
+                let conn = self.conn();
+                if !conn.is_autocommit() {
+                    return work(&*conn);
+                }
+                let tx = conn.unchecked_transaction().map_err(StoreError::from)?;
+                let value = work(&*tx)?;
+                tx.commit().map_err(StoreError::from)?;
+                Ok(value)
+            }
+            Backend::Postgres(pg) => pg.run(false, work),
+        }
+    }
+
+    /// Runs `work` in a write transaction and commits it. On SQLite the write lock is taken up
+    /// front (IMMEDIATE), as [`Store::write`] does; on PostgreSQL the transaction runs as the
+    /// application's role in the store's project, and writers of one project queue on a lock
+    /// so changes are logged in the order they commit.
+    pub fn transaction<T, E: From<StoreError>>(
+        &self,
+        work: impl FnOnce(&dyn Sql) -> Result<T, E>,
+    ) -> Result<T, E> {
+        match &self.backend {
+            Backend::Sqlite(_) => {
+                let mut conn = self.conn();
+                let tx =
+                    rusqlite::Transaction::new(&mut conn, rusqlite::TransactionBehavior::Immediate)
+                        .map_err(StoreError::from)?;
+                let value = work(&*tx)?;
+                tx.commit().map_err(StoreError::from)?;
+                Ok(value)
+            }
+            Backend::Postgres(pg) => pg.run(true, work),
+        }
+    }
+
+    /// The newest change to memory any writer has made: on SQLite read from the log; on a team
+    /// store known from the database's notifications, so a current index costs no round trip.
+    pub fn memory_head(&self) -> Result<i64> {
+        match &self.backend {
+            Backend::Sqlite(_) => memory_head(&*self.conn()),
+            Backend::Postgres(pg) => pg.memory_head(),
         }
     }
 
@@ -289,16 +418,30 @@ impl Store {
 
     /// A `meta` value.
     pub fn meta(&self, key: &str) -> Result<Option<String>> {
-        meta_value(&self.conn(), key)
+        self.read(|sql| meta_value(sql, key))
     }
 }
 
-/// A `meta` value, read on `conn` (inside a transaction, or where the store is not at hand).
-pub fn meta_value(conn: &rusqlite::Connection, key: &str) -> Result<Option<String>> {
-    use rusqlite::OptionalExtension;
-    Ok(conn
-        .query_row("SELECT value FROM meta WHERE key = ?1", [key], |r| r.get(0))
-        .optional()?)
+/// A `meta` value, read on `sql` (inside a transaction, or where the store is not at hand).
+pub fn meta_value(sql: &dyn Sql, key: &str) -> Result<Option<String>> {
+    sql.value("SELECT value FROM meta WHERE key = ?1", sql::args![key])
+}
+
+/// Sets a `meta` value.
+pub fn set_meta(sql: &dyn Sql, key: &str, value: &str) -> Result<()> {
+    sql.execute(
+        "INSERT INTO meta(key, value) VALUES (?1, ?2)
+         ON CONFLICT(key) DO UPDATE SET value = excluded.value",
+        sql::args![key, value],
+    )?;
+    Ok(())
+}
+
+/// The newest entry of memory's change log, read on `sql`.
+pub fn memory_head(sql: &dyn Sql) -> Result<i64> {
+    Ok(sql
+        .value("SELECT ifnull(max(seq), 0) FROM memory_changes", &[])?
+        .unwrap_or(0))
 }
 
 /// The format of every timestamp CAR stores: RFC 3339 UTC with milliseconds, fixed width, so

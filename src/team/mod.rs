@@ -11,14 +11,21 @@
 //! advisory lock: an instance that starts while another migrates waits for it and then finds
 //! nothing left to run.
 
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use deadpool_postgres::{Pool, Transaction};
 use serde::Serialize;
 use sha2::{Digest, Sha256};
 
+use crate::store::postgres::{Heads, PgProject};
+use crate::store::Store;
+
 /// The migrations, in order. Never edit one that has shipped; add a new file.
-const MIGRATIONS: &[(i32, &str, &str)] = &[(1, "team", include_str!("migrations/0001_team.sql"))];
+const MIGRATIONS: &[(i32, &str, &str)] = &[
+    (1, "team", include_str!("migrations/0001_team.sql")),
+    (2, "memory", include_str!("migrations/0002_memory.sql")),
+];
 
 /// The advisory lock every migrating instance takes (an arbitrary constant: "CAR" and 1).
 const MIGRATION_LOCK: i64 = 0x4341_5200_0001;
@@ -140,6 +147,11 @@ pub struct TeamExecution {
 #[derive(Clone)]
 pub struct TeamDb {
     pool: Pool,
+    config: tokio_postgres::Config,
+    /// The runtime the pool's connections run on (the one [`TeamDb::connect`] ran in).
+    rt: tokio::runtime::Handle,
+    /// Memory's change notifications, listened to from the first project store on.
+    heads: Arc<OnceLock<Arc<Heads>>>,
 }
 
 /// `url` with its password, if any, replaced: for messages.
@@ -201,12 +213,13 @@ impl TeamDb {
         config.connect_timeout(CONNECT_TIMEOUT);
         config.application_name("car");
         let manager = deadpool_postgres::Manager::from_config(
-            config,
+            config.clone(),
             tokio_postgres::NoTls,
             deadpool_postgres::ManagerConfig {
                 recycling_method: deadpool_postgres::RecyclingMethod::Fast,
             },
         );
+        let manager_config = config.clone();
         let pool = Pool::builder(manager)
             .max_size(16)
             .wait_timeout(Some(CONNECT_TIMEOUT))
@@ -214,7 +227,12 @@ impl TeamDb {
             .runtime(deadpool_postgres::Runtime::Tokio1)
             .build()
             .map_err(|e| TeamError::Url(e.to_string()))?;
-        let db = TeamDb { pool };
+        let db = TeamDb {
+            pool,
+            config: manager_config,
+            rt: tokio::runtime::Handle::current(),
+            heads: Arc::default(),
+        };
         // The first connection says whether the server is there at all.
         let _first = db.pool.get().await.map_err(|e| TeamError::Connect {
             at: shown(url),
@@ -225,6 +243,21 @@ impl TeamDb {
         })?;
         db.migrate().await?;
         Ok(db)
+    }
+
+    /// The store of `project`'s data, for capabilities to run on (from a blocking thread, never
+    /// one of the runtime's workers: see [`PgProject`]).
+    pub fn project_store(&self, project: i64) -> Store {
+        let heads = self
+            .heads
+            .get_or_init(|| Heads::listen(self.config.clone(), &self.rt))
+            .clone();
+        Store::postgres(PgProject::new(
+            self.pool.clone(),
+            self.rt.clone(),
+            project,
+            heads,
+        ))
     }
 
     /// Runs the migrations this database lacks; returns how many ran.
@@ -600,5 +633,144 @@ mod tests {
         for bad in ["", "a b", "x;drop", &"a".repeat(65)] {
             assert!(check_name("a user", bad).is_err(), "{bad}");
         }
+    }
+}
+
+/// A database of its own on the test cluster `scripts/test.sh` starts (`CAR_TEST_DATABASE_URL`),
+/// dropped when done: for the tests that run a capability on both stores.
+#[cfg(test)]
+pub(crate) mod testing {
+    use super::*;
+
+    pub(crate) struct TestTeam {
+        pub rt: tokio::runtime::Runtime,
+        admin: String,
+        name: String,
+        pub url: String,
+        project: i64,
+    }
+
+    async fn client(url: &str) -> tokio_postgres::Client {
+        let (client, connection) = tokio_postgres::connect(url, tokio_postgres::NoTls)
+            .await
+            .unwrap_or_else(|e| panic!("{url}: {e}"));
+        tokio::spawn(connection);
+        client
+    }
+
+    impl TestTeam {
+        /// A fresh database with one project.
+        pub fn new() -> TestTeam {
+            let admin = std::env::var("CAR_TEST_DATABASE_URL").expect(
+                "CAR_TEST_DATABASE_URL is not set: ./scripts/test.sh starts PostgreSQL for these tests",
+            );
+            let rt = tokio::runtime::Builder::new_multi_thread()
+                .worker_threads(2)
+                .enable_all()
+                .build()
+                .unwrap();
+            let name = format!("car_{}", uuid::Uuid::new_v4().simple());
+            let url = match admin.rsplit_once('/') {
+                Some((server, _)) => format!("{server}/{name}"),
+                None => panic!("{admin}"),
+            };
+            let project = rt.block_on(async {
+                client(&admin)
+                    .await
+                    .batch_execute(&format!("CREATE DATABASE {name}"))
+                    .await
+                    .unwrap();
+                let db = TeamDb::connect(&url).await.unwrap();
+                db.add_project("web").await.unwrap().id
+            });
+            TestTeam {
+                rt,
+                admin,
+                name,
+                url,
+                project,
+            }
+        }
+
+        /// The project's store, through a connection of its own (another instance).
+        pub fn store(&self) -> Store {
+            let db = self.rt.block_on(TeamDb::connect(&self.url)).unwrap();
+            db.project_store(self.project)
+        }
+    }
+
+    impl Drop for TestTeam {
+        fn drop(&mut self) {
+            let (admin, name) = (self.admin.clone(), self.name.clone());
+            self.rt.block_on(async move {
+                let _ = client(&admin)
+                    .await
+                    .batch_execute(&format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)"))
+                    .await;
+            });
+        }
+    }
+}
+
+#[cfg(test)]
+mod store_tests {
+    use std::sync::Arc;
+
+    use crate::memory::{Kind, Memory, NewEntry};
+    use crate::store::sql::args;
+
+    #[test]
+    fn a_project_store_sees_nothing_of_another_project_even_unfiltered() {
+        let team = super::testing::TestTeam::new();
+        let (db, other) = team.rt.block_on(async {
+            let db = super::TeamDb::connect(&team.url).await.unwrap();
+            let other = db.add_project("api").await.unwrap().id;
+            (db, other)
+        });
+        let web = Memory::open(Arc::new(team.store()), None, None).unwrap();
+        let api_store = Arc::new(db.project_store(other));
+        let api = Memory::open(api_store.clone(), None, None).unwrap();
+        web.write(NewEntry::new(
+            Kind::Pattern,
+            "deploy",
+            "web deploys on fridays",
+        ))
+        .unwrap();
+        assert!(api.query("deploy fridays", "", 5).unwrap().is_empty());
+        // The same id is free in another project: ids are per project.
+        let written = api
+            .write(NewEntry::new(Kind::Pattern, "deploy", "api deploys daily"))
+            .unwrap();
+        assert_eq!(written.id, "fact-1");
+        let mut named = NewEntry::new(Kind::Pattern, "x", "y");
+        named.id = Some("fact-1".into());
+        assert_eq!(api.write(named).unwrap().id, "fact-1-2");
+        // A statement without any filter sees only the store's project.
+        let rows: i64 = api_store
+            .read(|sql| {
+                sql.value::<i64>("SELECT count(*) FROM memory_nodes", &[])
+                    .map(Option::unwrap_or_default)
+            })
+            .unwrap();
+        assert_eq!(rows, 2);
+        // Writing a row into another project is refused by row-level security.
+        let err = api_store
+            .transaction(|sql| {
+                sql.execute(
+                    "INSERT INTO meta(team_project, key, value) VALUES (?1, 'k', 'v')",
+                    args![team_project_of(&team)],
+                )
+            })
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("row-level security"), "{err}");
+    }
+
+    fn team_project_of(team: &super::testing::TestTeam) -> i64 {
+        team.rt.block_on(async {
+            let db = super::TeamDb::connect(&team.url).await.unwrap();
+            let projects = db.projects().await.unwrap();
+            projects.iter().find(|p| p.name == "web").unwrap().id
+        })
     }
 }

@@ -288,9 +288,10 @@ fn instances_starting_together_migrate_once() {
             .await
             .unwrap()
             .get(0);
-        assert_eq!(rows, 1, "each migration ran once");
         let team_db = TeamDb::connect(&db.url).await.unwrap();
+        let version = team_db.schema_version().await.unwrap();
+        assert!(version >= 2, "{version}");
+        assert_eq!(rows, i64::from(version), "each migration ran once");
         assert_eq!(team_db.migrate().await.unwrap(), 0, "nothing left to run");
-        assert_eq!(team_db.schema_version().await.unwrap(), 1);
     });
 }

@@ -1,0 +1,236 @@
+//! The store on a team's PostgreSQL database: one project of it, as the capabilities see a
+//! store (see [`super::sql`] for how their statements run on it).
+//!
+//! Every transaction runs as the application's role `car_app` with `car.project` set to the
+//! store's project, so row-level security keeps every other project's rows out of every
+//! statement, whether or not it filters. Writers of one project queue on a transaction-level
+//! advisory lock: memory's change log is then numbered in commit order, which is what lets an
+//! instance replay it past the last number it saw without missing a change.
+//!
+//! Instances learn of each other's memory writes by `LISTEN`: a trigger on the change log
+//! notifies `car_memory` with `<project>:<seq>` when a write commits, and [`Heads`] keeps the
+//! newest number per project, so a query of a current index costs no round trip.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use super::sql::{PgTx, Sql};
+use super::{Result, StoreError};
+
+/// The notification channel of memory's change log.
+pub const MEMORY_CHANNEL: &str = "car_memory";
+/// The first key of the per-project write lock (`pg_advisory_xact_lock(key, project)`): "CAR\0".
+const WRITE_LOCK: i32 = 0x4341_5200;
+
+/// A PostgreSQL error as a person reads it: the server's message and detail, or the
+/// connection's error and its cause.
+pub fn describe(e: &tokio_postgres::Error) -> String {
+    if let Some(db) = e.as_db_error() {
+        return match db.detail() {
+            Some(detail) => format!("{} ({detail})", db.message()),
+            None => db.message().to_string(),
+        };
+    }
+    match std::error::Error::source(e) {
+        Some(cause) => format!("{e}: {cause}"),
+        None => e.to_string(),
+    }
+}
+
+/// The newest memory change per project, as notified.
+#[derive(Debug, Default)]
+pub struct Heads {
+    /// Listening now: without it, a head is read from the database.
+    live: AtomicBool,
+    heads: Mutex<HashMap<i64, i64>>,
+}
+
+impl Heads {
+    fn get(&self, project: i64) -> Option<i64> {
+        if !self.live.load(Ordering::Acquire) {
+            return None;
+        }
+        self.heads
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(&project)
+            .copied()
+    }
+
+    /// Records `seq` as seen for `project` (keeping the newest).
+    fn saw(&self, project: i64, seq: i64) {
+        let mut heads = self.heads.lock().unwrap_or_else(|p| p.into_inner());
+        let head = heads.entry(project).or_insert(seq);
+        *head = (*head).max(seq);
+    }
+
+    fn notified(&self, payload: &str) {
+        let parsed = payload
+            .split_once(':')
+            .and_then(|(p, s)| Some((p.parse().ok()?, s.parse().ok()?)));
+        match parsed {
+            Some((project, seq)) => self.saw(project, seq),
+            None => tracing::warn!(payload, "an unreadable memory notification"),
+        }
+    }
+
+    /// Whether notifications are arriving now.
+    pub fn is_live(&self) -> bool {
+        self.live.load(Ordering::Acquire)
+    }
+
+    /// Listens on `config`'s database for memory changes, on `rt`, until the runtime stops:
+    /// reconnecting after a lost connection, and forgetting every head meanwhile (what was
+    /// notified while no one listened is read from the database again).
+    pub fn listen(config: tokio_postgres::Config, rt: &tokio::runtime::Handle) -> Arc<Heads> {
+        let heads = Arc::new(Heads::default());
+        let listening = heads.clone();
+        rt.spawn(async move {
+            let mut delay = Duration::from_millis(100);
+            loop {
+                match listening.listen_once(&config).await {
+                    Ok(()) => delay = Duration::from_millis(100),
+                    Err(e) => tracing::warn!(error = %describe(&e), "no memory notifications from the team database; retrying"),
+                }
+                listening.live.store(false, Ordering::Release);
+                tokio::time::sleep(delay).await;
+                delay = (delay * 2).min(Duration::from_secs(5));
+            }
+        });
+        heads
+    }
+
+    async fn listen_once(
+        &self,
+        config: &tokio_postgres::Config,
+    ) -> Result<(), tokio_postgres::Error> {
+        use futures_util::StreamExt;
+        let (client, mut connection) = config.connect(tokio_postgres::NoTls).await?;
+        let mut messages = futures_util::stream::poll_fn(move |cx| connection.poll_message(cx));
+        let statement = format!("LISTEN {MEMORY_CHANNEL}");
+        {
+            let listen = client.batch_execute(&statement);
+            tokio::pin!(listen);
+            // The connection must be driven while LISTEN runs.
+            loop {
+                tokio::select! {
+                    done = &mut listen => { done?; break; }
+                    message = messages.next() => match message {
+                        Some(Ok(tokio_postgres::AsyncMessage::Notification(n))) => self.notified(n.payload()),
+                        Some(Ok(_)) => {}
+                        Some(Err(e)) => return Err(e),
+                        None => return Ok(()),
+                    }
+                }
+            }
+        }
+        self.heads.lock().unwrap_or_else(|p| p.into_inner()).clear();
+        self.live.store(true, Ordering::Release);
+        while let Some(message) = messages.next().await {
+            match message? {
+                tokio_postgres::AsyncMessage::Notification(n) => self.notified(n.payload()),
+                tokio_postgres::AsyncMessage::Notice(notice) => {
+                    tracing::debug!(notice = %notice.message(), "team database notice")
+                }
+                _ => {}
+            }
+        }
+        drop(client);
+        Ok(())
+    }
+}
+
+/// One project of a team database, as a store.
+pub struct PgProject {
+    pool: deadpool_postgres::Pool,
+    rt: tokio::runtime::Handle,
+    project: i64,
+    heads: Arc<Heads>,
+}
+
+impl PgProject {
+    /// The project `project` of the database behind `pool`, whose connections `rt` drives
+    /// (statements block the calling thread, which must not be one of `rt`'s workers), with
+    /// memory heads from `heads`.
+    pub fn new(
+        pool: deadpool_postgres::Pool,
+        rt: tokio::runtime::Handle,
+        project: i64,
+        heads: Arc<Heads>,
+    ) -> PgProject {
+        PgProject {
+            pool,
+            rt,
+            project,
+            heads,
+        }
+    }
+
+    pub fn project(&self) -> i64 {
+        self.project
+    }
+
+    /// Runs `work` in a transaction of the project (taking the project's write lock first when
+    /// `write`), committing it when `work` succeeds. A failed or panicking `work` rolls back:
+    /// the transaction's drop queues the rollback ahead of the connection's next use.
+    pub(super) fn run<T, E: From<StoreError>>(
+        &self,
+        write: bool,
+        work: impl FnOnce(&dyn Sql) -> std::result::Result<T, E>,
+    ) -> std::result::Result<T, E> {
+        let rt = &self.rt;
+        let mut client = rt.block_on(self.pool.get()).map_err(StoreError::from)?;
+        let tx = rt
+            .block_on(client.transaction())
+            .map_err(StoreError::from)?;
+        let lock = if write {
+            format!(
+                "; SELECT pg_advisory_xact_lock({WRITE_LOCK}, {})",
+                self.project
+            )
+        } else {
+            String::new()
+        };
+        rt.block_on(tx.batch_execute(&format!(
+            "SET LOCAL ROLE car_app; SELECT set_config('car.project', '{}', true){lock}",
+            self.project
+        )))
+        .map_err(StoreError::from)?;
+        let value = work(&PgTx { tx: &tx, rt })?;
+        rt.block_on(tx.commit()).map_err(StoreError::from)?;
+        Ok(value)
+    }
+
+    pub(super) fn memory_head(&self) -> Result<i64> {
+        if let Some(head) = self.heads.get(self.project) {
+            return Ok(head);
+        }
+        let head = self.run(false, super::memory_head)?;
+        if self.heads.is_live() {
+            self.heads.saw(self.project, head);
+        }
+        Ok(head)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn notifications_keep_the_newest_head_and_only_while_live() {
+        let heads = Heads::default();
+        heads.notified("3:10");
+        assert_eq!(heads.get(3), None, "not listening: read from the database");
+        heads.live.store(true, Ordering::Release);
+        heads.notified("3:12");
+        heads.notified("3:11");
+        heads.notified("4:1");
+        heads.notified("junk");
+        assert_eq!(heads.get(3), Some(12));
+        assert_eq!(heads.get(4), Some(1));
+        assert_eq!(heads.get(5), None);
+    }
+}
