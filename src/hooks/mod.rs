@@ -726,9 +726,10 @@ fn record(
         session: Some(payload.session_id.clone()).filter(|s| !s.is_empty()),
         host: Some(payload.host.as_str().to_string()),
         subject: None,
+        author: None,
     };
     opened.store.write(|tx| -> Result<(), HookError> {
-        finish_in(tx, &done)?;
+        finish_in(&**tx, &done)?;
         tx.execute(
             "INSERT INTO injections(execution_id, project_id, host, session_id, event, source,
                  prompt, entries, withheld, text, tokens, state, created_at)

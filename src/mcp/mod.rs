@@ -613,6 +613,14 @@ impl ServerHandler for McpServer {
         };
         // The execution log says which session and which client made the call.
         let mut call_context = self.context.clone().session(self.session.id.clone());
+        // On a team server, the user the request's token belongs to.
+        if let Some(caller) = context
+            .extensions
+            .get::<axum::http::request::Parts>()
+            .and_then(|parts| parts.extensions.get::<crate::runtime::Caller>())
+        {
+            call_context = call_context.caller(caller);
+        }
         if let Some(info) = context.peer.peer_info() {
             // As the client calls itself (self-reported), at most 64 characters.
             let name: String = info.client_info.name.chars().take(64).collect();

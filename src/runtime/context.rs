@@ -11,6 +11,20 @@ pub struct Context {
     session: Option<std::sync::Arc<str>>,
     /// The agent making the calls (the MCP client's name), recorded with each execution.
     host: Option<std::sync::Arc<str>>,
+    /// The team user making the calls (a team server's token holder), recorded with each
+    /// execution.
+    author: Option<std::sync::Arc<str>>,
+    /// Calls that change anything are denied (a team reader).
+    read_only: bool,
+}
+
+/// Who a request comes from, as a team server authenticated it: put on the HTTP request by
+/// the server, applied to each call's context by the MCP face.
+#[derive(Debug, Clone)]
+pub struct Caller {
+    pub author: std::sync::Arc<str>,
+    /// A reader of the project: every call that changes anything is denied.
+    pub read_only: bool,
 }
 
 /// Which face a call came through; recorded with each execution.
@@ -45,7 +59,39 @@ impl Context {
             face,
             session: None,
             host: None,
+            author: None,
+            read_only: false,
         }
+    }
+
+    /// The team user making the calls, for the execution log.
+    pub fn author(mut self, author: impl Into<std::sync::Arc<str>>) -> Context {
+        self.author = Some(author.into());
+        self
+    }
+
+    /// The context of a call from `caller`.
+    pub fn caller(self, caller: &Caller) -> Context {
+        let context = self.author(caller.author.clone());
+        if caller.read_only {
+            context.read_only()
+        } else {
+            context
+        }
+    }
+
+    pub fn author_name(&self) -> Option<&str> {
+        self.author.as_deref()
+    }
+
+    /// Denies every call that changes anything (the connection of a team reader).
+    pub fn read_only(mut self) -> Context {
+        self.read_only = true;
+        self
+    }
+
+    pub fn is_read_only(&self) -> bool {
+        self.read_only
     }
 
     /// The connection's id, for the execution log.

@@ -210,6 +210,7 @@ impl Dispatcher {
             release: keyed && matches!(status, ExecStatus::Cancelled | ExecStatus::Timeout),
             session: context.session_id().map(str::to_string),
             host: context.host_name().map(str::to_string),
+            author: context.author_name().map(str::to_string),
             // What a memory write created (an entry's id), so the entry's page can say who
             // wrote it. Only CAR's own memory writes: a remote tool's result could name any id.
             subject: result
@@ -253,6 +254,13 @@ impl Dispatcher {
         let problems = entry.validator.problems(&args);
         if !problems.is_empty() {
             return Err(ToolError::InvalidArguments(problems.join("; ")));
+        }
+        if context.is_read_only() && !spec.effect.read_only() {
+            return Err(ToolError::Denied(format!(
+                "{} changes the project, and this connection may only read it (a reader of the \
+                 team's project; an admin can grant more with `car team grant`)",
+                spec.name
+            )));
         }
         if spec.gating == Gating::Gated {
             if let PolicyVerdict::Deny { reason } = self.policy.check(spec, &args, context) {

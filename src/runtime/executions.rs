@@ -6,6 +6,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::policy::gate_log;
+use crate::store::sql::{args, Sql};
 use crate::store::{self, Store};
 
 /// How a call ended (`running` until it does), stored as its lowercase name.
@@ -92,26 +93,26 @@ pub fn claim(store: &Store, call: &KeyedCall) -> store::Result<Claim> {
         face,
         abandoned_before,
     } = call;
-    store.write(|tx| {
+    store.transaction(|tx| {
         let existing = tx
-            .query_row(
+            .query_opt(
                 "SELECT id, status, result, error, started_at FROM executions WHERE idem_key = ?1",
-                [key],
-                |r| {
-                    Ok((
-                        Recorded {
-                            execution_id: r.get(0)?,
-                            status: ExecStatus::parse(&r.get::<_, String>(1)?),
-                            result: r
-                                .get::<_, Option<String>>(2)?
-                                .and_then(|text| serde_json::from_str(&text).ok()),
-                            error: r.get(3)?,
-                        },
-                        r.get::<_, String>(4)?,
-                    ))
-                },
-            )
-            .optional()?;
+                args![key],
+            )?
+            .map(|r| -> store::Result<_> {
+                Ok((
+                    Recorded {
+                        execution_id: r.get(0)?,
+                        status: ExecStatus::parse(&r.get::<String>(1)?),
+                        result: r
+                            .get::<Option<String>>(2)?
+                            .and_then(|text| serde_json::from_str(&text).ok()),
+                        error: r.get(3)?,
+                    },
+                    r.get::<String>(4)?,
+                ))
+            })
+            .transpose()?;
         match existing {
             Some((found, started_at))
                 if found.status == ExecStatus::Running
@@ -121,7 +122,7 @@ pub fn claim(store: &Store, call: &KeyedCall) -> store::Result<Claim> {
                     "UPDATE executions SET status = 'error', idem_key = NULL,
                          error = 'abandoned: the process running it stopped before it finished'
                      WHERE id = ?1",
-                    [&found.execution_id],
+                    args![found.execution_id],
                 )?;
             }
             Some((found, _)) => return Ok(Claim::Replay(found)),
@@ -130,7 +131,7 @@ pub fn claim(store: &Store, call: &KeyedCall) -> store::Result<Claim> {
         tx.execute(
             "INSERT INTO executions(id, tool, status, request_id, idem_key, face, started_at)
              VALUES (?1, ?2, 'running', ?3, ?4, ?5, ?6)",
-            params![id, tool, request_id, key, face, store::now()],
+            args![id, tool, request_id, key, face, store::now()],
         )?;
         Ok(Claim::Fresh)
     })
@@ -156,42 +157,48 @@ pub struct Finished {
     pub host: Option<String>,
     /// What it wrote (the id of the entry it created).
     pub subject: Option<String>,
+    /// Who made it: the team user whose token it came with (none where CAR serves one person).
+    pub author: Option<String>,
 }
 
 /// Records a finished call: updates the keyed row, or inserts the row of an unkeyed call.
 pub fn finish(store: &Store, done: &Finished) -> store::Result<()> {
-    store.write(|tx| finish_in(tx, done))
+    store.append(|tx| finish_in(tx, done))
 }
 
 /// [`finish`] inside a transaction: the row, and for a keyed call that did not complete
 /// (`release`), its key given back so the client can retry.
-pub(crate) fn finish_in(tx: &rusqlite::Transaction<'_>, done: &Finished) -> store::Result<()> {
+pub(crate) fn finish_in(tx: &dyn Sql, done: &Finished) -> store::Result<()> {
     let result_text = done.result.as_ref().map(Value::to_string);
-    tx.prepare_cached(
+    tx.execute(
         "INSERT INTO executions(id, tool, status, request_id, face, started_at, duration_ms, error,
-             result, session, host, subject)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)
+             result, session, host, subject, author)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)
          ON CONFLICT(id) DO UPDATE SET status = excluded.status,
              duration_ms = excluded.duration_ms, error = excluded.error, result = excluded.result,
-             session = excluded.session, host = excluded.host, subject = excluded.subject",
-    )?
-    .execute(params![
-        done.id,
-        done.tool,
-        done.status.as_str(),
-        done.request_id,
-        done.face,
-        done.started_at,
-        done.duration_ms as i64,
-        done.error,
-        result_text,
-        done.session,
-        done.host,
-        done.subject
-    ])?;
+             session = excluded.session, host = excluded.host, subject = excluded.subject,
+             author = excluded.author",
+        args![
+            done.id,
+            done.tool,
+            done.status.as_str(),
+            done.request_id,
+            done.face,
+            done.started_at,
+            done.duration_ms as i64,
+            done.error,
+            result_text,
+            done.session,
+            done.host,
+            done.subject,
+            done.author
+        ],
+    )?;
     if done.release {
-        tx.prepare_cached("UPDATE executions SET idem_key = NULL WHERE id = ?1")?
-            .execute([&done.id])?;
+        tx.execute(
+            "UPDATE executions SET idem_key = NULL WHERE id = ?1",
+            args![done.id],
+        )?;
     }
     Ok(())
 }
@@ -275,7 +282,7 @@ fn write_groups(store: &Store, queue: &std::sync::mpsc::Receiver<Pending>) {
         // A panic here must not take the queue's callers with it: they get an error, and the
         // writer goes on with the next group.
         let written = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-            store.write(|tx| group.iter().try_for_each(|p| finish_in(tx, &p.done)))
+            store.append(|tx| group.iter().try_for_each(|p| finish_in(tx, &p.done)))
         }))
         .unwrap_or_else(|_| {
             Err(store::StoreError::Task(
@@ -335,6 +342,9 @@ pub struct Execution {
     /// What it wrote (the memory entry it created), if anything.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub subject: Option<String>,
+    /// The team user who made it, on a team server.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub author: Option<String>,
 }
 
 /// Which executions [`recent`] returns: every field given must match.
@@ -355,41 +365,44 @@ pub struct Filter<'a> {
 
 /// The latest executions that `filter` admits, newest first.
 pub fn recent(store: &Store, filter: &Filter, limit: usize) -> store::Result<Vec<Execution>> {
-    let conn = store.conn();
-    let mut stmt = conn.prepare(
-        "SELECT id, tool, status, request_id, face, started_at, duration_ms, error, session, host,
-             subject
-         FROM executions
-         WHERE (?1 IS NULL OR tool = ?1) AND (?2 IS NULL OR face = ?2) AND (?3 IS NULL OR status = ?3)
-           AND (?4 IS NULL OR session = ?4) AND (?5 IS NULL OR host = ?5)
-           AND (?6 IS NULL OR subject = ?6)
-         ORDER BY started_at DESC, rowid DESC LIMIT ?7",
-    )?;
-    let args = params![
-        filter.tool,
-        filter.face,
-        filter.status,
-        filter.session,
-        filter.host,
-        filter.subject,
-        limit as i64
-    ];
-    let rows = stmt.query_map(args, |r| {
-        Ok(Execution {
-            id: r.get(0)?,
-            tool: r.get(1)?,
-            status: ExecStatus::parse(&r.get::<_, String>(2)?),
-            request_id: r.get(3)?,
-            face: r.get(4)?,
-            started_at: r.get(5)?,
-            duration_ms: r.get(6)?,
-            error: r.get(7)?,
-            session: r.get(8)?,
-            host: r.get(9)?,
-            subject: r.get(10)?,
+    store.read(|sql| {
+        sql.query(
+            "SELECT id, tool, status, request_id, face, started_at, duration_ms, error, session,
+                 host, subject, author
+             FROM executions
+             WHERE (?1 IS NULL OR tool = ?1) AND (?2 IS NULL OR face = ?2)
+               AND (?3 IS NULL OR status = ?3) AND (?4 IS NULL OR session = ?4)
+               AND (?5 IS NULL OR host = ?5) AND (?6 IS NULL OR subject = ?6)
+             ORDER BY started_at DESC, rowid DESC LIMIT ?7",
+            args![
+                filter.tool,
+                filter.face,
+                filter.status,
+                filter.session,
+                filter.host,
+                filter.subject,
+                limit
+            ],
+        )?
+        .iter()
+        .map(|r| {
+            Ok(Execution {
+                id: r.get(0)?,
+                tool: r.get(1)?,
+                status: ExecStatus::parse(&r.get::<String>(2)?),
+                request_id: r.get(3)?,
+                face: r.get(4)?,
+                started_at: r.get(5)?,
+                duration_ms: r.get(6)?,
+                error: r.get(7)?,
+                session: r.get(8)?,
+                host: r.get(9)?,
+                subject: r.get(10)?,
+                author: r.get(11)?,
+            })
         })
-    })?;
-    Ok(rows.collect::<Result<Vec<_>, _>>()?)
+        .collect()
+    })
 }
 
 /// The `meta` key holding how far the gate's decision file was read: `<inode>:<offset>`.
@@ -575,6 +588,7 @@ mod tests {
             session: None,
             host: None,
             subject: None,
+            author: None,
         }
     }
 

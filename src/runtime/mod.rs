@@ -15,7 +15,7 @@ mod tool;
 use std::sync::Arc;
 
 pub use client::{ChannelFuture, Client, ClientChannel, ClientRequest, LogLevel};
-pub use context::{Context, Face};
+pub use context::{Caller, Context, Face};
 pub use dispatcher::{
     AllowAll, CallOptions, CallOutcome, DispatchError, Dispatcher, PolicyGate, PolicyVerdict,
     MAX_STRING_BYTES,

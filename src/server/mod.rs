@@ -16,6 +16,7 @@
 pub mod lifecycle;
 pub mod logfile;
 pub mod process;
+pub mod team;
 pub mod web;
 pub mod ws;
 
@@ -369,6 +370,15 @@ pub async fn serve_on(
         shutdown.clone(),
         options.car_home,
     );
+    serve_router(listener, routes, shutdown).await
+}
+
+/// Serves `routes` on `listener` until `shutdown`; in-flight requests finish first.
+pub async fn serve_router(
+    listener: tokio::net::TcpListener,
+    routes: Router,
+    shutdown: CancellationToken,
+) -> Result<(), ServerError> {
     axum::serve(listener.tap_io(no_delay), routes)
         .with_graceful_shutdown(async move { shutdown.cancelled().await })
         .await

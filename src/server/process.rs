@@ -44,6 +44,17 @@ pub struct ServerCli {
     /// The size at which --log-file rotates.
     #[arg(long, default_value_t = crate::server::logfile::DEFAULT_LIMIT, value_name = "BYTES")]
     pub log_max_bytes: u64,
+    /// Serve a team from its PostgreSQL database (postgres://USER:PASSWORD@HOST:5432/DATABASE)
+    /// instead of this machine's CAR: every project of the team at /mcp/<project>, each request
+    /// with a user's token from `car team user add`. Start as many instances on one database
+    /// as you like. No WebSocket and no dashboard in this mode.
+    #[arg(
+        long,
+        env = "CAR_DATABASE_URL",
+        hide_env_values = true,
+        value_name = "URL"
+    )]
+    pub database: Option<String>,
 }
 
 /// What the daemon's state file says for `mcp_url` when MCP is off.
@@ -127,6 +138,9 @@ pub fn main() -> ExitCode {
             let _ = log
                 .record(format!("{} car-server: panic: {info}\n", crate::store::now()).as_bytes());
         }));
+    }
+    if let Some(url) = cli.database.clone() {
+        return team_main(&cli, &url, &say);
     }
     let (home, project_root) = match cli.location.resolve() {
         Ok(location) => location,
@@ -279,6 +293,79 @@ pub fn main() -> ExitCode {
         let served = served.and(ws_served);
         drop(lock);
         match served {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(e) => {
+                say.line(&format!("car-server: {e}"));
+                ExitCode::FAILURE
+            }
+        }
+    })
+}
+
+/// `car-server --database`: a team's server, holding no state of its own (no home, no lock,
+/// no WebSocket), so any number run on one database.
+fn team_main(cli: &ServerCli, url: &str, say: &Say) -> ExitCode {
+    let McpBind::At(addr) = cli.mcp_bind else {
+        say.line("car-server: --database serves MCP only; give --mcp-bind HOST:PORT");
+        return ExitCode::from(2);
+    };
+    if !addr.ip().is_loopback() && !cli.allow_remote {
+        say.line(&format!(
+            "car-server: {}",
+            server::ServerError::NotLoopback(addr)
+        ));
+        return ExitCode::from(2);
+    }
+    let exposure = if cli.allow_remote {
+        // Every request carries a user's token; the server's own token plays no part.
+        Exposure::Remote {
+            token: String::new(),
+        }
+    } else {
+        Exposure::Loopback
+    };
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            say.line(&format!("car-server: cannot start the async runtime: {e}"));
+            return ExitCode::FAILURE;
+        }
+    };
+    runtime.block_on(async move {
+        let db = match crate::team::TeamDb::connect(url).await {
+            Ok(db) => db,
+            Err(e) => {
+                say.line(&format!("car-server: {e}"));
+                return ExitCode::FAILURE;
+            }
+        };
+        let shutdown = tokio_util::sync::CancellationToken::new();
+        let on_signal = shutdown.clone();
+        tokio::spawn(async move {
+            stop_signal().await;
+            tracing::info!("car-server: stopping");
+            on_signal.cancel();
+        });
+        let listener = match tokio::net::TcpListener::bind(addr).await {
+            Ok(listener) => listener,
+            Err(source) => {
+                say.line(&format!(
+                    "car-server: {}",
+                    server::ServerError::Bind { addr, source }
+                ));
+                return ExitCode::FAILURE;
+            }
+        };
+        let bound = listener.local_addr().unwrap_or(addr);
+        say.line(&format!(
+            "car-server: MCP at http://{bound}/mcp (team: /mcp/<project>)"
+        ));
+        let team = server::team::TeamServer::new(db, shutdown.clone());
+        let router = server::team::router(team, &exposure);
+        match server::serve_router(listener, router, shutdown).await {
             Ok(()) => ExitCode::SUCCESS,
             Err(e) => {
                 say.line(&format!("car-server: {e}"));

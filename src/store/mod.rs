@@ -30,6 +30,7 @@ const MIGRATIONS: &[(&str, &str)] = &[
     ),
     ("0008_vectors", include_str!("migrations/0008_vectors.sql")),
     ("0009_audit", include_str!("migrations/0009_audit.sql")),
+    ("0010_author", include_str!("migrations/0010_author.sql")),
 ];
 
 /// How many times a writer retries a locked database before giving up (about 30 s in all).
@@ -321,6 +322,19 @@ impl Store {
                 Ok(value)
             }
             Backend::Postgres(pg) => pg.run(true, work),
+        }
+    }
+
+    /// [`Store::transaction`] for writes that only add or finish rows nobody replays in
+    /// order (the execution log): on PostgreSQL they do not queue behind the project's other
+    /// writers.
+    pub fn append<T, E: From<StoreError>>(
+        &self,
+        work: impl FnOnce(&dyn Sql) -> Result<T, E>,
+    ) -> Result<T, E> {
+        match &self.backend {
+            Backend::Sqlite(_) => self.transaction(work),
+            Backend::Postgres(pg) => pg.run(false, work),
         }
     }
 

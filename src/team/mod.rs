@@ -25,6 +25,11 @@ use crate::store::Store;
 const MIGRATIONS: &[(i32, &str, &str)] = &[
     (1, "team", include_str!("migrations/0001_team.sql")),
     (2, "memory", include_str!("migrations/0002_memory.sql")),
+    (
+        3,
+        "executions",
+        include_str!("migrations/0003_executions.sql"),
+    ),
 ];
 
 /// The advisory lock every migrating instance takes (an arbitrary constant: "CAR" and 1).
@@ -141,6 +146,28 @@ pub struct TeamExecution {
     pub status: String,
     pub face: Option<String>,
     pub started_at: String,
+}
+
+/// What a token admits a request to.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Admission {
+    /// No such token (never issued, rotated or revoked).
+    Unknown,
+    /// A user, with no such project granted (or none at all).
+    NoProject { user: String },
+    /// A user, to a project granted with this role.
+    Project {
+        user: String,
+        project: TeamProjectRef,
+        role: Role,
+    },
+}
+
+/// A project, by id and name.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct TeamProjectRef {
+    pub id: i64,
+    pub name: String,
 }
 
 /// A connection pool to a team database, migrated.
@@ -487,6 +514,41 @@ impl TeamDb {
         }
     }
 
+    /// Who a token belongs to and which of their projects a request reaches: the one named,
+    /// or with none named the first granted (the oldest project). One round trip.
+    pub async fn admit(&self, token: &str, project: Option<&str>) -> Result<Admission> {
+        let client = self.pool.get().await?;
+        let stmt = client
+            .prepare_cached(
+                "SELECT u.name, p.id, p.name, g.role
+                 FROM car_users u
+                 LEFT JOIN car_grants g ON g.user_id = u.id
+                 LEFT JOIN car_projects p ON p.id = g.project_id
+                     AND ($2::text IS NULL OR p.name = $2::text)
+                 WHERE u.token_hash = $1
+                 ORDER BY (p.id IS NULL), p.id
+                 LIMIT 1",
+            )
+            .await?;
+        let row = client
+            .query_opt(&stmt, &[&token_hash(token), &project])
+            .await?;
+        Ok(match row {
+            None => Admission::Unknown,
+            Some(row) => match row.get::<_, Option<i64>>(1) {
+                None => Admission::NoProject { user: row.get(0) },
+                Some(id) => Admission::Project {
+                    user: row.get(0),
+                    project: TeamProjectRef {
+                        id,
+                        name: row.get(2),
+                    },
+                    role: Role::parse(row.get(3)),
+                },
+            },
+        })
+    }
+
     /// Runs `work` in one transaction, as the application's role `car_app`, in which row-level
     /// security shows only `project`'s rows.
     pub async fn in_project<T>(
@@ -532,9 +594,16 @@ impl TeamDb {
         self.in_project(project, move |tx| {
             Box::pin(async move {
                 tx.execute(
-                    "INSERT INTO car_executions(id, project_id, author, tool, status, face, started_at)
-                     VALUES ($1, $2, $3, $4, $5, $6, now())",
-                    &[&row_id, &project, &author, &tool, &status, &face],
+                    "INSERT INTO executions(id, author, tool, status, face, started_at)
+                     VALUES ($1, $2, $3, $4, $5, $6)",
+                    &[
+                        &row_id,
+                        &author,
+                        &tool,
+                        &status,
+                        &face,
+                        &crate::store::now(),
+                    ],
                 )
                 .await?;
                 Ok(())
@@ -551,9 +620,8 @@ impl TeamDb {
             Box::pin(async move {
                 let rows = tx
                     .query(
-                        "SELECT id, author, tool, status, face,
-                             to_char(started_at AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.MS\"Z\"')
-                         FROM car_executions ORDER BY started_at DESC LIMIT $1",
+                        "SELECT id, author, tool, status, face, started_at
+                         FROM executions ORDER BY started_at DESC, rowid DESC LIMIT $1",
                         &[&limit],
                     )
                     .await?;

@@ -234,25 +234,22 @@ fn row_level_security_keeps_each_project_to_itself_even_without_a_filter() {
             async move { raw.query_one(sql, &[]).await.unwrap().get::<_, i64>(0) }
         };
         // No project set: a query without a filter sees nothing.
-        assert_eq!(count("SELECT count(*) FROM car_executions").await, 0);
+        assert_eq!(count("SELECT count(*) FROM executions").await, 0);
         // One project set: only its rows, however the query is written.
         raw.batch_execute(&format!("SET car.project = '{web}'"))
             .await
             .unwrap();
-        assert_eq!(count("SELECT count(*) FROM car_executions").await, 1);
+        assert_eq!(count("SELECT count(*) FROM executions").await, 1);
         let other = raw
-            .query(
-                "SELECT id FROM car_executions WHERE project_id = $1",
-                &[&api],
-            )
+            .query("SELECT id FROM executions WHERE team_project = $1", &[&api])
             .await
             .unwrap();
         assert!(other.is_empty(), "another project's rows are invisible");
         // Nor can it write into another project.
         let refused = raw
             .execute(
-                "INSERT INTO car_executions(id, project_id, tool, status, started_at)
-                 VALUES ('x', $1, 't', 'ok', now())",
+                "INSERT INTO executions(id, team_project, tool, status, started_at)
+                 VALUES ('x', $1, 't', 'ok', '2026-12-04T00:00:00.000Z')",
                 &[&api],
             )
             .await;
@@ -294,4 +291,205 @@ fn instances_starting_together_migrate_once() {
         assert_eq!(rows, i64::from(version), "each migration ran once");
         assert_eq!(team_db.migrate().await.unwrap(), 0, "nothing left to run");
     });
+}
+
+/// `car-server --database` on the test database, on a port it chose.
+struct TeamServer {
+    child: Option<crate::support::Reaped>,
+    base: String,
+}
+
+impl TeamServer {
+    fn start(home: &TestHome, db: &TestDb) -> TeamServer {
+        use std::io::{BufRead, BufReader};
+        let mut child = home
+            .command(crate::support::CAR_SERVER)
+            .args(["--mcp-bind", "127.0.0.1:0", "--database", &db.url])
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
+        let base = loop {
+            let line = lines
+                .next()
+                .expect("car-server exited before listening")
+                .unwrap();
+            if let Some(rest) = line.strip_prefix("car-server: MCP at ") {
+                break rest.split("/mcp").next().unwrap().to_string();
+            }
+        };
+        std::thread::spawn(move || for _ in lines {});
+        TeamServer {
+            child: Some(crate::support::Reaped(child)),
+            base,
+        }
+    }
+
+    /// A `tools/call` on `path` (`/mcp`, `/mcp/web`) with `token`, in the stateless revision:
+    /// the HTTP status and the JSON-RPC message.
+    fn call(&self, path: &str, token: Option<&str>, tool: &str, arguments: Value) -> (u16, Value) {
+        let meta = serde_json::json!({"io.modelcontextprotocol/protocolVersion": "2026-07-28",
+                                      "io.modelcontextprotocol/clientCapabilities": {}});
+        let bearer = token.map(|t| format!("Bearer {t}"));
+        let mut headers = vec![
+            ("mcp-protocol-version", "2026-07-28"),
+            ("mcp-method", "tools/call"),
+            ("mcp-name", tool),
+        ];
+        if let Some(bearer) = &bearer {
+            headers.push(("authorization", bearer));
+        }
+        let (status, body, _) = crate::server::post(
+            &format!("{}{path}", self.base),
+            &headers,
+            serde_json::json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+                               "params": {"name": tool, "arguments": arguments, "_meta": meta}})
+            .to_string(),
+        );
+        let message = if status == 200 {
+            crate::server::message_of(&body)
+        } else {
+            body
+        };
+        (status, message)
+    }
+}
+
+fn token_of(doc: &Value) -> String {
+    doc["data"]["token"].as_str().unwrap().to_string()
+}
+
+/// The text a tool answered with, whatever its shape.
+fn answered(message: &Value) -> String {
+    message["result"].to_string()
+}
+
+#[test]
+fn two_users_on_two_projects_see_only_their_own_through_http_mcp() {
+    let home = TestHome::new();
+    let db = TestDb::new();
+    for project in ["web", "api"] {
+        assert_eq!(team(&home, &db, &["project", "add", project]).0, 0);
+    }
+    let alice = token_of(&team(&home, &db, &["user", "add", "alice", "--grant", "web"]).1);
+    let bob = token_of(&team(&home, &db, &["user", "add", "bob", "--grant", "api"]).1);
+    let carol = token_of(
+        &team(
+            &home,
+            &db,
+            &["user", "add", "carol", "--role", "reader", "--grant", "web"],
+        )
+        .1,
+    );
+    let server = TeamServer::start(&home, &db);
+
+    let fact = serde_json::json!({"subject": "web deploys",
+                                  "body": "the web app deploys through the blue-green pipeline on fridays"});
+    let (status, added) = server.call("/mcp/web", Some(&alice), "memory_add_fact", fact);
+    assert_eq!(status, 200, "{added}");
+    assert_eq!(added["result"]["isError"], false, "{added}");
+    let (_, added) = server.call(
+        "/mcp",
+        Some(&bob),
+        "memory_add_fact",
+        serde_json::json!({"subject": "api deploys", "body": "the api deploys by canary every morning"}),
+    );
+    assert_eq!(
+        added["result"]["isError"], false,
+        "bob's default project is api: {added}"
+    );
+
+    let question = serde_json::json!({"query": "how do we deploy the app to production?"});
+    // Each sees their own project's fact and nothing of the other's, through any tool.
+    let (_, seen) = server.call("/mcp/web", Some(&alice), "memory_query", question.clone());
+    assert!(answered(&seen).contains("blue-green"), "{seen}");
+    assert!(!answered(&seen).contains("canary"), "{seen}");
+    let (_, seen) = server.call("/mcp/api", Some(&bob), "memory_query", question.clone());
+    assert!(answered(&seen).contains("canary"), "{seen}");
+    assert!(!answered(&seen).contains("blue-green"), "{seen}");
+    // Asked in the other's own words, still nothing; nor is a reminder drawn from it.
+    let (_, seen) = server.call(
+        "/mcp/api",
+        Some(&bob),
+        "memory_query",
+        serde_json::json!({"query": "blue-green pipeline on fridays"}),
+    );
+    assert_eq!(seen["result"]["isError"], false, "{seen}");
+    let results = seen["result"]["structuredContent"]["results"].to_string();
+    assert!(!results.contains("blue-green"), "{seen}");
+    let remind = serde_json::json!({"query": "deploy the web app through the blue-green pipeline", "force": true});
+    let (_, reminder) = server.call("/mcp/web", Some(&alice), "memory_intervene", remind.clone());
+    assert!(
+        answered(&reminder).contains("fridays"),
+        "in its own project: {reminder}"
+    );
+    let (_, reminder) = server.call("/mcp/api", Some(&bob), "memory_intervene", remind);
+    assert_eq!(reminder["result"]["isError"], false, "{reminder}");
+    assert!(!answered(&reminder).contains("fridays"), "{reminder}");
+    // Another's project is not found, exactly as a project that does not exist.
+    let (status, refused) = server.call("/mcp/web", Some(&bob), "memory_query", question.clone());
+    assert_eq!(status, 404, "{refused}");
+    let (status, missing) = server.call("/mcp/nope", Some(&bob), "memory_query", question.clone());
+    assert_eq!(status, 404, "{missing}");
+    assert_eq!(
+        refused["error"].as_str().unwrap().replace("web", "nope"),
+        missing["error"].as_str().unwrap(),
+        "the answers do not tell a hidden project from a missing one"
+    );
+    // No token or a wrong one: 401, saying nothing of projects.
+    for token in [None, Some("car_wrong")] {
+        let (status, body) = server.call("/mcp/web", token, "memory_query", question.clone());
+        assert_eq!(status, 401, "{body}");
+        assert!(!body.to_string().contains("web"), "{body}");
+    }
+    // A reader reads, and is denied every write.
+    let (_, seen) = server.call("/mcp/web", Some(&carol), "memory_query", question.clone());
+    assert!(answered(&seen).contains("blue-green"), "{seen}");
+    let (_, denied) = server.call(
+        "/mcp/web",
+        Some(&carol),
+        "memory_add_fact",
+        serde_json::json!({"subject": "x", "body": "a reader's fact"}),
+    );
+    assert_eq!(denied["result"]["isError"], true, "{denied}");
+    assert!(answered(&denied).contains("may only read"), "{denied}");
+    // A token rotated or a user removed stops at once.
+    let (_, rotated) = team(&home, &db, &["user", "token-rotate", "alice"]);
+    let (status, _) = server.call("/mcp/web", Some(&alice), "memory_query", question.clone());
+    assert_eq!(status, 401);
+    let (status, _) = server.call(
+        "/mcp/web",
+        Some(&token_of(&rotated)),
+        "memory_query",
+        question,
+    );
+    assert_eq!(status, 200);
+
+    // The audit log says who wrote what, through which tool; a reader's attempt is there too.
+    runtime().block_on(async {
+        let raw = client(&db.url).await;
+        let rows = raw
+            .query(
+                "SELECT p.name, e.author, e.tool, e.status, e.subject FROM executions e
+                 JOIN car_projects p ON p.id = e.team_project
+                 WHERE e.tool = 'memory_add_fact' ORDER BY e.rowid",
+                &[],
+            )
+            .await
+            .unwrap();
+        let log: Vec<(String, String, String, String, Option<String>)> = rows
+            .iter()
+            .map(|r| (r.get(0), r.get(1), r.get(2), r.get(3), r.get(4)))
+            .collect();
+        assert_eq!(log.len(), 3, "{log:?}");
+        assert_eq!(
+            (log[0].0.as_str(), log[0].1.as_str(), log[0].3.as_str()),
+            ("web", "alice", "ok")
+        );
+        assert!(log[0].4.is_some(), "the fact written: {log:?}");
+        assert_eq!((log[1].0.as_str(), log[1].1.as_str()), ("api", "bob"));
+        assert_eq!((log[2].1.as_str(), log[2].3.as_str()), ("carol", "denied"));
+    });
+    drop(server.child);
 }

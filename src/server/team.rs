@@ -1,0 +1,197 @@
+//! `car-server --database postgres://…`: one team's server. Many projects, many people, and
+//! several instances on one database behind any load balancer; an instance holds nothing of
+//! its own but caches (each project's memory index, which follows the database's
+//! notifications).
+//!
+//! A client names its project in the URL (`/mcp/<project>`; `/mcp` alone is the token's first
+//! granted project) and sends its user's token (`Authorization: Bearer …`, from
+//! `car team user add`). Before anything reaches MCP:
+//! - no token, or one that is wrong, rotated or revoked: 401, saying nothing of projects;
+//! - a project that does not exist or is not granted to the token's user: 404 (the two are not
+//!   told apart);
+//! - the database unreachable: 503 with what failed, until it is back (the pool reconnects);
+//! - a reader's calls that change anything are denied by the runtime (the user is on every
+//!   call's context), and every call is logged with its author.
+//!
+//! Row-level security in the database holds the same line again: each project's store runs as
+//! `car_app` with the project set per transaction (see `crate::store::postgres`).
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use axum::extract::{Path, Request, State};
+use axum::http::{header, HeaderValue, StatusCode};
+use axum::middleware;
+use axum::response::{IntoResponse, Response};
+use axum::routing::{any, get};
+use axum::Router;
+use rmcp::transport::streamable_http_server::session::local::{LocalSessionManager, SessionConfig};
+use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
+use tokio_util::sync::CancellationToken;
+
+use super::{admit, refuse, Exposure, Guard, MAX_BODY_BYTES, SESSION_IDLE};
+use crate::app::App;
+use crate::mcp::McpServer;
+use crate::memory::Memory;
+use crate::runtime::{Caller, Context, Face};
+use crate::team::{Admission, TeamDb, TeamProjectRef};
+
+type Mcp = StreamableHttpService<McpServer, LocalSessionManager>;
+
+/// The state of one team server instance.
+pub struct TeamServer {
+    db: TeamDb,
+    shutdown: CancellationToken,
+    /// Each project's MCP service, made on its first request.
+    projects: tokio::sync::Mutex<HashMap<i64, Mcp>>,
+}
+
+impl TeamServer {
+    pub fn new(db: TeamDb, shutdown: CancellationToken) -> Arc<TeamServer> {
+        Arc::new(TeamServer {
+            db,
+            shutdown,
+            projects: tokio::sync::Mutex::default(),
+        })
+    }
+
+    /// The project's MCP service, opening the project (its store, its memory index) the first
+    /// time.
+    async fn service(&self, project: &TeamProjectRef) -> Result<Mcp, String> {
+        let mut projects = self.projects.lock().await;
+        if let Some(mcp) = projects.get(&project.id) {
+            return Ok(mcp.clone());
+        }
+        let (db, id) = (self.db.clone(), project.id);
+        let app = tokio::task::spawn_blocking(move || open_project(&db, id))
+            .await
+            .map_err(|e| format!("opening the project failed: {e}"))??;
+        let server = McpServer::new(app)
+            .named("car-server")
+            .context(Context::new(Face::Mcp));
+        let mut sessions = LocalSessionManager::default();
+        let mut session_config = SessionConfig::default();
+        session_config.keep_alive = Some(SESSION_IDLE);
+        sessions.session_config = session_config;
+        let config = StreamableHttpServerConfig::default()
+            .with_cancellation_token(self.shutdown.child_token())
+            .with_max_request_body_bytes(MAX_BODY_BYTES)
+            .disable_allowed_hosts()
+            .disable_allowed_origins();
+        let mcp = StreamableHttpService::new(
+            move || Ok(server.for_new_session()),
+            Arc::new(sessions),
+            config,
+        );
+        projects.insert(project.id, mcp.clone());
+        tracing::info!(project = %project.name, "serving a team project");
+        Ok(mcp)
+    }
+}
+
+/// CAR over one project of the team database: memory, the plan tools, and every call logged
+/// with its author in the project's execution log.
+fn open_project(db: &TeamDb, project: i64) -> Result<App, String> {
+    let store = Arc::new(db.project_store(project));
+    let memory = Memory::open(store.clone(), None, None).map_err(|e| e.to_string())?;
+    memory.warm().map_err(|e| e.to_string())?;
+    App::builder()
+        .store(store)
+        .memory(Arc::new(memory))
+        .build()
+        .map_err(|e| e.to_string())
+}
+
+/// The routes of a team server: `/mcp`, `/mcp/<project>` and `/health`, behind the same Host
+/// and Origin checks as a one-person server (Host only on a loopback bind).
+pub fn router(team: Arc<TeamServer>, exposure: &Exposure) -> Router {
+    let guard = Guard {
+        token: None,
+        check_host: matches!(exposure, Exposure::Loopback),
+        check_origin: true,
+        sessions: None,
+    };
+    Router::new()
+        .route("/mcp", any(default_project))
+        .route("/mcp/{project}", any(named_project))
+        .with_state(team)
+        .layer(middleware::from_fn_with_state(guard, admit))
+        .route("/health", get(super::health))
+}
+
+async fn default_project(State(team): State<Arc<TeamServer>>, request: Request) -> Response {
+    serve(team, None, request).await
+}
+
+async fn named_project(
+    State(team): State<Arc<TeamServer>>,
+    Path(project): Path<String>,
+    request: Request,
+) -> Response {
+    serve(team, Some(project), request).await
+}
+
+fn unauthorized() -> Response {
+    let mut response = refuse(
+        StatusCode::UNAUTHORIZED,
+        serde_json::json!({"error": "a valid bearer token is required: send `Authorization: Bearer <token>` with your token from `car team user add` (or `car team user token-rotate`)"}),
+    );
+    response.headers_mut().insert(
+        header::WWW_AUTHENTICATE,
+        HeaderValue::from_static("Bearer realm=\"car\""),
+    );
+    response
+}
+
+async fn serve(team: Arc<TeamServer>, project: Option<String>, mut request: Request) -> Response {
+    let token = request
+        .headers()
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.strip_prefix("Bearer "))
+        .map(str::trim)
+        .filter(|t| !t.is_empty());
+    let Some(token) = token else {
+        return unauthorized();
+    };
+    let admission = match team.db.admit(token, project.as_deref()).await {
+        Ok(admission) => admission,
+        Err(e) => {
+            tracing::warn!(error = %e, "the team database did not answer");
+            return refuse(
+                StatusCode::SERVICE_UNAVAILABLE,
+                serde_json::json!({"error": format!("the team database is unavailable: {e}; the server retries on each request")}),
+            );
+        }
+    };
+    let (user, project, role) = match admission {
+        Admission::Unknown => return unauthorized(),
+        Admission::NoProject { .. } => {
+            let error = match &project {
+                Some(name) => format!("no project '{name}' for this token"),
+                None => "this token has no project granted; an admin grants one with `car team grant USER PROJECT ROLE`".to_string(),
+            };
+            return refuse(StatusCode::NOT_FOUND, serde_json::json!({ "error": error }));
+        }
+        Admission::Project {
+            user,
+            project,
+            role,
+        } => (user, project, role),
+    };
+    let mcp = match team.service(&project).await {
+        Ok(mcp) => mcp,
+        Err(e) => {
+            tracing::warn!(project = %project.name, error = %e, "cannot open a team project");
+            return refuse(
+                StatusCode::SERVICE_UNAVAILABLE,
+                serde_json::json!({"error": format!("cannot open project '{}': {e}", project.name)}),
+            );
+        }
+    };
+    request.extensions_mut().insert(Caller {
+        author: Arc::from(user.as_str()),
+        read_only: !role.writes(),
+    });
+    mcp.handle(request).await.into_response()
+}
