@@ -493,3 +493,166 @@ fn two_users_on_two_projects_see_only_their_own_through_http_mcp() {
     });
     drop(server.child);
 }
+
+/// One `memory_add_fact` over HTTP in the stateless revision; `Ok(true)` when acknowledged,
+/// `Ok(false)` when the server answered but refused, `Err` when no answer came (a dead server).
+async fn add_fact(
+    http: &reqwest::Client,
+    base: &str,
+    token: &str,
+    subject: &str,
+    body: &str,
+) -> Result<bool, reqwest::Error> {
+    let meta = serde_json::json!({"io.modelcontextprotocol/protocolVersion": "2026-07-28",
+                                  "io.modelcontextprotocol/clientCapabilities": {}});
+    let response = http
+        .post(format!("{base}/mcp/web"))
+        .header("content-type", "application/json")
+        .header("accept", "application/json, text/event-stream")
+        .header("mcp-protocol-version", "2026-07-28")
+        .header("mcp-method", "tools/call")
+        .header("mcp-name", "memory_add_fact")
+        .header("authorization", format!("Bearer {token}"))
+        .body(
+            serde_json::json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+                "params": {"name": "memory_add_fact", "_meta": meta,
+                           "arguments": {"subject": subject, "body": body}}})
+            .to_string(),
+        )
+        .send()
+        .await?;
+    let ok = response.status().is_success();
+    let text = response.text().await?;
+    let message =
+        crate::server::message_of(&serde_json::from_str(&text).unwrap_or(Value::String(text)));
+    Ok(ok && message["result"]["isError"] == false)
+}
+
+/// Two instances on one database, 8 clients writing 1,000 facts each through both as a load
+/// balancer would;
+/// one instance is killed (SIGKILL) in the middle. Every write either instance acknowledged
+/// is read back through the survivor, and a write through one is seen through the other.
+#[test]
+fn a_killed_instance_loses_no_acknowledged_write_and_instances_see_each_other() {
+    const CLIENTS: usize = 8;
+    const EACH: usize = 1_000;
+    const WRITES: usize = CLIENTS * EACH;
+    let home = TestHome::new();
+    let db = TestDb::new();
+    assert_eq!(team(&home, &db, &["project", "add", "web"]).0, 0);
+    let token = token_of(&team(&home, &db, &["user", "add", "alice", "--grant", "web"]).1);
+    let mut doomed = TeamServer::start(&home, &db);
+    let survivor = TeamServer::start(&home, &db);
+
+    // Freshness: written through one, found through the other.
+    let (_, added) = doomed.call(
+        "/mcp/web",
+        Some(&token),
+        "memory_add_fact",
+        serde_json::json!({"subject": "release train", "body": "the release train leaves on wednesdays"}),
+    );
+    assert_eq!(added["result"]["isError"], false, "{added}");
+    let until = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    loop {
+        let (_, seen) = survivor.call(
+            "/mcp/web",
+            Some(&token),
+            "memory_query",
+            serde_json::json!({"query": "when does the release train leave?"}),
+        );
+        if answered(&seen).contains("wednesdays") {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < until,
+            "the other instance never saw the write"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+
+    let bases = [doomed.base.clone(), survivor.base.clone()];
+    let acknowledged = runtime().block_on(async {
+        let http = reqwest::Client::new();
+        let done = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let clients = (0..CLIENTS).map(|c| {
+            let (http, bases, token, done) =
+                (http.clone(), bases.clone(), token.clone(), done.clone());
+            tokio::spawn(async move {
+                let mut acknowledged = Vec::new();
+                for w in 0..EACH {
+                    let subject = format!("storm c{c} w{w}");
+                    let body = format!("writer {c} wrote entry {w} of the storm");
+                    // Round robin, and to the other instance when one does not answer.
+                    let first = (c + w) % 2;
+                    for attempt in 0..2 {
+                        match add_fact(
+                            &http,
+                            &bases[(first + attempt) % 2],
+                            &token,
+                            &subject,
+                            &body,
+                        )
+                        .await
+                        {
+                            Ok(true) => {
+                                acknowledged.push(subject);
+                                break;
+                            }
+                            Ok(false) | Err(_) => continue,
+                        }
+                    }
+                    done.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                }
+                acknowledged
+            })
+        });
+        let clients: Vec<_> = clients.collect();
+        // Kill one instance a third of the way through.
+        while done.load(std::sync::atomic::Ordering::Relaxed) < WRITES / 3 {
+            tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+        }
+        drop(doomed.child.take());
+        let mut all = Vec::new();
+        for client in clients {
+            all.extend(client.await.unwrap());
+        }
+        all
+    });
+    assert!(
+        acknowledged.len() >= WRITES * 9 / 10,
+        "most writes are acknowledged by one instance or the other: {}",
+        acknowledged.len()
+    );
+    // Every acknowledged write is in the database, and the survivor finds it.
+    let missing: Vec<&String> = runtime().block_on(async {
+        let raw = client(&db.url).await;
+        let rows = raw
+            .query(
+                "SELECT subject FROM memory_nodes WHERE subject LIKE 'storm %'",
+                &[],
+            )
+            .await
+            .unwrap();
+        let stored: std::collections::HashSet<String> = rows.iter().map(|r| r.get(0)).collect();
+        acknowledged
+            .iter()
+            .filter(|s| !stored.contains(*s))
+            .collect()
+    });
+    assert!(
+        missing.is_empty(),
+        "acknowledged but not stored: {missing:?}"
+    );
+    for subject in acknowledged.iter().step_by(37) {
+        let (_, seen) = survivor.call(
+            "/mcp/web",
+            Some(&token),
+            "memory_query",
+            serde_json::json!({ "query": format!("what did {subject} write?") }),
+        );
+        assert!(
+            answered(&seen).contains(subject.as_str()),
+            "{subject}: {seen}"
+        );
+    }
+}
