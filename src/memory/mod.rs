@@ -955,42 +955,12 @@ mod tests {
         }
     }
 
-    /// Where one project's memory is kept: `open()` is another process on the same file
-    /// (SQLite), or another instance on the same team database (PostgreSQL).
-    enum Stores {
-        Sqlite(tempfile::TempDir),
-        Postgres(crate::team::testing::TestTeam),
-    }
+    use crate::team::testing::{on_both_stores, TestStore as Stores};
 
     impl Stores {
         fn open(&self) -> Memory {
-            match self {
-                Stores::Sqlite(dir) => Memory::open(
-                    Arc::new(Store::open(&dir.path().join("car.db")).unwrap()),
-                    Some(&dir.path().join("project")),
-                    None,
-                )
-                .unwrap(),
-                Stores::Postgres(team) => Memory::open(Arc::new(team.store()), None, None).unwrap(),
-            }
+            Memory::open(self.store(), self.project_root().as_deref(), None).unwrap()
         }
-    }
-
-    /// Runs a test on both stores: `mod <name> { sqlite, postgres }`.
-    macro_rules! on_both_stores {
-        ($name:ident, $test:expr) => {
-            mod $name {
-                use super::*;
-                #[test]
-                fn sqlite() {
-                    ($test)(&Stores::Sqlite(tempfile::tempdir().unwrap()))
-                }
-                #[test]
-                fn postgres() {
-                    ($test)(&Stores::Postgres(crate::team::testing::TestTeam::new()))
-                }
-            }
-        };
     }
 
     /// Waits (up to 10 s) until `seen` holds: another PostgreSQL instance learns of a write

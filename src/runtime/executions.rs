@@ -370,9 +370,9 @@ pub fn recent(store: &Store, filter: &Filter, limit: usize) -> store::Result<Vec
             "SELECT id, tool, status, request_id, face, started_at, duration_ms, error, session,
                  host, subject, author
              FROM executions
-             WHERE (?1 IS NULL OR tool = ?1) AND (?2 IS NULL OR face = ?2)
-               AND (?3 IS NULL OR status = ?3) AND (?4 IS NULL OR session = ?4)
-               AND (?5 IS NULL OR host = ?5) AND (?6 IS NULL OR subject = ?6)
+             WHERE (CAST(?1 AS TEXT) IS NULL OR tool = ?1) AND (CAST(?2 AS TEXT) IS NULL OR face = ?2)
+               AND (CAST(?3 AS TEXT) IS NULL OR status = ?3) AND (CAST(?4 AS TEXT) IS NULL OR session = ?4)
+               AND (CAST(?5 AS TEXT) IS NULL OR host = ?5) AND (CAST(?6 AS TEXT) IS NULL OR subject = ?6)
              ORDER BY started_at DESC, rowid DESC LIMIT ?7",
             args![
                 filter.tool,
@@ -623,6 +623,51 @@ mod tests {
         // connection although the journal writes through its own.
         assert_eq!(count(&store), 300);
     }
+
+    crate::team::testing::on_both_stores!(
+        keyed_calls_replay_and_the_log_filters_by_every_field,
+        |stores: &crate::team::testing::TestStore| {
+            let store = stores.store();
+            let call = keyed("a", "2000-01-01T00:00:00.000Z");
+            assert!(matches!(claim(&store, &call).unwrap(), Claim::Fresh));
+            let mut first = done("a", false);
+            first.result = Some(serde_json::json!({"n": 1}));
+            first.author = Some("alice".into());
+            first.session = Some("s1".into());
+            finish(&store, &first).unwrap();
+            // The same key again, from another process or instance: the first result.
+            let again = keyed("b", "2000-01-01T00:00:00.000Z");
+            match claim(&stores.store(), &again).unwrap() {
+                Claim::Replay(recorded) => {
+                    assert_eq!(recorded.execution_id, "a");
+                    assert_eq!(recorded.result, Some(serde_json::json!({"n": 1})));
+                }
+                Claim::Fresh => panic!("the key was taken"),
+            }
+            let mut other = done("c", false);
+            other.tool = "u".into();
+            other.status = ExecStatus::Denied;
+            finish(&store, &other).unwrap();
+            let all = recent(&store, &Filter::default(), 10).unwrap();
+            assert_eq!(
+                all.iter().map(|e| e.id.as_str()).collect::<Vec<_>>(),
+                ["c", "a"]
+            );
+            let by_session = Filter {
+                session: Some("s1"),
+                ..Filter::default()
+            };
+            let found = recent(&store, &by_session, 10).unwrap();
+            assert_eq!(found.len(), 1);
+            assert_eq!(found[0].author.as_deref(), Some("alice"));
+            let denied = Filter {
+                status: Some("denied"),
+                tool: Some("u"),
+                ..Filter::default()
+            };
+            assert_eq!(recent(&store, &denied, 10).unwrap()[0].id, "c");
+        }
+    );
 
     #[test]
     fn the_journal_gives_back_the_key_of_a_keyed_call_that_did_not_complete() {

@@ -89,15 +89,16 @@ impl TeamServer {
     }
 }
 
-/// CAR over one project of the team database: memory, the plan tools, and every call logged
+/// CAR over one project of the team database: memory, skills, the plan tools, and every call logged
 /// with its author in the project's execution log.
 fn open_project(db: &TeamDb, project: i64) -> Result<App, String> {
     let store = Arc::new(db.project_store(project));
     let memory = Memory::open(store.clone(), None, None).map_err(|e| e.to_string())?;
     memory.warm().map_err(|e| e.to_string())?;
     App::builder()
-        .store(store)
+        .store(store.clone())
         .memory(Arc::new(memory))
+        .skills(Arc::new(crate::skills::Skills::new(store)))
         .build()
         .map_err(|e| e.to_string())
 }

@@ -23,7 +23,7 @@ pub(crate) mod tools;
 
 use std::sync::Arc;
 
-use rusqlite::{params, OptionalExtension, Row};
+use crate::store::sql::{args, Row, Sql};
 use serde::{Deserialize, Serialize};
 
 pub use files::{export_active, import_dir, SkillFile};
@@ -112,12 +112,12 @@ impl Skill {
         }
     }
 
-    fn from_row(row: &Row<'_>) -> rusqlite::Result<Skill> {
+    fn from_row(row: &Row) -> Result<Skill, StoreError> {
         let keywords: String = row.get("task_keywords")?;
         Ok(Skill {
             name: row.get("name")?,
             version: row.get("version")?,
-            active: row.get::<_, String>("status")? == "active",
+            active: row.get::<String>("status")? == "active",
             code: row.get("code")?,
             platform: row.get("platform")?,
             description: row.get("description")?,
@@ -126,8 +126,8 @@ impl Skill {
             task_keywords: serde_json::from_str(&keywords).unwrap_or_default(),
             domain: row.get("domain")?,
             stats: Stats {
-                success_count: row.get::<_, i64>("success_count")?.max(0) as u64,
-                fail_count: row.get::<_, i64>("fail_count")?.max(0) as u64,
+                success_count: row.get::<i64>("success_count")?.max(0) as u64,
+                fail_count: row.get::<i64>("fail_count")?.max(0) as u64,
                 last_used_at: row.get("last_used_at")?,
             },
             superseded_by: row.get("superseded_by")?,
@@ -314,29 +314,33 @@ impl Skills {
             .map(NewSkill::normalize)
             .collect::<Result<Vec<_>>>()?;
         self.store
-            .write(|tx| skills.into_iter().map(|new| ingest_in(tx, new)).collect())
+            .transaction(|tx| skills.into_iter().map(|new| ingest_in(tx, new)).collect())
     }
 
     /// The active version of a skill.
     pub fn get(&self, name: &str) -> Result<Option<Skill>> {
-        let conn = self.store.conn();
-        Ok(active(&conn, name.trim())?)
+        self.store.read(|sql| active(sql, name.trim()))
     }
 
     /// Skills scoped Global or `domain` (every active skill when `domain` is `None`), by name;
     /// with [`Versions::All`], older versions too.
     pub fn list(&self, domain: Option<&str>, versions: Versions) -> Result<Vec<Skill>> {
-        let conn = self.store.conn();
-        let mut stmt = conn.prepare_cached(&format!(
-            "SELECT {COLUMNS} FROM skills
-             WHERE (?1 OR status = 'active')
-               AND (?2 IS NULL OR domain IS NULL OR domain = ?2)
-             ORDER BY name, version DESC"
-        ))?;
         let domain = domain.map(|d| d.trim().to_lowercase());
         let all = versions == Versions::All;
-        let rows = stmt.query_map(params![all, domain], Skill::from_row)?;
-        Ok(rows.collect::<rusqlite::Result<Vec<_>>>()?)
+        self.store.read(|sql| {
+            sql.query(
+                &format!(
+                    "SELECT {COLUMNS} FROM skills
+                     WHERE (CAST(?1 AS BOOLEAN) OR status = 'active')
+                       AND (CAST(?2 AS TEXT) IS NULL OR domain IS NULL OR domain = ?2)
+                     ORDER BY name, version DESC"
+                ),
+                args![all, domain],
+            )?
+            .iter()
+            .map(|row| Ok(Skill::from_row(row)?))
+            .collect()
+        })
     }
 
     /// The best `k` active skills for a task (see [`rank`]).
@@ -348,7 +352,7 @@ impl Skills {
     /// Counts one outcome of the active version of `name`.
     pub fn report(&self, name: &str, outcome: Outcome) -> Result<Reported> {
         let name = name.trim().to_string();
-        self.store.write(|tx| {
+        self.store.transaction(|tx| {
             let column = match outcome {
                 Outcome::Success => "success_count",
                 Outcome::Failure => "fail_count",
@@ -359,7 +363,7 @@ impl Skills {
                     "UPDATE skills SET {column} = {column} + 1, last_used_at = ?2
                      WHERE name = ?1 AND status = 'active'"
                 ),
-                params![name, crate::store::now()],
+                args![name, crate::store::now()],
             )?;
             let skill = active(tx, &name)?.ok_or_else(|| missing(tx, &name))?;
             Ok(Reported {
@@ -370,24 +374,26 @@ impl Skills {
     }
 }
 
-fn active(conn: &rusqlite::Connection, name: &str) -> rusqlite::Result<Option<Skill>> {
-    conn.prepare_cached(&format!(
-        "SELECT {COLUMNS} FROM skills WHERE name = ?1 AND status = 'active'"
-    ))?
-    .query_row([name], Skill::from_row)
-    .optional()
+fn active(sql: &dyn Sql, name: &str) -> Result<Option<Skill>> {
+    Ok(sql
+        .query_opt(
+            &format!("SELECT {COLUMNS} FROM skills WHERE name = ?1 AND status = 'active'"),
+            args![name],
+        )?
+        .map(|row| Skill::from_row(&row))
+        .transpose()?)
 }
 
 /// The error for a name with no active version: says whether it was superseded.
-fn missing(conn: &rusqlite::Connection, name: &str) -> SkillError {
-    let successor: Option<Option<String>> = conn
-        .query_row(
+fn missing(sql: &dyn Sql, name: &str) -> SkillError {
+    let successor: Option<Option<String>> = sql
+        .query_opt(
             "SELECT superseded_by FROM skills WHERE name = ?1 ORDER BY version DESC LIMIT 1",
-            [name],
-            |r| r.get(0),
+            args![name],
         )
-        .optional()
-        .unwrap_or(None);
+        .ok()
+        .flatten()
+        .and_then(|row| row.get(0).ok());
     match successor {
         Some(Some(by)) => SkillError::NotFound(format!(
             "skill {name:?} is deprecated: it was superseded by {by:?}"
@@ -398,16 +404,16 @@ fn missing(conn: &rusqlite::Connection, name: &str) -> SkillError {
     }
 }
 
-fn deprecate(tx: &rusqlite::Transaction<'_>, name: &str, by: &str) -> rusqlite::Result<()> {
+fn deprecate(tx: &dyn Sql, name: &str, by: &str) -> Result<(), StoreError> {
     tx.execute(
         "UPDATE skills SET status = 'deprecated', superseded_by = ?2
          WHERE name = ?1 AND status = 'active'",
-        params![name, by],
+        args![name, by],
     )?;
     Ok(())
 }
 
-fn ingest_in(tx: &rusqlite::Transaction<'_>, new: NewSkill) -> Result<Ingested> {
+fn ingest_in(tx: &dyn Sql, new: NewSkill) -> Result<Ingested> {
     let domain = new.resolved_domain();
     let existing = active(tx, &new.name)?;
     let replaced = match new.supersedes.as_deref() {
@@ -434,16 +440,17 @@ fn ingest_in(tx: &rusqlite::Transaction<'_>, new: NewSkill) -> Result<Ingested> 
         deprecate(tx, old, &new.name)?;
         deprecated.push(old.clone());
     }
-    let version: i64 = tx.query_row(
-        "SELECT COALESCE(MAX(version), 0) + 1 FROM skills WHERE name = ?1",
-        [&new.name],
-        |r| r.get(0),
-    )?;
+    let version: i64 = tx
+        .value(
+            "SELECT COALESCE(MAX(version), 0) + 1 FROM skills WHERE name = ?1",
+            args![new.name],
+        )?
+        .unwrap_or(1);
     tx.execute(
         "INSERT INTO skills (name, version, status, code, platform, description, persona,
                              url_pattern, task_keywords, domain, source, created_at)
          VALUES (?1, ?2, 'active', ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
-        params![
+        args![
             new.name,
             version,
             new.code,
@@ -474,9 +481,7 @@ fn ingest_in(tx: &rusqlite::Transaction<'_>, new: NewSkill) -> Result<Ingested> 
 mod tests {
     use super::*;
 
-    fn skills() -> Skills {
-        Skills::new(Arc::new(Store::open_in_memory().unwrap()))
-    }
+    use crate::team::testing::{on_both_stores, TestStore};
 
     fn new(name: &str, code: &str) -> NewSkill {
         NewSkill {
@@ -486,89 +491,99 @@ mod tests {
         }
     }
 
-    #[test]
-    fn reingesting_identical_content_changes_nothing_and_new_content_makes_a_version() {
-        let s = skills();
-        let first = s.ingest(new("build", "cargo build")).unwrap();
-        assert_eq!(first.change, Change::Created);
-        assert_eq!(first.skill.version, 1);
-        s.report("build", Outcome::Success).unwrap();
-        let again = s.ingest(new("build", "cargo build")).unwrap();
-        assert_eq!(again.change, Change::Unchanged);
-        assert_eq!(again.skill.stats.success_count, 1);
-        let changed = s.ingest(new("build", "cargo build --locked")).unwrap();
-        assert_eq!(changed.change, Change::NewVersion);
-        assert_eq!(changed.skill.version, 2);
-        assert_eq!(changed.skill.stats, Stats::default());
-        assert_eq!(s.list(None, Versions::All).unwrap().len(), 2);
-        assert_eq!(s.list(None, Versions::Active).unwrap().len(), 1);
-    }
-
-    #[test]
-    fn supersedes_deprecates_the_named_skill_and_a_missing_one_writes_nothing() {
-        let s = skills();
-        s.ingest(new("old", "a")).unwrap();
-        let mut replacement = new("new", "b");
-        replacement.supersedes = Some("old".into());
-        let done = s.ingest(replacement.clone()).unwrap();
-        assert_eq!(done.deprecated, vec!["old".to_string()]);
-        assert!(s.get("old").unwrap().is_none());
-        let err = s.report("old", Outcome::Success).unwrap_err().to_string();
-        assert!(err.contains("superseded by \"new\""), "{err}");
-
-        let mut dangling = new("third", "c");
-        dangling.supersedes = Some("nope".into());
-        let err = s.ingest(dangling).unwrap_err().to_string();
-        assert!(err.contains("no skill named \"nope\""), "{err}");
-        assert!(s.get("third").unwrap().is_none());
-    }
-
-    #[test]
-    fn a_bad_skill_in_a_batch_writes_none_of_it() {
-        let s = skills();
-        let mut bad = new("x", "y");
-        bad.platform = "cobol".into();
-        let err = s.ingest_all(vec![new("fine", "ok"), bad]).unwrap_err();
-        assert!(err.to_string().contains("unknown platform"), "{err}");
-        assert!(s.list(None, Versions::All).unwrap().is_empty());
-        assert!(s.ingest(new("  ", "code")).is_err());
-        assert!(s.ingest(new("empty", " ")).is_err());
-    }
-
-    #[test]
-    fn degraded_after_more_than_two_net_failures() {
-        let s = skills();
-        s.ingest(new("flaky", "x")).unwrap();
-        s.report("flaky", Outcome::Success).unwrap();
-        for _ in 0..3 {
-            let r = s.report("flaky", Outcome::Failure).unwrap();
-            assert!(!r.newly_degraded);
+    on_both_stores!(
+        reingesting_identical_content_changes_nothing_and_new_content_makes_a_version,
+        |stores: &TestStore| {
+            let s = Skills::new(stores.store());
+            let first = s.ingest(new("build", "cargo build")).unwrap();
+            assert_eq!(first.change, Change::Created);
+            assert_eq!(first.skill.version, 1);
+            s.report("build", Outcome::Success).unwrap();
+            let again = s.ingest(new("build", "cargo build")).unwrap();
+            assert_eq!(again.change, Change::Unchanged);
+            assert_eq!(again.skill.stats.success_count, 1);
+            let changed = s.ingest(new("build", "cargo build --locked")).unwrap();
+            assert_eq!(changed.change, Change::NewVersion);
+            assert_eq!(changed.skill.version, 2);
+            assert_eq!(changed.skill.stats, Stats::default());
+            assert_eq!(s.list(None, Versions::All).unwrap().len(), 2);
+            assert_eq!(s.list(None, Versions::Active).unwrap().len(), 1);
         }
-        let r = s.report("flaky", Outcome::Failure).unwrap();
-        assert!(r.newly_degraded && r.skill.stats.degraded());
-        assert!(r.skill.stats.last_used_at.is_some());
-        assert!(!s.report("flaky", Outcome::Failure).unwrap().newly_degraded);
-    }
+    );
 
-    #[test]
-    fn scope_comes_from_the_url_pattern_and_list_filters_by_domain() {
-        let s = skills();
-        let mut gh = new("gh", "x");
-        gh.url_pattern = "https://github.com/*/pulls".into();
-        s.ingest(gh).unwrap();
-        s.ingest(new("any", "y")).unwrap();
-        let mut gl = new("gl", "z");
-        gl.url_pattern = "*gitlab.com*".into();
-        s.ingest(gl).unwrap();
-        let names = |domain| {
-            s.list(domain, Versions::Active)
-                .unwrap()
-                .into_iter()
-                .map(|k| k.name)
-                .collect::<Vec<_>>()
-        };
-        assert_eq!(names(Some("github.com")), ["any", "gh"]);
-        assert_eq!(names(None), ["any", "gh", "gl"]);
-        assert_eq!(s.get("gh").unwrap().unwrap().scope(), "domain:github.com");
-    }
+    on_both_stores!(
+        supersedes_deprecates_the_named_skill_and_a_missing_one_writes_nothing,
+        |stores: &TestStore| {
+            let s = Skills::new(stores.store());
+            s.ingest(new("old", "a")).unwrap();
+            let mut replacement = new("new", "b");
+            replacement.supersedes = Some("old".into());
+            let done = s.ingest(replacement.clone()).unwrap();
+            assert_eq!(done.deprecated, vec!["old".to_string()]);
+            assert!(s.get("old").unwrap().is_none());
+            let err = s.report("old", Outcome::Success).unwrap_err().to_string();
+            assert!(err.contains("superseded by \"new\""), "{err}");
+
+            let mut dangling = new("third", "c");
+            dangling.supersedes = Some("nope".into());
+            let err = s.ingest(dangling).unwrap_err().to_string();
+            assert!(err.contains("no skill named \"nope\""), "{err}");
+            assert!(s.get("third").unwrap().is_none());
+        }
+    );
+
+    on_both_stores!(
+        a_bad_skill_in_a_batch_writes_none_of_it,
+        |stores: &TestStore| {
+            let s = Skills::new(stores.store());
+            let mut bad = new("x", "y");
+            bad.platform = "cobol".into();
+            let err = s.ingest_all(vec![new("fine", "ok"), bad]).unwrap_err();
+            assert!(err.to_string().contains("unknown platform"), "{err}");
+            assert!(s.list(None, Versions::All).unwrap().is_empty());
+            assert!(s.ingest(new("  ", "code")).is_err());
+            assert!(s.ingest(new("empty", " ")).is_err());
+        }
+    );
+
+    on_both_stores!(
+        degraded_after_more_than_two_net_failures,
+        |stores: &TestStore| {
+            let s = Skills::new(stores.store());
+            s.ingest(new("flaky", "x")).unwrap();
+            s.report("flaky", Outcome::Success).unwrap();
+            for _ in 0..3 {
+                let r = s.report("flaky", Outcome::Failure).unwrap();
+                assert!(!r.newly_degraded);
+            }
+            let r = s.report("flaky", Outcome::Failure).unwrap();
+            assert!(r.newly_degraded && r.skill.stats.degraded());
+            assert!(r.skill.stats.last_used_at.is_some());
+            assert!(!s.report("flaky", Outcome::Failure).unwrap().newly_degraded);
+        }
+    );
+
+    on_both_stores!(
+        scope_comes_from_the_url_pattern_and_list_filters_by_domain,
+        |stores: &TestStore| {
+            let s = Skills::new(stores.store());
+            let mut gh = new("gh", "x");
+            gh.url_pattern = "https://github.com/*/pulls".into();
+            s.ingest(gh).unwrap();
+            s.ingest(new("any", "y")).unwrap();
+            let mut gl = new("gl", "z");
+            gl.url_pattern = "*gitlab.com*".into();
+            s.ingest(gl).unwrap();
+            let names = |domain| {
+                s.list(domain, Versions::Active)
+                    .unwrap()
+                    .into_iter()
+                    .map(|k| k.name)
+                    .collect::<Vec<_>>()
+            };
+            assert_eq!(names(Some("github.com")), ["any", "gh"]);
+            assert_eq!(names(None), ["any", "gh", "gl"]);
+            assert_eq!(s.get("gh").unwrap().unwrap().scope(), "domain:github.com");
+        }
+    );
 }

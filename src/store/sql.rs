@@ -199,25 +199,45 @@ impl<T: FromValue> FromValue for Option<T> {
 
 /// One result row.
 #[derive(Debug, Clone)]
-pub struct Row(Vec<Value>);
+pub struct Row {
+    names: std::sync::Arc<[String]>,
+    values: Vec<Value>,
+}
+
+/// A column of a row: by position, or by name.
+pub trait Column: fmt::Display {
+    fn position(&self, names: &[String]) -> Option<usize>;
+}
+
+impl Column for usize {
+    fn position(&self, names: &[String]) -> Option<usize> {
+        (*self < names.len()).then_some(*self)
+    }
+}
+
+impl Column for &str {
+    fn position(&self, names: &[String]) -> Option<usize> {
+        names.iter().position(|n| n.eq_ignore_ascii_case(self))
+    }
+}
 
 impl Row {
-    /// Column `index`, as `T`.
-    pub fn get<T: FromValue>(&self, index: usize) -> Result<T, StoreError> {
-        let value = self
-            .0
-            .get(index)
+    /// Column `column` (a position or a name), as `T`.
+    pub fn get<T: FromValue>(&self, column: impl Column) -> Result<T, StoreError> {
+        let value = column
+            .position(&self.names)
+            .and_then(|i| self.values.get(i))
             .cloned()
-            .ok_or_else(|| StoreError::Decode(format!("no column {index}")))?;
-        T::from_value(value).map_err(|e| StoreError::Decode(format!("column {index}: {e}")))
+            .ok_or_else(|| StoreError::Decode(format!("no column {column}")))?;
+        T::from_value(value).map_err(|e| StoreError::Decode(format!("column {column}: {e}")))
     }
 
     pub fn len(&self) -> usize {
-        self.0.len()
+        self.values.len()
     }
 
     pub fn is_empty(&self) -> bool {
-        self.0.is_empty()
+        self.values.is_empty()
     }
 }
 
@@ -331,14 +351,17 @@ impl Sql for rusqlite::Connection {
     ) -> Result<(), StoreError> {
         let values: Vec<Value> = params.iter().map(|p| p.value()).collect();
         let mut stmt = self.prepare_cached(sql)?;
-        let columns = stmt.column_count();
+        let names: std::sync::Arc<[String]> = stmt.column_names().map(|n| n.to_string()).collect();
         let mut rows = stmt.query(rusqlite::params_from_iter(values.iter()))?;
         while let Some(row) = rows.next()? {
-            let mut cells = Vec::with_capacity(columns);
-            for i in 0..columns {
+            let mut cells = Vec::with_capacity(names.len());
+            for i in 0..names.len() {
                 cells.push(from_sqlite(row.get_ref(i)?));
             }
-            each(Row(cells))?;
+            each(Row {
+                names: names.clone(),
+                values: cells,
+            })?;
         }
         Ok(())
     }
@@ -476,12 +499,19 @@ impl Sql for PgTx<'_> {
             let stmt = self.tx.prepare_cached(&sql).await?;
             self.tx.query(&stmt, &refs(&values)).await
         })?;
+        let mut names: Option<std::sync::Arc<[String]>> = None;
         for row in rows {
+            let names = names
+                .get_or_insert_with(|| row.columns().iter().map(|c| c.name().to_string()).collect())
+                .clone();
             let mut cells = Vec::with_capacity(row.len());
             for i in 0..row.len() {
                 cells.push(row.try_get::<_, Value>(i)?);
             }
-            each(Row(cells))?;
+            each(Row {
+                names,
+                values: cells,
+            })?;
         }
         Ok(())
     }
@@ -610,6 +640,9 @@ mod tests {
         assert_eq!(rows[1].get::<f64>(1).unwrap(), 0.5);
         assert_eq!(rows[1].get::<String>(2).unwrap(), "x");
         assert_eq!(rows[1].get::<Vec<u8>>(3).unwrap(), vec![1, 2]);
+        assert_eq!(rows[1].get::<String>("S").unwrap(), "x");
+        let missing = rows[1].get::<String>("nope").unwrap_err().to_string();
+        assert!(missing.contains("no column nope"), "{missing}");
         let err = rows[1].get::<i64>(2).unwrap_err().to_string();
         assert!(
             err.contains("column 2: expected an integer, found text"),

@@ -30,6 +30,7 @@ const MIGRATIONS: &[(i32, &str, &str)] = &[
         "executions",
         include_str!("migrations/0003_executions.sql"),
     ),
+    (4, "skills", include_str!("migrations/0004_skills.sql")),
 ];
 
 /// The advisory lock every migrating instance takes (an arbitrary constant: "CAR" and 1).
@@ -766,6 +767,54 @@ pub(crate) mod testing {
             db.project_store(self.project)
         }
     }
+
+    /// Where a capability's data is kept in a test that runs on both stores: each
+    /// [`TestStore::store`] is another process on the same file (SQLite), or another instance
+    /// on the same team database (PostgreSQL).
+    pub(crate) enum TestStore {
+        Sqlite(tempfile::TempDir),
+        Postgres(TestTeam),
+    }
+
+    impl TestStore {
+        pub fn store(&self) -> Arc<Store> {
+            Arc::new(match self {
+                TestStore::Sqlite(dir) => Store::open(&dir.path().join("car.db")).unwrap(),
+                TestStore::Postgres(team) => team.store(),
+            })
+        }
+
+        /// The project directory a SQLite store's capabilities are scoped to (none on a team
+        /// store, where the project is the store's).
+        pub fn project_root(&self) -> Option<std::path::PathBuf> {
+            match self {
+                TestStore::Sqlite(dir) => Some(dir.path().join("project")),
+                TestStore::Postgres(_) => None,
+            }
+        }
+    }
+
+    /// Runs a test, given a `&TestStore`, on both stores: `mod <name> { sqlite, postgres }`.
+    macro_rules! on_both_stores {
+        ($name:ident, $test:expr) => {
+            mod $name {
+                use super::*;
+                #[test]
+                fn sqlite() {
+                    ($test)(&$crate::team::testing::TestStore::Sqlite(
+                        tempfile::tempdir().unwrap(),
+                    ))
+                }
+                #[test]
+                fn postgres() {
+                    ($test)(&$crate::team::testing::TestStore::Postgres(
+                        $crate::team::testing::TestTeam::new(),
+                    ))
+                }
+            }
+        };
+    }
+    pub(crate) use on_both_stores;
 
     impl Drop for TestTeam {
         fn drop(&mut self) {
