@@ -656,3 +656,94 @@ fn a_killed_instance_loses_no_acknowledged_write_and_instances_see_each_other() 
         );
     }
 }
+
+/// The real Claude Code, pointed at a team server the way docs/team.md says (`claude mcp add
+/// --transport http … --header "Authorization: Bearer …"`), recalls what a teammate taught the
+/// project; the audit log has the call under the user whose token Claude Code sent.
+#[test]
+fn claude_code_recalls_a_teammates_fact_from_a_team_server_with_its_token() {
+    use crate::claude::{claude, result_text, run_against, tool_results, ScriptedModel, ToolCall};
+    let home = TestHome::new();
+    let db = TestDb::new();
+    assert_eq!(team(&home, &db, &["project", "add", "web"]).0, 0);
+    let alice = token_of(&team(&home, &db, &["user", "add", "alice", "--grant", "web"]).1);
+    let bob = token_of(&team(&home, &db, &["user", "add", "bob", "--grant", "web"]).1);
+    let server = TeamServer::start(&home, &db);
+    let fact =
+        "Production deploys go through the blue-green pipeline and need a green canary first.";
+    let (_, added) = server.call(
+        "/mcp/web",
+        Some(&bob),
+        "memory_add_fact",
+        serde_json::json!({"subject": "production deploys", "body": fact}),
+    );
+    assert_eq!(added["result"]["isError"], false, "{added}");
+
+    let tmp = tempfile::tempdir().unwrap();
+    let root = tmp.path();
+    std::fs::create_dir_all(root.join("home")).unwrap();
+    let url = format!("{}/mcp/web", server.base);
+    let added = claude(root, "http://127.0.0.1:9")
+        .current_dir(root)
+        .args([
+            "mcp",
+            "add",
+            "--scope",
+            "user",
+            "--transport",
+            "http",
+            "car",
+            &url,
+        ])
+        .args(["--header", &format!("Authorization: Bearer {alice}")])
+        .output()
+        .unwrap();
+    assert!(
+        added.status.success(),
+        "{}",
+        String::from_utf8_lossy(&added.stderr)
+    );
+    let model = ScriptedModel::start(
+        vec![ToolCall {
+            id: "toolu_recall",
+            name: "mcp__car__memory_query".to_string(),
+            input: serde_json::json!({"query": "how do we ship to production?"}),
+        }],
+        "Recalled.",
+    );
+    let mut cmd = claude(root, &format!("http://127.0.0.1:{}", model.port));
+    cmd.current_dir(root)
+        .args(["-p", "How do we ship to production? Ask the team's memory."])
+        .args(["--allowedTools", "mcp__car__memory_query"])
+        .args(["--output-format", "stream-json", "--verbose"]);
+    let run = run_against(cmd, root, &model);
+    let context = &run.context;
+    assert_eq!(run.code, Some(0), "{context}");
+    let results = model
+        .requests()
+        .into_iter()
+        .filter(|r| r.path.starts_with("/v1/messages"))
+        .flat_map(|r| tool_results(&r.body))
+        .collect::<Vec<_>>();
+    let recalled = results
+        .iter()
+        .find(|r| r["tool_use_id"] == "toolu_recall")
+        .unwrap_or_else(|| panic!("memory_query was never answered\n{context}"));
+    assert_ne!(recalled["is_error"], true, "{recalled}\n{context}");
+    assert!(
+        result_text(&recalled["content"]).contains("blue-green"),
+        "{recalled}\n{context}"
+    );
+    runtime().block_on(async {
+        let raw = client(&db.url).await;
+        let author: String = raw
+            .query_one(
+                "SELECT author FROM executions WHERE tool = 'memory_query' ORDER BY rowid DESC LIMIT 1",
+                &[],
+            )
+            .await
+            .unwrap()
+            .get(0);
+        assert_eq!(author, "alice");
+    });
+}
