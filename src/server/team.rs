@@ -161,7 +161,7 @@ async fn serve(team: Arc<TeamServer>, project: Option<String>, mut request: Requ
             tracing::warn!(error = %e, "the team database did not answer");
             return refuse(
                 StatusCode::SERVICE_UNAVAILABLE,
-                serde_json::json!({"error": format!("the team database is unavailable: {e}; the server retries on each request")}),
+                serde_json::json!({"error": format!("the team database is unavailable ({e}); try again: the server reconnects by itself")}),
             );
         }
     };

@@ -101,7 +101,13 @@ impl From<tokio_postgres::Error> for TeamError {
 
 impl From<deadpool_postgres::PoolError> for TeamError {
     fn from(e: deadpool_postgres::PoolError) -> Self {
-        TeamError::Db(e.to_string())
+        match e {
+            deadpool_postgres::PoolError::Backend(e) => e.into(),
+            deadpool_postgres::PoolError::Timeout(_) => {
+                TeamError::Db("no connection to it within 10 s".into())
+            }
+            other => TeamError::Db(format!("no connection to it: {other}")),
+        }
     }
 }
 

@@ -300,11 +300,11 @@ struct TeamServer {
 }
 
 impl TeamServer {
-    fn start(home: &TestHome, db: &TestDb) -> TeamServer {
+    fn start(home: &TestHome, url: &str) -> TeamServer {
         use std::io::{BufRead, BufReader};
         let mut child = home
             .command(crate::support::CAR_SERVER)
-            .args(["--mcp-bind", "127.0.0.1:0", "--database", &db.url])
+            .args(["--mcp-bind", "127.0.0.1:0", "--database", url])
             .stdout(std::process::Stdio::null())
             .stderr(std::process::Stdio::piped())
             .spawn()
@@ -382,7 +382,7 @@ fn two_users_on_two_projects_see_only_their_own_through_http_mcp() {
         )
         .1,
     );
-    let server = TeamServer::start(&home, &db);
+    let server = TeamServer::start(&home, &db.url);
 
     let fact = serde_json::json!({"subject": "web deploys",
                                   "body": "the web app deploys through the blue-green pipeline on fridays"});
@@ -541,8 +541,8 @@ fn a_killed_instance_loses_no_acknowledged_write_and_instances_see_each_other() 
     let db = TestDb::new();
     assert_eq!(team(&home, &db, &["project", "add", "web"]).0, 0);
     let token = token_of(&team(&home, &db, &["user", "add", "alice", "--grant", "web"]).1);
-    let mut doomed = TeamServer::start(&home, &db);
-    let survivor = TeamServer::start(&home, &db);
+    let mut doomed = TeamServer::start(&home, &db.url);
+    let survivor = TeamServer::start(&home, &db.url);
 
     // Freshness: written through one, found through the other.
     let (_, added) = doomed.call(
@@ -668,7 +668,7 @@ fn claude_code_recalls_a_teammates_fact_from_a_team_server_with_its_token() {
     assert_eq!(team(&home, &db, &["project", "add", "web"]).0, 0);
     let alice = token_of(&team(&home, &db, &["user", "add", "alice", "--grant", "web"]).1);
     let bob = token_of(&team(&home, &db, &["user", "add", "bob", "--grant", "web"]).1);
-    let server = TeamServer::start(&home, &db);
+    let server = TeamServer::start(&home, &db.url);
     let fact =
         "Production deploys go through the blue-green pipeline and need a green canary first.";
     let (_, added) = server.call(
@@ -746,4 +746,139 @@ fn claude_code_recalls_a_teammates_fact_from_a_team_server_with_its_token() {
             .get(0);
         assert_eq!(author, "alice");
     });
+}
+
+/// A TCP proxy to the test cluster that can be cut (every connection dropped, new ones closed
+/// at once) and restored: the database going away and coming back, for one server only.
+struct Cuttable {
+    port: u16,
+    up: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    generation: std::sync::Arc<std::sync::atomic::AtomicU64>,
+    _runtime: tokio::runtime::Runtime,
+}
+
+impl Cuttable {
+    fn to(url: &str) -> Cuttable {
+        use std::sync::atomic::Ordering;
+        let target = url
+            .split('@')
+            .nth(1)
+            .and_then(|rest| rest.split('/').next())
+            .unwrap()
+            .to_string();
+        let runtime = runtime();
+        let up = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(true));
+        let generation = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0));
+        let listener = runtime
+            .block_on(tokio::net::TcpListener::bind("127.0.0.1:0"))
+            .unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let (accepting, current) = (up.clone(), generation.clone());
+        runtime.spawn(async move {
+            loop {
+                let Ok((mut inbound, _)) = listener.accept().await else {
+                    continue;
+                };
+                if !accepting.load(Ordering::SeqCst) {
+                    continue; // dropped: closed at once
+                }
+                let (target, current) = (target.clone(), current.clone());
+                let born = current.load(Ordering::SeqCst);
+                tokio::spawn(async move {
+                    let Ok(mut outbound) = tokio::net::TcpStream::connect(&target).await else {
+                        return;
+                    };
+                    let copy = tokio::io::copy_bidirectional(&mut inbound, &mut outbound);
+                    let cut = async {
+                        while current.load(Ordering::SeqCst) == born {
+                            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+                        }
+                    };
+                    tokio::select! { _ = copy => {}, _ = cut => {} }
+                });
+            }
+        });
+        Cuttable {
+            port,
+            up,
+            generation,
+            _runtime: runtime,
+        }
+    }
+
+    fn cut(&self) {
+        self.up.store(false, std::sync::atomic::Ordering::SeqCst);
+        self.generation
+            .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+    }
+
+    fn restore(&self) {
+        self.up.store(true, std::sync::atomic::Ordering::SeqCst);
+    }
+}
+
+#[test]
+fn the_database_going_away_fails_requests_clearly_and_the_server_recovers_without_a_restart() {
+    let home = TestHome::new();
+    let db = TestDb::new();
+    assert_eq!(team(&home, &db, &["project", "add", "web"]).0, 0);
+    let token = token_of(&team(&home, &db, &["user", "add", "alice", "--grant", "web"]).1);
+    let proxy = Cuttable::to(&db.url);
+    let server_at = db.url.split('@').nth(1).unwrap().split('/').next().unwrap();
+    let via_proxy = db
+        .url
+        .replace(server_at, &format!("127.0.0.1:{}", proxy.port));
+    let server = TeamServer::start(&home, &via_proxy);
+    let write = |subject: &str| {
+        server.call(
+            "/mcp/web",
+            Some(&token),
+            "memory_add_fact",
+            serde_json::json!({"subject": subject, "body": format!("{subject} is written down")}),
+        )
+    };
+    let (status, added) = write("before the outage");
+    assert_eq!(
+        (status, &added["result"]["isError"]),
+        (200, &Value::Bool(false)),
+        "{added}"
+    );
+
+    proxy.cut();
+    let (status, failed) = write("during the outage");
+    let said = failed.to_string();
+    assert!(
+        status == 503 || failed["result"]["isError"] == true,
+        "a write with the database gone fails: {status} {failed}"
+    );
+    assert!(
+        said.contains("database"),
+        "the error says what failed: {said}"
+    );
+    eprintln!("with the database gone: {status} {said}");
+
+    proxy.restore();
+    let until = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    loop {
+        let (status, added) = write("after the outage");
+        if status == 200 && added["result"]["isError"] == false {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < until,
+            "never recovered: {status} {added}"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    let (_, seen) = server.call(
+        "/mcp/web",
+        Some(&token),
+        "memory_query",
+        serde_json::json!({"query": "what was written before and after the outage?"}),
+    );
+    let text = answered(&seen);
+    assert!(
+        text.contains("before the outage") && text.contains("after the outage"),
+        "{seen}"
+    );
 }
