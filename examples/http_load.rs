@@ -11,6 +11,10 @@
 //! POSTs, the least client work per call).
 //!
 //! `cargo run --release --example http_load -- URL TOOL ARGS_JSON CLIENTS SECONDS [rmcp|raw]`
+//!
+//! In raw mode, `HTTP_LOAD_TOKEN` is sent as a bearer token (a team server's user), and
+//! `HTTP_LOAD_COUNT=N` makes exactly N calls in all, each argument once (writes: the clients
+//! share one walk of the array), and reports calls per second over the time they took.
 
 #![allow(
     clippy::print_stdout,
@@ -52,14 +56,25 @@ async fn main() {
     let seconds: u64 = args.get(4).and_then(|n| n.parse().ok()).unwrap_or(10);
     let raw = args.get(5).is_some_and(|m| m == "raw");
     if raw {
-        let deadline = Instant::now() + Duration::from_secs(seconds);
+        let count: Option<usize> = std::env::var("HTTP_LOAD_COUNT")
+            .ok()
+            .and_then(|n| n.parse().ok());
+        let shared = count.map(|_| std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0)));
+        let started = Instant::now();
+        let deadline = match count {
+            Some(_) => started + Duration::from_secs(3600),
+            None => started + Duration::from_secs(seconds),
+        };
         let workers: Vec<_> = (0..clients)
             .map(|n| {
                 tokio::spawn(raw_worker(
                     url.clone(),
                     tool.clone(),
                     arguments.clone(),
-                    n * 7919,
+                    Walk {
+                        next: n * 7919,
+                        shared: shared.clone().zip(count),
+                    },
                     deadline,
                 ))
             })
@@ -68,7 +83,11 @@ async fn main() {
         for worker in workers {
             results.push(worker.await.unwrap());
         }
-        report(&url, &tool, distinct, clients, seconds, "raw", results);
+        let elapsed = match count {
+            Some(_) => started.elapsed().as_secs_f64(),
+            None => seconds as f64,
+        };
+        report(&url, &tool, distinct, clients, elapsed, "raw", results);
         return;
     }
     let mut sessions = Vec::new();
@@ -105,7 +124,37 @@ async fn main() {
     for worker in workers {
         results.push(worker.await.unwrap());
     }
-    report(&url, &tool, distinct, clients, seconds, "rmcp", results);
+    report(
+        &url,
+        &tool,
+        distinct,
+        clients,
+        seconds as f64,
+        "rmcp",
+        results,
+    );
+}
+
+/// Which argument a raw client sends next: its own walk from an offset, or (with a count) the
+/// next of one walk all clients share, until the count is reached.
+struct Walk {
+    next: usize,
+    shared: Option<(std::sync::Arc<std::sync::atomic::AtomicUsize>, usize)>,
+}
+
+impl Walk {
+    fn take(&mut self) -> Option<usize> {
+        match &self.shared {
+            Some((counter, count)) => {
+                let n = counter.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                (n < *count).then_some(n)
+            }
+            None => {
+                self.next += 1;
+                Some(self.next - 1)
+            }
+        }
+    }
 }
 
 /// One session driven with plain HTTP requests (no MCP client library): `initialize`, then
@@ -115,15 +164,19 @@ async fn raw_worker(
     url: String,
     tool: String,
     arguments: Vec<Value>,
-    mut next: usize,
+    mut walk: Walk,
     deadline: Instant,
 ) -> (Vec<Duration>, usize) {
     let client = reqwest::Client::new();
+    let token = std::env::var("HTTP_LOAD_TOKEN").ok();
     let post = |body: Value, session: Option<String>| {
         let mut request = client
             .post(&url)
             .header("content-type", "application/json")
             .header("accept", "application/json, text/event-stream");
+        if let Some(token) = &token {
+            request = request.header("authorization", format!("Bearer {token}"));
+        }
         if let Some(session) = session {
             request = request
                 .header("mcp-session-id", session)
@@ -155,8 +208,8 @@ async fn raw_worker(
     let mut errors = 0usize;
     let mut id = 1u64;
     while Instant::now() < deadline {
+        let Some(next) = walk.take() else { break };
         let args = &arguments[next % arguments.len()];
-        next += 1;
         id += 1;
         let started = Instant::now();
         let body = json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
@@ -180,7 +233,7 @@ fn report(
     tool: &str,
     distinct: usize,
     clients: usize,
-    seconds: u64,
+    seconds: f64,
     client: &str,
     results: Vec<(Vec<Duration>, usize)>,
 ) {
@@ -199,6 +252,6 @@ fn report(
         "{}",
         json!({"url": url, "tool": tool, "client": client, "distinct_arguments": distinct,
                "clients": clients, "seconds": seconds, "calls": all.len(), "errors": errors,
-               "calls_per_second": all.len() as f64 / seconds as f64, "p50_ms": at(0.5), "p99_ms": at(0.99)})
+               "calls_per_second": all.len() as f64 / seconds, "p50_ms": at(0.5), "p99_ms": at(0.99)})
     );
 }

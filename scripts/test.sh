@@ -125,26 +125,12 @@ cargo fmt --all -- --check
 echo "==> cargo clippy --all-targets -- -D warnings"
 cargo clippy --all-targets --quiet -- -D warnings
 
-# PostgreSQL for the team store's tests: a temporary cluster of Debian's PostgreSQL on a free
-# loopback port, run as an unprivileged user (initdb refuses root; CI runs as root), fsync off,
-# stopped and removed when the tests end. Tests create a database each.
-pg_bin=$(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -n 1)
-if [ -n "$pg_bin" ] && [ -z "${CAR_TEST_DATABASE_URL:-}" ]; then
-  pg_dir=$(mktemp -d /tmp/car-test-pg.XXXXXX)
-  as_pg=()
-  if [ "$(id -u)" = 0 ]; then
-    id postgres >/dev/null 2>&1 || useradd --system --no-create-home postgres
-    chown postgres "$pg_dir"
-    as_pg=(runuser -u postgres --)
-  fi
-  pg_port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
-  "${as_pg[@]}" "$pg_bin/initdb" -D "$pg_dir/data" -A trust -U car -E UTF8 --no-sync >/dev/null
-  "${as_pg[@]}" "$pg_bin/pg_ctl" -D "$pg_dir/data" -l "$pg_dir/log" -w \
-    -o "-p $pg_port -k $pg_dir -c listen_addresses=127.0.0.1 -c fsync=off -c max_connections=300" start >/dev/null
-  stop_pg() { "${as_pg[@]}" "$pg_bin/pg_ctl" -D "$pg_dir/data" -m immediate stop >/dev/null 2>&1 || true; rm -rf "$pg_dir"; }
-  trap stop_pg EXIT
-  export CAR_TEST_DATABASE_URL="postgres://car@127.0.0.1:$pg_port/postgres"
-  echo "==> PostgreSQL $("$pg_bin/postgres" --version | awk '{print $3}') for the team tests at 127.0.0.1:$pg_port"
+# PostgreSQL for the team store's tests: a temporary cluster (scripts/pg-temp.sh), stopped and
+# removed when the tests end. Tests create a database each.
+if compgen -G "/usr/lib/postgresql/*/bin/initdb" >/dev/null && [ -z "${CAR_TEST_DATABASE_URL:-}" ]; then
+  . scripts/pg-temp.sh
+  start_temp_pg
+  export CAR_TEST_DATABASE_URL=$PG_ADMIN_URL
 fi
 
 # The static car-gate (musl) the Linux archives ship: tests/it/hosts.rs checks it answers the
