@@ -88,7 +88,7 @@ impl App {
             memory: Some(memory.clone()),
             doctor: {
                 let (home, root) = (home.clone(), project_root.to_path_buf());
-                Arc::new(move |mode| doctor::run(&home, &root, mode))
+                Some(Arc::new(move |mode| doctor::run(&home, &root, mode)))
             },
         };
         let mut builder = App::builder()

@@ -2,7 +2,7 @@
 //! validation, so a typo is refused instead of silently stored. Other modules read a value with
 //! [`get`] (the stored value, else the default) or a typed helper such as [`older_than_days`].
 
-use rusqlite::{params, OptionalExtension};
+use crate::store::sql::args;
 use serde::Serialize;
 
 use super::{Project, ProjectError, Result};
@@ -133,15 +133,12 @@ pub struct Value {
 }
 
 fn stored(project: &Project, key: &str) -> Result<Option<String>> {
-    Ok(project
-        .store
-        .conn()
-        .query_row(
+    project.store.read(|sql| {
+        Ok(sql.value(
             "SELECT value FROM project_config WHERE project_id = ?1 AND key = ?2",
-            params![project.id, key],
-            |r| r.get(0),
-        )
-        .optional()?)
+            args![project.id, key],
+        )?)
+    })
 }
 
 /// The value of `key` for this project: the stored one, else the default.
@@ -197,11 +194,11 @@ pub fn set(project: &Project, key: &str, value: &str) -> Result<Value> {
             "bad value {value:?} for {key}: expected {expected}"
         ))
     })?;
-    project.store.write(|tx| {
+    project.store.transaction(|tx| {
         tx.execute(
             "INSERT INTO project_config(project_id, key, value) VALUES (?1, ?2, ?3)
              ON CONFLICT(project_id, key) DO UPDATE SET value = excluded.value",
-            params![project.id, key, value],
+            args![project.id, key, value],
         )
     })?;
     describe(project, key)
@@ -210,10 +207,10 @@ pub fn set(project: &Project, key: &str, value: &str) -> Result<Value> {
 /// Removes a stored value (the default applies again); says whether one was stored.
 pub fn unset(project: &Project, key: &str) -> Result<Unset> {
     setting(key)?;
-    let removed = project.store.write(|tx| {
+    let removed = project.store.transaction(|tx| {
         tx.execute(
             "DELETE FROM project_config WHERE project_id = ?1 AND key = ?2",
-            params![project.id, key],
+            args![project.id, key],
         )
     })?;
     Ok(Unset {

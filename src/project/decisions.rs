@@ -3,7 +3,8 @@
 //! decision that supersedes another marks it `superseded`. Searched with SQLite FTS5 (Porter
 //! stemming, BM25 ranking) over title, context, decision and consequences.
 
-use rusqlite::{params, OptionalExtension, Row};
+use crate::store::sql::{args, Dialect, Row, Sql};
+use crate::store::StoreError;
 use serde::Serialize;
 
 use super::{Project, ProjectError, Result};
@@ -103,14 +104,12 @@ fn display(number: i64) -> String {
     format!("ADR-{number:04}")
 }
 
-fn decision_id(conn: &rusqlite::Connection, project: i64, reference: &str) -> Result<i64> {
+fn decision_id(conn: &dyn Sql, project: i64, reference: &str) -> Result<i64> {
     let number = super::number_of(reference, "decision", "ADR-0001")?;
-    conn.query_row(
+    conn.value(
         "SELECT id FROM decisions WHERE project_id = ?1 AND number = ?2",
-        params![project, number],
-        |r| r.get(0),
-    )
-    .optional()?
+        args![project, number],
+    )?
     .ok_or_else(|| {
         ProjectError::NotFound(format!(
             "no decision {reference} in this project; `car decision list --status all` shows them"
@@ -123,7 +122,7 @@ const COLUMNS: &str = "d.id, d.number, d.title, d.status, d.context, d.decision,
      (SELECT n.number FROM decisions n WHERE n.supersedes = d.id ORDER BY n.id DESC LIMIT 1) AS superseded_by_number, \
      d.resolution, d.created_at, d.updated_at";
 
-fn from_row(row: &Row<'_>) -> rusqlite::Result<Decision> {
+fn from_row(row: &Row) -> Result<Decision, StoreError> {
     Ok(Decision {
         display_id: display(row.get("number")?),
         title: row.get("title")?,
@@ -131,10 +130,8 @@ fn from_row(row: &Row<'_>) -> rusqlite::Result<Decision> {
         context: row.get("context")?,
         decision: row.get("decision")?,
         consequences: row.get("consequences")?,
-        supersedes: row.get::<_, Option<i64>>("supersedes_number")?.map(display),
-        superseded_by: row
-            .get::<_, Option<i64>>("superseded_by_number")?
-            .map(display),
+        supersedes: row.get::<Option<i64>>("supersedes_number")?.map(display),
+        superseded_by: row.get::<Option<i64>>("superseded_by_number")?.map(display),
         resolution: row.get("resolution")?,
         created_at: row.get("created_at")?,
         updated_at: row.get("updated_at")?,
@@ -153,15 +150,17 @@ fn fts_query(text: &str) -> Option<String> {
 }
 
 impl Project {
-    fn decision_by_id(&self, conn: &rusqlite::Connection, id: i64) -> Result<Decision> {
-        Ok(conn.query_row(
-            &format!(
-                "SELECT {COLUMNS} FROM decisions d LEFT JOIN decisions s ON s.id = d.supersedes
-                 WHERE d.id = ?1"
-            ),
-            [id],
-            from_row,
-        )?)
+    fn decision_by_id(&self, id: i64) -> Result<Decision> {
+        let row = self.store.read(|conn| {
+            conn.query_one(
+                &format!(
+                    "SELECT {COLUMNS} FROM decisions d LEFT JOIN decisions s ON s.id = d.supersedes
+                     WHERE d.id = ?1"
+                ),
+                args![id],
+            )
+        })?;
+        Ok(from_row(&row)?)
     }
 
     /// Records a decision; `supersedes` marks the named one superseded.
@@ -179,22 +178,24 @@ impl Project {
         }
         .as_str();
         let project = self.id;
-        let id = self.store.write(|tx| -> Result<i64> {
+        let id = self.store.transaction(|tx| -> Result<i64> {
             let supersedes = match &new.supersedes {
                 Some(r) => Some(decision_id(tx, project, r)?),
                 None => None,
             };
-            let number: i64 = tx.query_row(
-                "SELECT COALESCE(MAX(number), 0) + 1 FROM decisions WHERE project_id = ?1",
-                [project],
-                |r| r.get(0),
-            )?;
+            let number: i64 = tx
+                .query_one(
+                    "SELECT COALESCE(MAX(number), 0) + 1 FROM decisions WHERE project_id = ?1",
+                    args![project],
+                )?
+                .get(0)?;
             let at = now();
-            tx.execute(
+            let id: i64 = tx
+                .query_one(
                 "INSERT INTO decisions (project_id, number, title, context, decision, consequences,
                                         status, supersedes, created_at, updated_at)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?9)",
-                params![
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?9) RETURNING id",
+                args![
                     project,
                     number,
                     title,
@@ -205,16 +206,17 @@ impl Project {
                     supersedes,
                     at
                 ],
-            )?;
+            )?
+                .get(0)?;
             if let Some(old) = supersedes {
                 tx.execute(
                     "UPDATE decisions SET status = 'superseded', resolution = ?2, updated_at = ?3 WHERE id = ?1",
-                    params![old, format!("superseded by {}", display(number)), at],
+                    args![old, format!("superseded by {}", display(number)), at],
                 )?;
             }
-            Ok(tx.last_insert_rowid())
+            Ok(id)
         })?;
-        self.decision_by_id(&self.store.conn(), id)
+        self.decision_by_id(id)
     }
 
     /// Decisions, newest first; with `search`, the best FTS matches first.
@@ -228,36 +230,48 @@ impl Project {
             DecisionStatus::parse(s)?;
         }
         let status = status.filter(|s| *s != "all");
-        let limit = if limit == 0 { -1 } else { limit as i64 };
-        let conn = self.store.conn();
-        let rows = match search.map(fts_query) {
-            Some(None) => {
-                return Err(ProjectError::Invalid(
-                    "--search needs at least one word".into(),
-                ))
-            }
-            Some(Some(query)) => {
-                let mut stmt = conn.prepare_cached(&format!(
-                    "SELECT {COLUMNS} FROM decisions_fts f
-                     JOIN decisions d ON d.id = f.rowid
-                     LEFT JOIN decisions s ON s.id = d.supersedes
-                     WHERE decisions_fts MATCH ?1 AND d.project_id = ?2 AND (?3 IS NULL OR d.status = ?3)
-                     ORDER BY bm25(decisions_fts), d.number DESC LIMIT ?4"
-                ))?;
-                let rows = stmt.query_map(params![query, self.id, status, limit], from_row)?;
-                rows.collect::<rusqlite::Result<Vec<_>>>()?
-            }
-            None => {
-                let mut stmt = conn.prepare_cached(&format!(
+        let limit = if limit == 0 { i64::MAX } else { limit as i64 };
+        let search =
+            match search {
+                Some(text) => Some(fts_query(text).ok_or_else(|| {
+                    ProjectError::Invalid("--search needs at least one word".into())
+                })?),
+                None => None,
+            };
+        let rows = self.store.read(|conn| match &search {
+            // Every word required, best matches first: SQLite's FTS5 (BM25), or PostgreSQL's
+            // text search over the same four fields (its rank).
+            Some(query) => conn.query(
+                &match conn.dialect() {
+                    Dialect::Sqlite => format!(
+                        "SELECT {COLUMNS} FROM decisions_fts f
+                         JOIN decisions d ON d.id = f.rowid
+                         LEFT JOIN decisions s ON s.id = d.supersedes
+                         WHERE decisions_fts MATCH ?1 AND d.project_id = ?2
+                           AND (CAST(?3 AS TEXT) IS NULL OR d.status = ?3)
+                         ORDER BY bm25(decisions_fts), d.number DESC LIMIT ?4"
+                    ),
+                    Dialect::Postgres => format!(
+                        "SELECT {COLUMNS} FROM decisions d
+                         LEFT JOIN decisions s ON s.id = d.supersedes
+                         WHERE d.search @@ plainto_tsquery('english', ?1) AND d.project_id = ?2
+                           AND (CAST(?3 AS TEXT) IS NULL OR d.status = ?3)
+                         ORDER BY ts_rank(d.search, plainto_tsquery('english', ?1)) DESC,
+                                  d.number DESC LIMIT ?4"
+                    ),
+                },
+                args![query, self.id, status, limit],
+            ),
+            None => conn.query(
+                &format!(
                     "SELECT {COLUMNS} FROM decisions d LEFT JOIN decisions s ON s.id = d.supersedes
-                     WHERE d.project_id = ?1 AND (?2 IS NULL OR d.status = ?2)
+                     WHERE d.project_id = ?1 AND (CAST(?2 AS TEXT) IS NULL OR d.status = ?2)
                      ORDER BY d.number DESC LIMIT ?3"
-                ))?;
-                let rows = stmt.query_map(params![self.id, status, limit], from_row)?;
-                rows.collect::<rusqlite::Result<Vec<_>>>()?
-            }
-        };
-        Ok(rows)
+                ),
+                args![self.id, status, limit],
+            ),
+        })?;
+        rows.iter().map(|row| Ok(from_row(row)?)).collect()
     }
 
     /// Settles a decision: `accepted`, `rejected` or `deprecated`, with an optional note.
@@ -282,33 +296,29 @@ impl Project {
             )));
         }
         let project = self.id;
-        let id = self.store.write(|tx| -> Result<i64> {
+        let id = self.store.transaction(|tx| -> Result<i64> {
             let id = decision_id(tx, project, reference)?;
             tx.execute(
                 "UPDATE decisions SET status = ?2, resolution = COALESCE(?3, resolution), updated_at = ?4
                  WHERE id = ?1",
-                params![id, status.as_str(), note.map(str::trim).filter(|n| !n.is_empty()), now()],
+                args![id, status.as_str(), note.map(str::trim).filter(|n| !n.is_empty()), now()],
             )?;
             Ok(id)
         })?;
-        self.decision_by_id(&self.store.conn(), id)
+        self.decision_by_id(id)
     }
 }
 
 #[cfg(test)]
 mod tests {
-    use std::sync::Arc;
-
     use super::*;
-    use crate::store::Store;
+    use crate::team::testing::{on_both_stores, TestStore};
 
-    #[test]
-    fn record_supersede_search_and_resolve() {
-        let p = Project::open(
-            Arc::new(Store::open_in_memory().unwrap()),
-            std::path::Path::new("/p"),
-        )
-        .unwrap();
+    on_both_stores!(record_supersede_search_and_resolve, |stores: &TestStore| {
+        let root = stores
+            .project_root()
+            .unwrap_or_else(|| std::path::PathBuf::from("/p"));
+        let p = Project::open(stores.store(), &root).unwrap();
         let first = p
             .record_decision(NewDecision {
                 title: "Use SQLite for storage".into(),
@@ -344,5 +354,5 @@ mod tests {
         assert_eq!(resolved.resolution.as_deref(), Some("moved to Postgres"));
         assert!(p.resolve_decision("2", "superseded", None).is_err());
         assert!(p.resolve_decision("9", "accepted", None).is_err());
-    }
+    });
 }

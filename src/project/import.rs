@@ -150,7 +150,7 @@ impl Project {
                 let key = reference(r);
                 match local.get(&key) {
                     Some(&n) => Ok((ids[n], Some(n))),
-                    None => task_id(tx, project, &key)
+                    None => task_id(&**tx, project, &key)
                         .map(|id| (id, None))
                         .map_err(|_| ProjectError::Invalid(format!(
                             "line {line_no}: {key} is neither a ref in this file nor a task of this project"
@@ -202,7 +202,7 @@ impl Project {
                  WHERE project_id = ?1 AND number > ?2",
                 params![project, start],
             )?;
-            let prefix = prefix(tx, project)?;
+            let prefix = prefix(&**tx, project)?;
             let name = |n: i64| format!("{prefix}-{n:04}");
             Ok(Imported {
                 created: lines.len(),

@@ -4,7 +4,7 @@
 
 use std::collections::BTreeMap;
 
-use rusqlite::{params, OptionalExtension};
+use crate::store::sql::{args, Dialect};
 use serde::{Deserialize, Serialize};
 
 use super::decisions::Decision;
@@ -137,11 +137,10 @@ impl Check {
 
 impl Project {
     fn info(&self) -> Result<ProjectInfo> {
-        let name: String = self.store.conn().query_row(
-            "SELECT name FROM projects WHERE id = ?1",
-            [self.id],
-            |r| r.get(0),
-        )?;
+        let name: String = self.store.read(|sql| {
+            sql.query_one("SELECT name FROM projects WHERE id = ?1", args![self.id])?
+                .get(0)
+        })?;
         Ok(ProjectInfo {
             name,
             root: self.root.display().to_string(),
@@ -149,7 +148,6 @@ impl Project {
     }
 
     fn counts(&self) -> Result<BTreeMap<String, i64>> {
-        let conn = self.store.conn();
         let mut counts: BTreeMap<String, i64> =
             ["open", "ready", "claimed", "blocked", "done", "cancelled"]
                 .iter()
@@ -157,24 +155,26 @@ impl Project {
                 .collect();
         // Two index-only counts: by stored status (tasks_status), then the ready part of the
         // open ones (the partial index tasks_ready).
-        let mut stmt = conn.prepare_cached(
-            "SELECT status, COUNT(*) FROM tasks WHERE project_id = ?1 GROUP BY status",
-        )?;
-        let rows = stmt.query_map([self.id], |r| {
-            Ok((r.get::<_, String>(0)?, r.get::<_, i64>(1)?))
+        let (rows, ready) = self.store.read(|sql| {
+            let rows = sql.query(
+                "SELECT status, COUNT(*) FROM tasks WHERE project_id = ?1 GROUP BY status",
+                args![self.id],
+            )?;
+            let ready: i64 = sql
+                .query_one(
+                    "SELECT COUNT(*) FROM tasks INDEXED BY tasks_ready
+                     WHERE project_id = ?1 AND status = 'open' AND open_deps = 0",
+                    args![self.id],
+                )?
+                .get(0)?;
+            Ok::<_, ProjectError>((rows, ready))
         })?;
         let mut total = 0;
         for row in rows {
-            let (status, n) = row?;
+            let (status, n): (String, i64) = (row.get(0)?, row.get(1)?);
             total += n;
             counts.insert(status, n);
         }
-        let ready: i64 = conn.query_row(
-            "SELECT COUNT(*) FROM tasks INDEXED BY tasks_ready
-             WHERE project_id = ?1 AND status = 'open' AND open_deps = 0",
-            [self.id],
-            |r| r.get(0),
-        )?;
         counts.insert("ready".into(), ready);
         if let Some(open) = counts.get_mut("open") {
             *open -= ready;
@@ -184,21 +184,20 @@ impl Project {
     }
 
     fn last_checkpoint(&self) -> Result<Option<CheckpointInfo>> {
-        Ok(self
-            .store
-            .conn()
-            .query_row(
+        self.store.read(|sql| {
+            sql.query_opt(
                 "SELECT name, note, created_at FROM checkpoints WHERE project_id = ?1 ORDER BY id DESC LIMIT 1",
-                [self.id],
-                |r| {
-                    Ok(CheckpointInfo {
-                        name: r.get(0)?,
-                        note: r.get(1)?,
-                        created_at: r.get(2)?,
-                    })
-                },
-            )
-            .optional()?)
+                args![self.id],
+            )?
+            .map(|r| {
+                Ok(CheckpointInfo {
+                    name: r.get(0)?,
+                    note: r.get(1)?,
+                    created_at: r.get(2)?,
+                })
+            })
+            .transpose()
+        })
     }
 
     fn with_status(&self, status: &str, limit: usize) -> Result<Vec<Task>> {
@@ -280,21 +279,21 @@ impl Project {
         let status = self.status()?;
         let snapshot = self.snapshot(briefing(&status, &[]))?;
         let project = self.id;
-        self.store.write(|tx| -> Result<()> {
-            let taken: bool = tx.query_row(
-                "SELECT EXISTS (SELECT 1 FROM checkpoints WHERE project_id = ?1 AND name = ?2)",
-                params![project, name],
-                |r| r.get(0),
-            )?;
+        self.store.transaction(|tx| -> Result<()> {
+            let exists = |name: &str| -> Result<bool> {
+                Ok(tx
+                    .query_opt(
+                        "SELECT 1 FROM checkpoints WHERE project_id = ?1 AND name = ?2",
+                        args![project, name],
+                    )?
+                    .is_some())
+            };
+            let taken = exists(&name)?;
             if taken && default_name {
                 // Two unnamed checkpoints in one second: cp-…-2, cp-…-3.
                 let base = name.clone();
                 let mut n = 2;
-                while tx.query_row(
-                    "SELECT EXISTS (SELECT 1 FROM checkpoints WHERE project_id = ?1 AND name = ?2)",
-                    params![project, format!("{base}-{n}")],
-                    |r| r.get::<_, bool>(0),
-                )? {
+                while exists(&format!("{base}-{n}"))? {
                     n += 1;
                 }
                 name = format!("{base}-{n}");
@@ -305,7 +304,7 @@ impl Project {
             }
             tx.execute(
                 "INSERT INTO checkpoints (project_id, name, note, state, created_at) VALUES (?1, ?2, ?3, ?4, ?5)",
-                params![project, name, note.trim(), serde_json::to_string(&snapshot).unwrap_or_default(), at],
+                args![project, name, note.trim(), serde_json::to_string(&snapshot).unwrap_or_default(), at],
             )?;
             Ok(())
         })?;
@@ -317,17 +316,25 @@ impl Project {
     }
 
     fn snapshot(&self, briefing: String) -> Result<Snapshot> {
-        let conn = self.store.conn();
-        let mut stmt = conn.prepare("SELECT number, status FROM tasks WHERE project_id = ?1")?;
-        let tasks = stmt
-            .query_map([self.id], |r| Ok((r.get(0)?, r.get(1)?)))?
-            .collect::<rusqlite::Result<_>>()?;
-        let max = |sql: &str| -> Result<i64> { Ok(conn.query_row(sql, [self.id], |r| r.get(0))?) };
-        Ok(Snapshot {
-            tasks,
-            decisions: max("SELECT COALESCE(MAX(number), 0) FROM decisions WHERE project_id = ?1")?,
-            progress: max("SELECT COALESCE(MAX(id), 0) FROM progress WHERE project_id = ?1")?,
-            briefing,
+        self.store.read_consistent(|conn| {
+            let tasks = conn
+                .query(
+                    "SELECT number, status FROM tasks WHERE project_id = ?1",
+                    args![self.id],
+                )?
+                .iter()
+                .map(|r| Ok((r.get(0)?, r.get(1)?)))
+                .collect::<Result<_>>()?;
+            let max =
+                |sql: &str| -> Result<i64> { Ok(conn.query_one(sql, args![self.id])?.get(0)?) };
+            Ok(Snapshot {
+                tasks,
+                decisions: max(
+                    "SELECT COALESCE(MAX(number), 0) FROM decisions WHERE project_id = ?1",
+                )?,
+                progress: max("SELECT COALESCE(MAX(id), 0) FROM progress WHERE project_id = ?1")?,
+                briefing,
+            })
         })
     }
 
@@ -347,7 +354,7 @@ impl Project {
 
     fn changes(&self, before: &Snapshot) -> Result<Changes> {
         let now_state = self.snapshot(String::new())?;
-        let prefix = super::tasks::prefix(&self.store.conn(), self.id)?;
+        let prefix = self.store.read(|sql| super::tasks::prefix(sql, self.id))?;
         let id = |n: &i64| format!("{prefix}-{n:04}");
         let tasks_created: Vec<String> = now_state
             .tasks
@@ -409,16 +416,16 @@ impl Project {
     /// A checkpoint (the latest when `name` is `None`): its note and briefing, and what changed
     /// since — tasks created, tasks whose status moved, decisions recorded, progress added.
     pub fn resume(&self, name: Option<&str>) -> Result<Resumed> {
-        let row: Option<(String, String, String, String)> = self
-            .store
-            .conn()
-            .query_row(
+        let row: Option<(String, String, String, String)> = self.store.read(|sql| {
+            sql.query_opt(
                 "SELECT name, note, state, created_at FROM checkpoints
-                 WHERE project_id = ?1 AND (?2 IS NULL OR name = ?2) ORDER BY id DESC LIMIT 1",
-                params![self.id, name],
-                |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)),
-            )
-            .optional()?;
+                 WHERE project_id = ?1 AND (CAST(?2 AS TEXT) IS NULL OR name = ?2)
+                 ORDER BY id DESC LIMIT 1",
+                args![self.id, name],
+            )?
+            .map(|r| Ok::<_, ProjectError>((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)))
+            .transpose()
+        })?;
         let Some((name, note, state, created_at)) = row else {
             return Err(ProjectError::NotFound(match name {
                 Some(n) => format!("no checkpoint named {n:?}; `car status` shows the last one"),
@@ -445,29 +452,35 @@ impl Project {
     /// `open_deps`, rebuilds the decision search index), with [`Mode::DryRun`] only reports.
     pub fn check(&self, mode: Mode) -> Result<Vec<Check>> {
         let mut checks = Vec::new();
-        let conn = self.store.conn();
-        let drift: i64 = conn.query_row(
-            "SELECT COUNT(*) FROM tasks t WHERE t.project_id = ?1 AND t.open_deps !=
-               (SELECT COUNT(*) FROM task_deps d JOIN tasks x ON x.id = d.depends_on
-                WHERE d.task_id = t.id AND x.status NOT IN ('done', 'cancelled'))",
-            [self.id],
-            |r| r.get(0),
-        )?;
-        let stale: i64 = conn.query_row(
-            "SELECT COUNT(*) FROM tasks WHERE project_id = ?1 AND status = 'claimed' AND claimed_at < ?2",
-            params![self.id, crate::store::now_minus(std::time::Duration::from_secs(7 * 86_400))],
-            |r| r.get(0),
-        )?;
-        drop(conn);
+        let (drift, stale): (i64, i64) = self.store.read(|conn| {
+            let drift = conn
+                .query_one(
+                    "SELECT COUNT(*) FROM tasks t WHERE t.project_id = ?1 AND t.open_deps !=
+                       (SELECT COUNT(*) FROM task_deps d JOIN tasks x ON x.id = d.depends_on
+                        WHERE d.task_id = t.id AND x.status NOT IN ('done', 'cancelled'))",
+                    args![self.id],
+                )?
+                .get(0)?;
+            let stale = conn
+                .query_one(
+                    "SELECT COUNT(*) FROM tasks WHERE project_id = ?1 AND status = 'claimed' AND claimed_at < ?2",
+                    args![self.id, crate::store::now_minus(std::time::Duration::from_secs(7 * 86_400))],
+                )?
+                .get(0)?;
+            Ok::<_, ProjectError>((drift, stale))
+        })?;
         if drift > 0 && mode == Mode::Apply {
-            self.store.write(|tx| -> Result<()> {
+            self.store.transaction(|tx| -> Result<()> {
                 tx.execute(
                     "UPDATE tasks SET open_deps = (SELECT COUNT(*) FROM task_deps d JOIN tasks x ON x.id = d.depends_on
                        WHERE d.task_id = tasks.id AND x.status NOT IN ('done', 'cancelled'))
                      WHERE project_id = ?1",
-                    [self.id],
+                    args![self.id],
                 )?;
-                tx.execute("INSERT INTO decisions_fts(decisions_fts) VALUES ('rebuild')", [])?;
+                // PostgreSQL's text search reads the rows themselves: nothing to rebuild.
+                if tx.dialect() == Dialect::Sqlite {
+                    tx.execute("INSERT INTO decisions_fts(decisions_fts) VALUES ('rebuild')", &[])?;
+                }
                 Ok(())
             })?;
             checks.push(Check::new(
@@ -602,46 +615,45 @@ fn briefing(status: &Status, facts: &[Fact]) -> String {
 
 #[cfg(test)]
 mod tests {
-    use std::sync::Arc;
-
     use super::*;
     use crate::project::tasks::NewTask;
-    use crate::store::Store;
+    use crate::team::testing::{on_both_stores, TestStore};
 
-    #[test]
-    fn resume_says_what_changed_since_the_checkpoint() {
-        let p = Project::open(
-            Arc::new(Store::open_in_memory().unwrap()),
-            std::path::Path::new("/p"),
-        )
-        .unwrap();
-        let new = |title: &str| NewTask {
-            title: title.into(),
-            ..NewTask::default()
-        };
-        p.create_task(new("wire the API"), None).unwrap();
-        p.create_task(new("write docs"), None).unwrap();
-        let cp = p.checkpoint(Some("before-lunch"), "API half done").unwrap();
-        assert!(p.checkpoint(Some("before-lunch"), "").is_err());
-        p.claim_task(Some("1"), "agent").unwrap();
-        p.create_task(new("add tests"), None).unwrap();
-        let resumed = p.resume(None).unwrap();
-        assert_eq!(resumed.checkpoint.name, cp.name);
-        assert!(resumed.briefing.contains("wire the API"));
-        assert_eq!(resumed.changes.tasks_created, ["CTX-0003"]);
-        assert_eq!(
-            resumed.changes.tasks_moved,
-            [TaskMove {
-                display_id: "CTX-0001".into(),
-                from: "open".into(),
-                to: "claimed".into()
-            }]
-        );
-        assert!(p.resume(Some("nope")).is_err());
-        crate::project::config::set(&p, "context.max_ready", "1").unwrap();
-        p.create_task(new("one more"), None).unwrap();
-        assert_eq!(p.status().unwrap().ready.len(), 1);
-        let checks = p.check(Mode::DryRun).unwrap();
-        assert!(checks.iter().all(|c| c.ok), "{checks:?}");
-    }
+    on_both_stores!(
+        resume_says_what_changed_since_the_checkpoint,
+        |stores: &TestStore| {
+            let root = stores
+                .project_root()
+                .unwrap_or_else(|| std::path::PathBuf::from("/p"));
+            let p = Project::open(stores.store(), &root).unwrap();
+            let new = |title: &str| NewTask {
+                title: title.into(),
+                ..NewTask::default()
+            };
+            p.create_task(new("wire the API"), None).unwrap();
+            p.create_task(new("write docs"), None).unwrap();
+            let cp = p.checkpoint(Some("before-lunch"), "API half done").unwrap();
+            assert!(p.checkpoint(Some("before-lunch"), "").is_err());
+            p.claim_task(Some("1"), "agent").unwrap();
+            p.create_task(new("add tests"), None).unwrap();
+            let resumed = p.resume(None).unwrap();
+            assert_eq!(resumed.checkpoint.name, cp.name);
+            assert!(resumed.briefing.contains("wire the API"));
+            assert_eq!(resumed.changes.tasks_created, ["CTX-0003"]);
+            assert_eq!(
+                resumed.changes.tasks_moved,
+                [TaskMove {
+                    display_id: "CTX-0001".into(),
+                    from: "open".into(),
+                    to: "claimed".into()
+                }]
+            );
+            assert!(p.resume(Some("nope")).is_err());
+            crate::project::config::set(&p, "context.max_ready", "1").unwrap();
+            p.create_task(new("one more"), None).unwrap();
+            assert_eq!(p.status().unwrap().ready.len(), 1);
+            let checks = p.check(Mode::DryRun).unwrap();
+            assert!(checks.iter().all(|c| c.ok), "{checks:?}");
+        }
+    );
 }

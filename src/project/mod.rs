@@ -98,8 +98,18 @@ pub(crate) fn number_of(reference: &str, what: &str, example: &str) -> Result<i6
 }
 
 /// A column stored as an enum's name, read back through `parse` (a name this build does not
-/// know is a conversion error naming it, not a silent default).
+/// know is an error naming it, not a silent default).
 pub(crate) fn stored<T>(
+    row: &crate::store::sql::Row,
+    column: &str,
+    parse: impl Fn(&str) -> Result<T>,
+) -> Result<T, StoreError> {
+    let text: String = row.get(column)?;
+    parse(&text).map_err(|e| StoreError::Decode(format!("column {column}: {e}")))
+}
+
+/// [`stored`] for a row of the local store's own queries (the code graph).
+pub(crate) fn stored_sqlite<T>(
     row: &rusqlite::Row<'_>,
     column: &str,
     parse: impl Fn(&str) -> Result<T>,

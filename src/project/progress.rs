@@ -1,7 +1,8 @@
 //! Progress: notes and blockers, on a task or on the project. A blocker stays open until it is
 //! resolved (with what resolved it); `status` and `context` show the open ones.
 
-use rusqlite::{params, OptionalExtension, Row};
+use crate::store::sql::{args, Row};
+use crate::store::StoreError;
 use serde::Serialize;
 
 use super::tasks::prefix;
@@ -39,11 +40,11 @@ pub struct ProgressFilter {
 const COLUMNS: &str = "g.id, t.number AS task_number, g.kind, g.body, g.status, g.resolution, \
      g.author, g.created_at, g.updated_at, g.resolved_at";
 
-fn from_row(prefix: &str, row: &Row<'_>) -> rusqlite::Result<Progress> {
+fn from_row(prefix: &str, row: &Row) -> Result<Progress, StoreError> {
     Ok(Progress {
         id: row.get("id")?,
         task: row
-            .get::<_, Option<i64>>("task_number")?
+            .get::<Option<i64>>("task_number")?
             .map(|n| format!("{prefix}-{n:04}")),
         kind: super::stored(row, "kind", ProgressKind::parse)?,
         body: row.get("body")?,
@@ -145,18 +146,23 @@ impl std::fmt::Display for ProgressStatus {
 }
 
 impl Project {
-    fn progress_by_id(&self, conn: &rusqlite::Connection, id: i64) -> Result<Progress> {
-        let prefix = prefix(conn, self.id)?;
-        conn.query_row(
-            &format!(
-                "SELECT {COLUMNS} FROM progress g LEFT JOIN tasks t ON t.id = g.task_id
-                 WHERE g.id = ?1 AND g.project_id = ?2"
-            ),
-            params![id, self.id],
-            |row| from_row(&prefix, row),
-        )
-        .optional()?
-        .ok_or_else(|| ProjectError::NotFound(format!("no progress entry {id} in this project")))
+    fn progress_by_id(&self, id: i64) -> Result<Progress> {
+        self.store.read(|conn| {
+            let prefix = prefix(conn, self.id)?;
+            conn.query_opt(
+                &format!(
+                    "SELECT {COLUMNS} FROM progress g LEFT JOIN tasks t ON t.id = g.task_id
+                     WHERE g.id = ?1 AND g.project_id = ?2"
+                ),
+                args![id, self.id],
+            )?
+            .map(|row| Ok(from_row(&prefix, &row)?))
+            .unwrap_or_else(|| {
+                Err(ProjectError::NotFound(format!(
+                    "no progress entry {id} in this project"
+                )))
+            })
+        })
     }
 
     /// Adds a note or a blocker, on a task or on the project.
@@ -175,26 +181,25 @@ impl Project {
             ));
         }
         let project = self.id;
-        let id = self.store.write(|tx| -> Result<i64> {
+        let id = self.store.transaction(|tx| -> Result<i64> {
             let task_id = match task {
                 Some(t) => Some(super::tasks::task_id(tx, project, t)?),
                 None => None,
             };
             let at = now();
-            tx.execute(
-                "INSERT INTO progress (project_id, task_id, kind, body, status, author, created_at, updated_at)
-                 VALUES (?1, ?2, ?3, ?4, 'open', ?5, ?6, ?6)",
-                params![project, task_id, kind, body, author, at],
-            )?;
-            Ok(tx.last_insert_rowid())
+            Ok(tx
+                .query_one(
+                    "INSERT INTO progress (project_id, task_id, kind, body, status, author, created_at, updated_at)
+                     VALUES (?1, ?2, ?3, ?4, 'open', ?5, ?6, ?6) RETURNING id",
+                    args![project, task_id, kind, body, author, at],
+                )?
+                .get(0)?)
         })?;
-        self.progress_by_id(&self.store.conn(), id)
+        self.progress_by_id(id)
     }
 
     /// Progress entries, newest first.
     pub fn list_progress(&self, filter: &ProgressFilter) -> Result<Vec<Progress>> {
-        let conn = self.store.conn();
-        let prefix = prefix(&conn, self.id)?;
         let status = filter.status.as_deref().unwrap_or("open");
         if !["open", "resolved", "all"].contains(&status) {
             return Err(ProjectError::Invalid(format!(
@@ -204,26 +209,31 @@ impl Project {
         if let Some(kind) = &filter.kind {
             check_kind(kind)?;
         }
-        let task_id = match &filter.task {
-            Some(t) => Some(super::tasks::task_id(&conn, self.id, t)?),
-            None => None,
-        };
         let limit = if filter.limit == 0 {
-            -1
+            i64::MAX
         } else {
             filter.limit as i64
         };
-        let mut stmt = conn.prepare_cached(&format!(
-            "SELECT {COLUMNS} FROM progress g LEFT JOIN tasks t ON t.id = g.task_id
-             WHERE g.project_id = ?1 AND (?2 = 'all' OR g.status = ?2)
-               AND (?3 IS NULL OR g.kind = ?3) AND (?4 IS NULL OR g.task_id = ?4)
-             ORDER BY g.id DESC LIMIT ?5"
-        ))?;
-        let rows = stmt.query_map(
-            params![self.id, status, filter.kind, task_id, limit],
-            |row| from_row(&prefix, row),
-        )?;
-        Ok(rows.collect::<rusqlite::Result<_>>()?)
+        self.store.read(|conn| {
+            let prefix = prefix(conn, self.id)?;
+            let task_id = match &filter.task {
+                Some(t) => Some(super::tasks::task_id(conn, self.id, t)?),
+                None => None,
+            };
+            conn.query(
+                &format!(
+                    "SELECT {COLUMNS} FROM progress g LEFT JOIN tasks t ON t.id = g.task_id
+                     WHERE g.project_id = ?1 AND (?2 = 'all' OR g.status = ?2)
+                       AND (CAST(?3 AS TEXT) IS NULL OR g.kind = ?3)
+                       AND (CAST(?4 AS BIGINT) IS NULL OR g.task_id = ?4)
+                     ORDER BY g.id DESC LIMIT ?5"
+                ),
+                args![self.id, status, filter.kind, task_id, limit],
+            )?
+            .iter()
+            .map(|row| Ok(from_row(&prefix, row)?))
+            .collect()
+        })
     }
 
     /// Rewrites an entry's text (and optionally its kind).
@@ -249,32 +259,29 @@ impl Project {
             ));
         }
         let project = self.id;
-        self.store.write(|tx| -> Result<()> {
+        self.store.transaction(|tx| -> Result<()> {
             let changed = tx.execute(
                 "UPDATE progress SET body = COALESCE(?3, body), kind = COALESCE(?4, kind), updated_at = ?5
                  WHERE id = ?1 AND project_id = ?2",
-                params![id, project, body, kind, now()],
+                args![id, project, body, kind, now()],
             )?;
             if changed == 0 {
                 return Err(ProjectError::NotFound(format!("no progress entry {id} in this project")));
             }
             Ok(())
         })?;
-        self.progress_by_id(&self.store.conn(), id)
+        self.progress_by_id(id)
     }
 
     /// Resolves an entry (a blocker lifted, a note dealt with).
     pub fn resolve_progress(&self, id: &str, resolution: Option<&str>) -> Result<Progress> {
         let id = parse_id(id)?;
         let project = self.id;
-        self.store.write(|tx| -> Result<()> {
-            let status: Option<String> = tx
-                .query_row(
-                    "SELECT status FROM progress WHERE id = ?1 AND project_id = ?2",
-                    params![id, project],
-                    |r| r.get(0),
-                )
-                .optional()?;
+        self.store.transaction(|tx| -> Result<()> {
+            let status: Option<String> = tx.value(
+                "SELECT status FROM progress WHERE id = ?1 AND project_id = ?2",
+                args![id, project],
+            )?;
             match status.as_deref() {
                 None => Err(ProjectError::NotFound(format!("no progress entry {id} in this project"))),
                 Some("resolved") => Err(ProjectError::Conflict(format!("progress entry {id} is already resolved"))),
@@ -283,12 +290,12 @@ impl Project {
                     tx.execute(
                         "UPDATE progress SET status = 'resolved', resolution = ?2, resolved_at = ?3, updated_at = ?3
                          WHERE id = ?1",
-                        params![id, resolution.map(str::trim).filter(|r| !r.is_empty()), at],
+                        args![id, resolution.map(str::trim).filter(|r| !r.is_empty()), at],
                     )?;
                     Ok(())
                 }
             }
         })?;
-        self.progress_by_id(&self.store.conn(), id)
+        self.progress_by_id(id)
     }
 }

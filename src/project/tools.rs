@@ -37,7 +37,8 @@ pub struct ProjectTools {
     pub archive: PathBuf,
     /// Gives the `context` briefing its relevant memory.
     pub memory: Option<Arc<Memory>>,
-    pub doctor: Arc<dyn Fn(Mode) -> Doctor + Send + Sync>,
+    /// `None` where doctor is not served (a team server: it checks one machine).
+    pub doctor: Option<Arc<dyn Fn(Mode) -> Doctor + Send + Sync>>,
 }
 
 /// One tool: its name, what it does, its actions and the command words before them.
@@ -51,6 +52,10 @@ struct Spec {
     /// Actions that run other command words than `<group> <action>`.
     routes: &'static [(&'static str, &'static [&'static str])],
     effect: Effect,
+    /// The actions that only read (a team reader may call them).
+    reads: &'static [&'static str],
+    /// Served by a team server (the code graph, doctor and housekeeping are one machine's).
+    team: bool,
     /// How long one call may run.
     timeout_secs: u64,
     /// The JSON Schema of the envelope a successful call answers with.
@@ -82,6 +87,8 @@ const SPECS: &[Spec] = &[
         group: Some("graph"),
         routes: &[],
         effect: Effect::Write,
+        reads: &["edges", "export"],
+        team: false,
         timeout_secs: 600,
         output: output::<GraphOutcome>,
     },
@@ -93,6 +100,8 @@ const SPECS: &[Spec] = &[
         group: None,
         routes: &[],
         effect: Effect::Write,
+        reads: &["status", "context", "resume"],
+        team: true,
         timeout_secs: 120,
         output: output::<SessionOutcome>,
     },
@@ -104,6 +113,8 @@ const SPECS: &[Spec] = &[
         group: Some("task"),
         routes: &[],
         effect: Effect::Write,
+        reads: &["list", "show"],
+        team: true,
         timeout_secs: 120,
         output: output::<TaskOutcome>,
     },
@@ -115,6 +126,8 @@ const SPECS: &[Spec] = &[
         group: Some("progress"),
         routes: &[],
         effect: Effect::Write,
+        reads: &["list"],
+        team: true,
         timeout_secs: 120,
         output: output::<Noted>,
     },
@@ -126,6 +139,8 @@ const SPECS: &[Spec] = &[
         group: Some("decision"),
         routes: &[],
         effect: Effect::Write,
+        reads: &["list"],
+        team: true,
         timeout_secs: 120,
         output: output::<Decided>,
     },
@@ -137,6 +152,8 @@ const SPECS: &[Spec] = &[
         group: None,
         routes: &[("prune", &["project", "prune"])],
         effect: Effect::Destructive,
+        reads: &["stats"],
+        team: false,
         timeout_secs: 120,
         output: output::<AdminOutcome>,
     },
@@ -251,7 +268,21 @@ impl ProjectTools {
                     .and_then(|p| graph::run(&p, &command, &|_| {})),
             ),
             LineCommand::Session(SessionCommand::Doctor(args)) => {
-                let doctor = (self.doctor)(Mode::dry_run_if(!args.fix));
+                let Some(doctor) = &self.doctor else {
+                    return Err(failed(
+                        "unavailable",
+                        format!(
+                            "{}\n",
+                            output::failure(
+                                "doctor",
+                                "unavailable",
+                                "doctor checks one machine's CAR; run `car doctor` there"
+                            )
+                        ),
+                        "",
+                    ));
+                };
+                let doctor = doctor(Mode::dry_run_if(!args.fix));
                 match doctor.failure() {
                     None => envelope("doctor", Ok(SessionOutcome::Doctor(doctor))),
                     Some(message) => Err(failed(
@@ -318,10 +349,27 @@ impl ProjectTools {
 
     /// The six tools.
     pub fn tools(self) -> Vec<Tool> {
+        self.serve(false)
+    }
+
+    /// The tools a team server serves on a project of its database: tasks, progress,
+    /// decisions, and the status, briefing and checkpoints (`doctor` checks one machine).
+    pub fn team_tools(self) -> Vec<Tool> {
+        self.serve(true)
+    }
+
+    fn serve(self, team: bool) -> Vec<Tool> {
         SPECS
             .iter()
+            .filter(|spec| spec.team || !team)
             .map(|spec| {
                 let tools = self.clone();
+                let actions: Vec<&str> = spec
+                    .actions
+                    .iter()
+                    .copied()
+                    .filter(|action| !(team && *action == "doctor"))
+                    .collect();
                 Tool::blocking(
                     ToolSpec::new(
                         spec.name,
@@ -329,7 +377,7 @@ impl ProjectTools {
                         json!({
                             "type": "object",
                             "properties": {
-                                "action": {"type": "string", "enum": spec.actions, "description": "The command to run."},
+                                "action": {"type": "string", "enum": actions, "description": "The command to run."},
                                 "args": {"type": "array", "items": {"type": "string"}, "default": [],
                                          "description": "Its arguments and flags, as on the command line (see `car <command> --help`)."}
                             },
@@ -341,6 +389,7 @@ impl ProjectTools {
                     .output_schema((spec.output)())
                     .text(ResultText::JsonLine)
                     .effect(spec.effect)
+                    .read_actions(spec.reads)
                     .idempotence(Idempotence::NotIdempotent)
                     .timeout(std::time::Duration::from_secs(spec.timeout_secs)),
                     move |c| tools.call(spec, &c.args),

@@ -255,7 +255,7 @@ impl Dispatcher {
         if !problems.is_empty() {
             return Err(ToolError::InvalidArguments(problems.join("; ")));
         }
-        if context.is_read_only() && !spec.effect.read_only() {
+        if context.is_read_only() && !spec.effect_of(&args).read_only() {
             return Err(ToolError::Denied(format!(
                 "{} changes the project, and this connection may only read it (a reader of the \
                  team's project; an admin can grant more with `car team grant`)",

@@ -99,6 +99,10 @@ pub struct ToolSpec {
     /// How a face that shows a result as text writes it.
     pub text: ResultText,
     pub gating: Gating,
+    /// For a tool of several actions (`{action, …}`): the actions that only read. A call of
+    /// one of them has effect `read` whatever [`ToolSpec::effect`] says (see
+    /// [`ToolSpec::effect_of`]).
+    pub read_actions: &'static [&'static str],
     /// Listed in `tools/list` and `car tools list`. An unlisted tool is an operation a face
     /// serves another way (the MCP prompt, the resources): it still passes the dispatcher —
     /// schema, policy gate, time bound, execution log — but is not callable as a tool.
@@ -123,7 +127,23 @@ impl ToolSpec {
             passthrough: false,
             text: ResultText::Json,
             gating: Gating::Gated,
+            read_actions: &[],
             listed: true,
+        }
+    }
+
+    /// The actions of a tool of several that only read (see [`ToolSpec::read_actions`]).
+    pub fn read_actions(mut self, actions: &'static [&'static str]) -> Self {
+        self.read_actions = actions;
+        self
+    }
+
+    /// What one call with `args` does: [`Effect::Read`] for a read action, else the tool's
+    /// effect.
+    pub fn effect_of(&self, args: &Value) -> Effect {
+        match args.get("action").and_then(Value::as_str) {
+            Some(action) if self.read_actions.contains(&action) => Effect::Read,
+            _ => self.effect,
         }
     }
 

@@ -33,6 +33,7 @@ use super::{admit, refuse, Exposure, Guard, MAX_BODY_BYTES, SESSION_IDLE};
 use crate::app::App;
 use crate::mcp::McpServer;
 use crate::memory::Memory;
+use crate::project::tools::ProjectTools;
 use crate::runtime::{Caller, Context, Face};
 use crate::team::{Admission, TeamDb, TeamProjectRef};
 
@@ -62,8 +63,8 @@ impl TeamServer {
         if let Some(mcp) = projects.get(&project.id) {
             return Ok(mcp.clone());
         }
-        let (db, id) = (self.db.clone(), project.id);
-        let app = tokio::task::spawn_blocking(move || open_project(&db, id))
+        let (db, opened) = (self.db.clone(), project.clone());
+        let app = tokio::task::spawn_blocking(move || open_project(&db, &opened))
             .await
             .map_err(|e| format!("opening the project failed: {e}"))??;
         let server = McpServer::new(app)
@@ -89,18 +90,29 @@ impl TeamServer {
     }
 }
 
-/// CAR over one project of the team database: memory, skills, the plan tools, and every call logged
+/// CAR over one project of the team database: memory, skills, tasks, progress, decisions and
+/// checkpoints, the plan tools, and every call logged
 /// with its author in the project's execution log.
-fn open_project(db: &TeamDb, project: i64) -> Result<App, String> {
-    let store = Arc::new(db.project_store(project));
-    let memory = Memory::open(store.clone(), None, None).map_err(|e| e.to_string())?;
+fn open_project(db: &TeamDb, project: &TeamProjectRef) -> Result<App, String> {
+    let store = Arc::new(db.project_store(project.id));
+    let memory = Arc::new(Memory::open(store.clone(), None, None).map_err(|e| e.to_string())?);
     memory.warm().map_err(|e| e.to_string())?;
-    App::builder()
+    let project_tools = ProjectTools {
+        store: store.clone(),
+        // Names the project in messages; nothing is read from or written to it.
+        root: std::path::PathBuf::from(format!("team project {}", project.name)),
+        archive: std::path::PathBuf::new(),
+        memory: Some(memory.clone()),
+        doctor: None,
+    };
+    let mut builder = App::builder()
         .store(store.clone())
-        .memory(Arc::new(memory))
-        .skills(Arc::new(crate::skills::Skills::new(store)))
-        .build()
-        .map_err(|e| e.to_string())
+        .memory(memory)
+        .skills(Arc::new(crate::skills::Skills::new(store)));
+    for tool in project_tools.team_tools() {
+        builder = builder.tool(tool);
+    }
+    builder.build().map_err(|e| e.to_string())
 }
 
 /// The routes of a team server: `/mcp`, `/mcp/<project>` and `/health`, behind the same Host

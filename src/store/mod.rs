@@ -394,8 +394,12 @@ impl Store {
     }
 
     /// The id of the project rooted at `root`, if CAR was ever used there (registers nothing).
+    /// A team store is one project whatever the root: its id.
     pub fn registered_project_id(&self, root: &Path) -> Result<Option<i64>> {
         use rusqlite::OptionalExtension;
+        if let Backend::Postgres(pg) = &self.backend {
+            return Ok(Some(pg.project()));
+        }
         Ok(self
             .conn()
             .query_row(
@@ -406,8 +410,12 @@ impl Store {
             .optional()?)
     }
 
-    /// The id of the project rooted at `root`, registering it on first use.
+    /// The id of the project rooted at `root`, registering it on first use (a team store: its
+    /// project's id).
     pub fn project_id(&self, root: &Path) -> Result<i64> {
+        if let Backend::Postgres(pg) = &self.backend {
+            return Ok(pg.project());
+        }
         if let Some(id) = self.registered_project_id(root)? {
             return Ok(id);
         }

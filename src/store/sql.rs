@@ -5,7 +5,8 @@
 //! What differs between the two is kept here, in a short, fixed list of rewrites that
 //! [`to_postgres`] applies (and its tests pin):
 //! - `?N` placeholders become `$N`;
-//! - `ifnull(` becomes `coalesce(`;
+//! - `ifnull(` becomes `coalesce(`, `instr(` becomes `strpos(` (same arguments, same answer);
+//! - `INDEXED BY <index>` (a hint to SQLite's planner) is dropped;
 //! - `IS ?N` (SQLite's null-safe equality) becomes `IS NOT DISTINCT FROM $N`;
 //! - `INSERT OR IGNORE INTO …` becomes `INSERT INTO … ON CONFLICT DO NOTHING`;
 //! - `ON CONFLICT(cols)` becomes `ON CONFLICT(team_project, cols)`: on PostgreSQL every table
@@ -554,6 +555,16 @@ pub fn to_postgres(sql: &str) -> String {
                 out.push_str("coalesce(");
                 i += "ifnull(".len();
             }
+            _ if starts(i, "instr(") => {
+                out.push_str("strpos(");
+                i += "instr(".len();
+            }
+            _ if starts(i, "INDEXED BY ") => {
+                i += "INDEXED BY ".len();
+                while i < bytes.len() && is_word(bytes[i]) {
+                    i += 1;
+                }
+            }
             _ if starts(i, "IS ?") => {
                 out.push_str("IS NOT DISTINCT FROM ");
                 i += "IS ".len();
@@ -617,6 +628,10 @@ mod tests {
             "SELECT \"IS ?1\", myifnull(x) FROM t WHERE THIS $1"
         );
         assert_eq!(to_postgres("SELECT 'naïve' || ?1"), "SELECT 'naïve' || $1");
+        assert_eq!(
+            to_postgres("SELECT id FROM tasks INDEXED BY tasks_ready WHERE instr(l, ?1) > 0"),
+            "SELECT id FROM tasks  WHERE strpos(l, $1) > 0"
+        );
     }
 
     #[test]

@@ -31,6 +31,7 @@ const MIGRATIONS: &[(i32, &str, &str)] = &[
         include_str!("migrations/0003_executions.sql"),
     ),
     (4, "skills", include_str!("migrations/0004_skills.sql")),
+    (5, "project", include_str!("migrations/0005_project.sql")),
 ];
 
 /// The advisory lock every migrating instance takes (an arbitrary constant: "CAR" and 1).

@@ -181,7 +181,7 @@ fn a_database_from_the_previous_release_is_backfilled_and_answers_by_meaning() {
     let before = answers(&car);
     assert!(found_by_meaning(&before) > 0);
     // Make it the database the release before vectors wrote: schema 7, no vectors, no marker,
-    // no index snapshot, none of schema 9's audit columns.
+    // no index snapshot, none of schema 9's audit columns nor schema 10's author.
     let db = home.home.join("car.db");
     {
         let conn = rusqlite::Connection::open(&db).unwrap();
@@ -193,6 +193,7 @@ fn a_database_from_the_previous_release_is_backfilled_and_answers_by_meaning() {
              ALTER TABLE executions DROP COLUMN session;
              ALTER TABLE executions DROP COLUMN host;
              ALTER TABLE executions DROP COLUMN subject;
+             ALTER TABLE executions DROP COLUMN author;
              PRAGMA user_version = 7;",
         )
         .unwrap();
@@ -229,6 +230,6 @@ fn a_database_from_the_previous_release_is_backfilled_and_answers_by_meaning() {
     let version: i64 = conn
         .query_row("PRAGMA user_version", [], |r| r.get(0))
         .unwrap();
-    assert_eq!(version, 9);
+    assert_eq!(version, 10);
     assert_eq!(answers(&car), before);
 }

@@ -882,3 +882,193 @@ fn the_database_going_away_fails_requests_clearly_and_the_server_recovers_withou
         "{seen}"
     );
 }
+
+/// The project's content in the tool's answer: its text is `car --json`'s envelope.
+fn envelope(message: &Value) -> Value {
+    let text = message["result"]["content"][0]["text"]
+        .as_str()
+        .unwrap_or_default();
+    serde_json::from_str(text.lines().next().unwrap_or_default()).unwrap_or(Value::Null)
+}
+
+#[test]
+fn a_team_shares_its_board_decisions_and_checkpoints_and_a_reader_only_reads_them() {
+    let home = TestHome::new();
+    let db = TestDb::new();
+    for project in ["web", "api"] {
+        assert_eq!(team(&home, &db, &["project", "add", project]).0, 0);
+    }
+    let alice = token_of(&team(&home, &db, &["user", "add", "alice", "--grant", "web"]).1);
+    let dave = token_of(&team(&home, &db, &["user", "add", "dave", "--grant", "web"]).1);
+    let bob = token_of(&team(&home, &db, &["user", "add", "bob", "--grant", "api"]).1);
+    let carol = token_of(
+        &team(
+            &home,
+            &db,
+            &["user", "add", "carol", "--role", "reader", "--grant", "web"],
+        )
+        .1,
+    );
+    let server = TeamServer::start(&home, &db.url);
+    let tool = |token: &str, path: &str, name: &str, action: &str, args: &[&str]| {
+        let (status, message) = server.call(
+            path,
+            Some(token),
+            name,
+            serde_json::json!({"action": action, "args": args}),
+        );
+        assert_eq!(status, 200, "{message}");
+        message
+    };
+    // Alice plans, Dave (another member) picks up what is ready.
+    let made = tool(
+        &alice,
+        "/mcp/web",
+        "task_manager",
+        "create",
+        &["Wire the billing API", "--priority", "P1"],
+    );
+    assert_eq!(envelope(&made)["data"]["displayId"], "CTX-0001", "{made}");
+    tool(
+        &alice,
+        "/mcp/web",
+        "task_manager",
+        "create",
+        &["Write the docs", "--depends-on", "CTX-0001"],
+    );
+    let claimed = tool(
+        &dave,
+        "/mcp/web",
+        "task_manager",
+        "claim",
+        &["--agent", "dave"],
+    );
+    assert_eq!(
+        envelope(&claimed)["data"]["displayId"],
+        "CTX-0001",
+        "{claimed}"
+    );
+    tool(&dave, "/mcp/web", "task_manager", "complete", &["CTX-0001"]);
+    let ready = tool(
+        &alice,
+        "/mcp/web",
+        "task_manager",
+        "list",
+        &["--status", "ready"],
+    );
+    let ready = envelope(&ready);
+    assert_eq!(ready["data"][0]["displayId"], "CTX-0002", "{ready}");
+    // Decisions, searched by a word of a stemmed form; progress; a checkpoint.
+    tool(
+        &alice,
+        "/mcp/web",
+        "decision_logger",
+        "record",
+        &[
+            "Bill monthly",
+            "--decision",
+            "invoices are issued monthly",
+            "--context",
+            "customers asked for fewer invoices",
+        ],
+    );
+    let found = tool(
+        &dave,
+        "/mcp/web",
+        "decision_logger",
+        "list",
+        &["--search", "invoice"],
+    );
+    assert_eq!(
+        envelope(&found)["data"][0]["displayId"],
+        "ADR-0001",
+        "{found}"
+    );
+    tool(
+        &dave,
+        "/mcp/web",
+        "progress_tracker",
+        "create",
+        &[
+            "waiting on the tax table",
+            "--task",
+            "CTX-0002",
+            "--blocker",
+        ],
+    );
+    tool(
+        &alice,
+        "/mcp/web",
+        "context_manager",
+        "checkpoint",
+        &["sprint-1", "--note", "billing done"],
+    );
+    let status = tool(&carol, "/mcp/web", "context_manager", "status", &[]);
+    let status = envelope(&status);
+    assert_eq!(status["data"]["tasks"]["done"], 1, "{status}");
+    assert_eq!(status["data"]["project"]["name"], "web", "{status}");
+    assert_eq!(
+        status["data"]["lastCheckpoint"]["name"], "sprint-1",
+        "{status}"
+    );
+
+    // A reader reads the board and may change nothing on it.
+    let listed = tool(
+        &carol,
+        "/mcp/web",
+        "task_manager",
+        "list",
+        &["--status", "all"],
+    );
+    assert_eq!(
+        envelope(&listed)["data"].as_array().map(Vec::len),
+        Some(2),
+        "{listed}"
+    );
+    for (name, action, args) in [
+        ("task_manager", "create", &["a reader's task"][..]),
+        ("task_manager", "claim", &[][..]),
+        ("decision_logger", "record", &["x", "--decision", "y"][..]),
+        ("context_manager", "checkpoint", &["mine"][..]),
+    ] {
+        let denied = tool(&carol, "/mcp/web", name, action, args);
+        assert_eq!(
+            denied["result"]["isError"], true,
+            "{name} {action}: {denied}"
+        );
+        assert!(answered(&denied).contains("may only read"), "{denied}");
+    }
+    // Another project's board is its own.
+    let theirs = tool(
+        &bob,
+        "/mcp/api",
+        "task_manager",
+        "list",
+        &["--status", "all"],
+    );
+    assert_eq!(envelope(&theirs)["data"], serde_json::json!([]), "{theirs}");
+    let searched = tool(
+        &bob,
+        "/mcp/api",
+        "decision_logger",
+        "list",
+        &["--search", "invoice"],
+    );
+    assert_eq!(
+        envelope(&searched)["data"],
+        serde_json::json!([]),
+        "{searched}"
+    );
+    // Doctor checks one machine: not a team tool.
+    let (_, refused) = server.call(
+        "/mcp/web",
+        Some(&alice),
+        "context_manager",
+        serde_json::json!({"action": "doctor"}),
+    );
+    assert_eq!(refused["result"]["isError"], true, "{refused}");
+    // The board's history says who did what.
+    let shown = tool(&carol, "/mcp/web", "task_manager", "show", &["CTX-0001"]);
+    let events = envelope(&shown)["data"]["events"].to_string();
+    assert!(events.contains("dave"), "{events}");
+}

@@ -253,7 +253,13 @@ fn read_moved(tx: &Transaction<'_>, schema: &str, ids: &[i64]) -> Result<Vec<Mov
             id: r.get(0)?,
             number: r.get(1)?,
             title: r.get(2)?,
-            status: TaskStatus::shown(&r.get::<_, String>(3)?, 0)?,
+            status: TaskStatus::shown(&r.get::<_, String>(3)?, 0).map_err(|e| {
+                rusqlite::Error::FromSqlConversionFailure(
+                    3,
+                    rusqlite::types::Type::Text,
+                    Box::new(e),
+                )
+            })?,
             closed_at: r.get(4)?,
         })
     })?;

@@ -248,7 +248,7 @@ impl Project {
                 Ok(Neighbour {
                     key: row.get(0)?,
                     kind: row.get(1)?,
-                    origin: crate::project::stored(row, "origin", EdgeOrigin::parse)?,
+                    origin: crate::project::stored_sqlite(row, "origin", EdgeOrigin::parse)?,
                 })
             })?;
             Ok(rows.collect::<rusqlite::Result<_>>()?)
@@ -353,7 +353,7 @@ impl Project {
                     src: row.get(0)?,
                     dst: row.get(1)?,
                     kind: row.get(2)?,
-                    origin: crate::project::stored(row, "origin", EdgeOrigin::parse)?,
+                    origin: crate::project::stored_sqlite(row, "origin", EdgeOrigin::parse)?,
                 })
             })?
             .collect::<rusqlite::Result<Vec<_>>>()?;

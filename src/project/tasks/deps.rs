@@ -2,20 +2,15 @@
 //! new dependency back to the task), and both directions keep `open_deps` right in the same
 //! transaction. Also the parent check (a task cannot be its own ancestor).
 
-use rusqlite::{params, Transaction};
+use crate::store::sql::{args, Sql};
 
 use super::{display, event, load, prefix, resolved, status_of, task_id, DependencyChange};
 use crate::project::{Project, ProjectError, Result};
 
 /// The path from `from` to `to` along dependencies, if any (breadth-first, so the shortest).
-pub(super) fn dependency_path(
-    tx: &rusqlite::Connection,
-    from: i64,
-    to: i64,
-) -> Result<Option<Vec<i64>>> {
+pub(super) fn dependency_path(tx: &dyn Sql, from: i64, to: i64) -> Result<Option<Vec<i64>>> {
     let mut previous: std::collections::HashMap<i64, i64> = std::collections::HashMap::new();
     let mut queue = std::collections::VecDeque::from([from]);
-    let mut stmt = tx.prepare_cached("SELECT depends_on FROM task_deps WHERE task_id = ?1")?;
     while let Some(node) = queue.pop_front() {
         if node == to {
             let mut path = vec![to];
@@ -27,9 +22,14 @@ pub(super) fn dependency_path(
             path.reverse();
             return Ok(Some(path));
         }
-        let next: Vec<i64> = stmt
-            .query_map([node], |r| r.get(0))?
-            .collect::<rusqlite::Result<_>>()?;
+        let next: Vec<i64> = tx
+            .query(
+                "SELECT depends_on FROM task_deps WHERE task_id = ?1",
+                args![node],
+            )?
+            .iter()
+            .map(|r| r.get(0))
+            .collect::<Result<_, _>>()?;
         for n in next {
             if n != from && !previous.contains_key(&n) {
                 previous.insert(n, node);
@@ -40,12 +40,14 @@ pub(super) fn dependency_path(
     Ok(None)
 }
 
-pub(super) fn number(tx: &rusqlite::Connection, id: i64) -> Result<i64> {
-    Ok(tx.query_row("SELECT number FROM tasks WHERE id = ?1", [id], |r| r.get(0))?)
+pub(super) fn number(tx: &dyn Sql, id: i64) -> Result<i64> {
+    Ok(tx
+        .query_one("SELECT number FROM tasks WHERE id = ?1", args![id])?
+        .get(0)?)
 }
 
 /// Adds `task` depends-on `on`, refusing a cycle with its path.
-pub(super) fn add_dep(tx: &Transaction<'_>, project: i64, task: i64, on: i64) -> Result<bool> {
+pub(super) fn add_dep(tx: &dyn Sql, project: i64, task: i64, on: i64) -> Result<bool> {
     if task == on {
         return Err(ProjectError::Conflict(
             "a task cannot depend on itself".into(),
@@ -64,22 +66,18 @@ pub(super) fn add_dep(tx: &Transaction<'_>, project: i64, task: i64, on: i64) ->
     }
     let added = tx.execute(
         "INSERT OR IGNORE INTO task_deps (task_id, depends_on) VALUES (?1, ?2)",
-        params![task, on],
+        args![task, on],
     )? > 0;
     if added && !resolved(&status_of(tx, on)?) {
         tx.execute(
             "UPDATE tasks SET open_deps = open_deps + 1 WHERE id = ?1",
-            [task],
+            args![task],
         )?;
     }
     Ok(added)
 }
 
-pub(super) fn would_parent_cycle(
-    tx: &rusqlite::Connection,
-    task: i64,
-    parent: i64,
-) -> Result<bool> {
+pub(super) fn would_parent_cycle(tx: &dyn Sql, task: i64, parent: i64) -> Result<bool> {
     let mut at = Some(parent);
     let mut steps = 0;
     while let Some(node) = at {
@@ -90,23 +88,23 @@ pub(super) fn would_parent_cycle(
         if steps > 10_000 {
             return Ok(true);
         }
-        at = tx.query_row("SELECT parent_id FROM tasks WHERE id = ?1", [node], |r| {
-            r.get(0)
-        })?;
+        at = tx
+            .query_one("SELECT parent_id FROM tasks WHERE id = ?1", args![node])?
+            .get(0)?;
     }
     Ok(false)
 }
 
 /// Removes `task` depends-on `on`, keeping `open_deps` right. Returns whether there was one.
-pub(super) fn remove_dep(tx: &Transaction<'_>, task: i64, on: i64) -> Result<bool> {
+pub(super) fn remove_dep(tx: &dyn Sql, task: i64, on: i64) -> Result<bool> {
     let removed = tx.execute(
         "DELETE FROM task_deps WHERE task_id = ?1 AND depends_on = ?2",
-        params![task, on],
+        args![task, on],
     )? > 0;
     if removed && !resolved(&status_of(tx, on)?) {
         tx.execute(
             "UPDATE tasks SET open_deps = open_deps - 1 WHERE id = ?1",
-            [task],
+            args![task],
         )?;
     }
     Ok(removed)
@@ -143,10 +141,10 @@ impl Project {
         on: &str,
         actor: Option<&str>,
         what: &str,
-        change: impl FnOnce(&Transaction<'_>, i64, i64, i64) -> Result<bool>,
+        change: impl FnOnce(&dyn Sql, i64, i64, i64) -> Result<bool>,
     ) -> Result<DependencyChange> {
         let project = self.id;
-        let (id, changed) = self.store.write(|tx| -> Result<(i64, bool)> {
+        let (id, changed) = self.store.transaction(|tx| -> Result<(i64, bool)> {
             let id = task_id(tx, project, task)?;
             let dep = task_id(tx, project, on)?;
             let changed = change(tx, project, id, dep)?;
@@ -157,7 +155,7 @@ impl Project {
             Ok((id, changed))
         })?;
         Ok(DependencyChange {
-            task: load(&self.store.conn(), self.id, id)?,
+            task: self.store.read(|sql| load(sql, self.id, id))?,
             changed,
         })
     }

@@ -12,7 +12,8 @@
 //! - A dependency that would close a cycle is refused with the cycle's path.
 //! - Every change is recorded in `task_events` (who, what, when): `task show` prints it.
 
-use rusqlite::{params, OptionalExtension, Row, Transaction};
+use crate::store::sql::{args, Row, Sql};
+use crate::store::StoreError;
 use serde::{Deserialize, Serialize};
 
 use super::{Project, ProjectError, Result};
@@ -38,7 +39,7 @@ pub enum TaskStatus {
 
 impl TaskStatus {
     /// The status shown for a stored one and the count of dependencies not done yet.
-    pub(crate) fn shown(stored: &str, open_deps: i64) -> rusqlite::Result<TaskStatus> {
+    pub(crate) fn shown(stored: &str, open_deps: i64) -> Result<TaskStatus, StoreError> {
         Ok(match stored {
             "open" if open_deps == 0 => TaskStatus::Ready,
             "open" => TaskStatus::Open,
@@ -46,13 +47,7 @@ impl TaskStatus {
             "blocked" => TaskStatus::Blocked,
             "done" => TaskStatus::Done,
             "cancelled" => TaskStatus::Cancelled,
-            other => {
-                return Err(rusqlite::Error::FromSqlConversionFailure(
-                    0,
-                    rusqlite::types::Type::Text,
-                    format!("unknown task status '{other}'").into(),
-                ))
-            }
+            other => return Err(StoreError::Decode(format!("unknown task status '{other}'"))),
         })
     }
 
@@ -236,14 +231,12 @@ pub fn parse_priority(text: &str) -> Result<Priority> {
 }
 
 /// The display prefix of the project's tasks.
-pub fn prefix(conn: &rusqlite::Connection, project: i64) -> Result<String> {
+pub fn prefix(conn: &dyn Sql, project: i64) -> Result<String> {
     Ok(conn
-        .query_row(
+        .value::<String>(
             "SELECT value FROM project_config WHERE project_id = ?1 AND key = 'task.prefix'",
-            [project],
-            |r| r.get::<_, String>(0),
-        )
-        .optional()?
+            args![project],
+        )?
         .unwrap_or_else(|| DEFAULT_PREFIX.to_string()))
 }
 
@@ -252,14 +245,12 @@ fn display(prefix: &str, number: i64) -> String {
 }
 
 /// The row id of a referenced task, or a not-found error.
-pub(crate) fn task_id(conn: &rusqlite::Connection, project: i64, reference: &str) -> Result<i64> {
+pub(crate) fn task_id(conn: &dyn Sql, project: i64, reference: &str) -> Result<i64> {
     let number = super::number_of(reference, "task", "CTX-0001")?;
-    conn.query_row(
+    conn.value(
         "SELECT id FROM tasks WHERE project_id = ?1 AND number = ?2",
-        params![project, number],
-        |r| r.get(0),
-    )
-    .optional()?
+        args![project, number],
+    )?
     .ok_or_else(|| {
         ProjectError::NotFound(format!(
             "no task {reference} in this project; `car task list --status all` shows them"
@@ -271,7 +262,7 @@ const TASK_COLUMNS: &str = "t.id, t.number, t.title, t.status, t.priority, t.lab
      p.number AS parent_number, t.claimed_by, t.blocked_reason, t.open_deps, t.created_at, \
      t.updated_at, t.closed_at";
 
-fn task_from_row(prefix: &str, row: &Row<'_>) -> rusqlite::Result<Task> {
+fn task_from_row(prefix: &str, row: &Row) -> Result<Task, StoreError> {
     let status: String = row.get("status")?;
     let open_deps: i64 = row.get("open_deps")?;
     let labels: String = row.get("labels")?;
@@ -283,7 +274,7 @@ fn task_from_row(prefix: &str, row: &Row<'_>) -> rusqlite::Result<Task> {
         priority: Priority::of_level(row.get("priority")?),
         labels: serde_json::from_str(&labels).unwrap_or_default(),
         parent: row
-            .get::<_, Option<i64>>("parent_number")?
+            .get::<Option<i64>>("parent_number")?
             .map(|n| display(prefix, n)),
         claimed_by: row.get("claimed_by")?,
         blocked_reason: row.get("blocked_reason")?,
@@ -294,27 +285,29 @@ fn task_from_row(prefix: &str, row: &Row<'_>) -> rusqlite::Result<Task> {
     })
 }
 
-fn load(conn: &rusqlite::Connection, project: i64, id: i64) -> Result<Task> {
+fn load(conn: &dyn Sql, project: i64, id: i64) -> Result<Task> {
     let prefix = prefix(conn, project)?;
-    Ok(conn
-        .prepare_cached(&format!(
+    let row = conn.query_one(
+        &format!(
             "SELECT {TASK_COLUMNS} FROM tasks t LEFT JOIN tasks p ON p.id = t.parent_id
              WHERE t.id = ?1"
-        ))?
-        .query_row([id], |row| task_from_row(&prefix, row))?)
+        ),
+        args![id],
+    )?;
+    Ok(task_from_row(&prefix, &row)?)
 }
 
 fn event(
-    tx: &Transaction<'_>,
+    tx: &dyn Sql,
     id: i64,
     actor: Option<&str>,
     what: &str,
     detail: Option<&str>,
 ) -> Result<()> {
-    tx.prepare_cached(
+    tx.execute(
         "INSERT INTO task_events (task_id, at, actor, event, detail) VALUES (?1, ?2, ?3, ?4, ?5)",
-    )?
-    .execute(params![id, now(), actor, what, detail])?;
+        args![id, now(), actor, what, detail],
+    )?;
     Ok(())
 }
 
@@ -355,19 +348,21 @@ fn resolved(status: &str) -> bool {
     status == "done" || status == "cancelled"
 }
 
-fn status_of(tx: &rusqlite::Connection, id: i64) -> Result<String> {
-    Ok(tx.query_row("SELECT status FROM tasks WHERE id = ?1", [id], |r| r.get(0))?)
+fn status_of(tx: &dyn Sql, id: i64) -> Result<String> {
+    Ok(tx
+        .query_one("SELECT status FROM tasks WHERE id = ?1", args![id])?
+        .get(0)?)
 }
 
 /// Sets a task's stored status and keeps its dependents' `open_deps` counts right.
-fn set_status(tx: &Transaction<'_>, id: i64, status: &str) -> Result<()> {
+fn set_status(tx: &dyn Sql, id: i64, status: &str) -> Result<()> {
     let before = status_of(tx, id)?;
     let closed = if resolved(status) { Some(now()) } else { None };
     tx.execute(
         "UPDATE tasks SET status = ?2, updated_at = ?3, closed_at = ?4,
                           blocked_reason = CASE WHEN ?2 = 'blocked' THEN blocked_reason END
          WHERE id = ?1",
-        params![id, status, now(), closed],
+        args![id, status, now(), closed],
     )?;
     let delta = match (resolved(&before), resolved(status)) {
         (false, true) => -1,
@@ -378,7 +373,7 @@ fn set_status(tx: &Transaction<'_>, id: i64, status: &str) -> Result<()> {
         tx.execute(
             "UPDATE tasks SET open_deps = open_deps + ?2
              WHERE id IN (SELECT task_id FROM task_deps WHERE depends_on = ?1)",
-            params![id, delta],
+            args![id, delta],
         )?;
     }
     Ok(())
@@ -391,33 +386,35 @@ impl Project {
         let labels = clean_labels(&new.labels)?;
         let priority = new.priority.unwrap_or(Priority::P2).level();
         let project = self.id;
-        let id = self.store.write(|tx| -> Result<i64> {
+        let id = self.store.transaction(|tx| -> Result<i64> {
             let parent = match &new.parent {
                 Some(p) => Some(task_id(tx, project, p)?),
                 None => None,
             };
-            let number: i64 = tx.query_row(
-                "SELECT COALESCE(MAX(number), 0) + 1 FROM tasks WHERE project_id = ?1",
-                [project],
-                |r| r.get(0),
-            )?;
+            let number: i64 = tx
+                .query_one(
+                    "SELECT COALESCE(MAX(number), 0) + 1 FROM tasks WHERE project_id = ?1",
+                    args![project],
+                )?
+                .get(0)?;
             let at = now();
-            tx.execute(
-                "INSERT INTO tasks (project_id, number, title, description, status, priority,
+            let id: i64 = tx
+                .query_one(
+                    "INSERT INTO tasks (project_id, number, title, description, status, priority,
                                     labels, parent_id, created_at, updated_at)
-                 VALUES (?1, ?2, ?3, ?4, 'open', ?5, ?6, ?7, ?8, ?8)",
-                params![
-                    project,
-                    number,
-                    title,
-                    new.description.trim(),
-                    priority,
-                    serde_json::to_string(&labels).unwrap_or_else(|_| "[]".into()),
-                    parent,
-                    at
-                ],
-            )?;
-            let id = tx.last_insert_rowid();
+                 VALUES (?1, ?2, ?3, ?4, 'open', ?5, ?6, ?7, ?8, ?8) RETURNING id",
+                    args![
+                        project,
+                        number,
+                        title,
+                        new.description.trim(),
+                        priority,
+                        serde_json::to_string(&labels).unwrap_or_else(|_| "[]".into()),
+                        parent,
+                        at
+                    ],
+                )?
+                .get(0)?;
             event(tx, id, actor, "created", None)?;
             for dep in &new.depends_on {
                 let on = task_id(tx, project, dep)?;
@@ -425,77 +422,79 @@ impl Project {
             }
             Ok(id)
         })?;
-        load(&self.store.conn(), self.id, id)
+        self.store.read(|sql| load(sql, self.id, id))
     }
 
     /// One task with its dependencies, dependents, children and history.
     pub fn task_detail(&self, reference: &str) -> Result<TaskDetail> {
-        let conn = self.store.conn();
-        let id = task_id(&conn, self.id, reference)?;
-        let task = load(&conn, self.id, id)?;
-        let prefix = prefix(&conn, self.id)?;
-        let links = |sql: &str| -> Result<Vec<Link>> {
-            let mut stmt = conn.prepare(sql)?;
-            let rows = stmt.query_map([id], |r| {
-                let status: String = r.get(2)?;
-                let open_deps: i64 = r.get(3)?;
-                Ok(Link {
-                    display_id: display(&prefix, r.get(0)?),
-                    title: r.get(1)?,
-                    status: TaskStatus::shown(&status, open_deps)?,
-                })
-            })?;
-            Ok(rows.collect::<rusqlite::Result<_>>()?)
-        };
-        let depends_on = links(
-            "SELECT t.number, t.title, t.status, t.open_deps FROM task_deps d
-             JOIN tasks t ON t.id = d.depends_on WHERE d.task_id = ?1 ORDER BY t.number",
-        )?;
-        let blocks = links(
-            "SELECT t.number, t.title, t.status, t.open_deps FROM task_deps d
-             JOIN tasks t ON t.id = d.task_id WHERE d.depends_on = ?1 ORDER BY t.number",
-        )?;
-        let children = links(
-            "SELECT number, title, status, open_deps FROM tasks WHERE parent_id = ?1 ORDER BY number",
-        )?;
-        let (description, claimed_at): (String, Option<String>) = conn.query_row(
-            "SELECT description, claimed_at FROM tasks WHERE id = ?1",
-            [id],
-            |r| Ok((r.get(0)?, r.get(1)?)),
-        )?;
-        let mut stmt = conn.prepare(
-            "SELECT at, actor, event, detail FROM task_events WHERE task_id = ?1 ORDER BY id",
-        )?;
-        let events = stmt
-            .query_map([id], |r| {
-                Ok(Event {
-                    at: r.get(0)?,
-                    actor: r.get(1)?,
-                    event: r.get(2)?,
-                    detail: r.get(3)?,
-                })
-            })?
-            .collect::<rusqlite::Result<_>>()?;
-        Ok(TaskDetail {
-            task,
-            description,
-            depends_on,
-            blocks,
-            children,
-            claimed_at,
-            events,
+        self.store.read(|conn| {
+            let id = task_id(conn, self.id, reference)?;
+            let task = load(conn, self.id, id)?;
+            let prefix = prefix(conn, self.id)?;
+            let links = |sql: &str| -> Result<Vec<Link>> {
+                let mut links = Vec::new();
+                conn.for_each(sql, args![id], &mut |r| {
+                    let status: String = r.get(2)?;
+                    let open_deps: i64 = r.get(3)?;
+                    links.push(Link {
+                        display_id: display(&prefix, r.get(0)?),
+                        title: r.get(1)?,
+                        status: TaskStatus::shown(&status, open_deps)?,
+                    });
+                    Ok(())
+                })?;
+                Ok(links)
+            };
+            let depends_on = links(
+                "SELECT t.number, t.title, t.status, t.open_deps FROM task_deps d
+                 JOIN tasks t ON t.id = d.depends_on WHERE d.task_id = ?1 ORDER BY t.number",
+            )?;
+            let blocks = links(
+                "SELECT t.number, t.title, t.status, t.open_deps FROM task_deps d
+                 JOIN tasks t ON t.id = d.task_id WHERE d.depends_on = ?1 ORDER BY t.number",
+            )?;
+            let children = links(
+                "SELECT number, title, status, open_deps FROM tasks WHERE parent_id = ?1 ORDER BY number",
+            )?;
+            let row = conn.query_one(
+                "SELECT description, claimed_at FROM tasks WHERE id = ?1",
+                args![id],
+            )?;
+            let (description, claimed_at): (String, Option<String>) = (row.get(0)?, row.get(1)?);
+            let mut events = Vec::new();
+            conn.for_each(
+                "SELECT at, actor, event, detail FROM task_events WHERE task_id = ?1 ORDER BY id",
+                args![id],
+                &mut |r| {
+                    events.push(Event {
+                        at: r.get(0)?,
+                        actor: r.get(1)?,
+                        event: r.get(2)?,
+                        detail: r.get(3)?,
+                    });
+                    Ok(())
+                },
+            )?;
+            Ok(TaskDetail {
+                task,
+                description,
+                depends_on,
+                blocks,
+                children,
+                claimed_at,
+                events,
+            })
         })
     }
 
     /// Tasks matching a filter, most urgent first (priority, then number).
     pub fn list_tasks(&self, filter: &Filter) -> Result<Vec<Task>> {
-        let conn = self.store.conn();
-        let prefix = prefix(&conn, self.id)?;
         let status = filter.status.as_deref().map(str::to_lowercase);
+        // Each names ?2 (the status asked for), so the statement's every parameter has a type.
         let condition = match status.as_deref() {
-            None => "t.status IN ('open', 'claimed', 'blocked')",
-            Some("all") => "1",
-            Some("ready") => "t.status = 'open' AND t.open_deps = 0",
+            None => "CAST(?2 AS TEXT) IS NULL AND t.status IN ('open', 'claimed', 'blocked')",
+            Some("all") => "CAST(?2 AS TEXT) = 'all'",
+            Some("ready") => "CAST(?2 AS TEXT) = 'ready' AND t.status = 'open' AND t.open_deps = 0",
             Some(s) if STATUSES.contains(&s) => "t.status = ?2",
             Some(other) => {
                 return Err(ProjectError::Invalid(format!(
@@ -503,12 +502,8 @@ impl Project {
                 )))
             }
         };
-        let parent = match &filter.parent {
-            Some(p) => Some(task_id(&conn, self.id, p)?),
-            None => None,
-        };
         let limit = if filter.limit == 0 {
-            -1
+            i64::MAX
         } else {
             filter.limit as i64
         };
@@ -519,21 +514,33 @@ impl Project {
         } else {
             ""
         };
+        // Labels are a JSON array of strings: a label is in it when its JSON string is.
         let sql = format!(
             "SELECT {TASK_COLUMNS} FROM tasks t {indexed} LEFT JOIN tasks p ON p.id = t.parent_id
              WHERE t.project_id = ?1 AND {condition}
-               AND (?3 IS NULL OR EXISTS (SELECT 1 FROM json_each(t.labels) WHERE value = ?3))
-               AND (?4 IS NULL OR t.claimed_by = ?4)
-               AND (?5 IS NULL OR t.parent_id = ?5)
+               AND (CAST(?3 AS TEXT) IS NULL OR instr(t.labels, ?3) > 0)
+               AND (CAST(?4 AS TEXT) IS NULL OR t.claimed_by = ?4)
+               AND (CAST(?5 AS BIGINT) IS NULL OR t.parent_id = ?5)
              ORDER BY t.priority, t.number LIMIT ?6"
         );
-        let mut stmt = conn.prepare_cached(&sql)?;
-        let label = filter.label.as_deref().map(|l| l.trim().to_lowercase());
-        let rows = stmt.query_map(
-            params![self.id, status, label, filter.claimed_by, parent, limit],
-            |row| task_from_row(&prefix, row),
-        )?;
-        Ok(rows.collect::<rusqlite::Result<_>>()?)
+        let label = filter
+            .label
+            .as_deref()
+            .map(|l| serde_json::Value::from(l.trim().to_lowercase()).to_string());
+        self.store.read(|conn| {
+            let prefix = prefix(conn, self.id)?;
+            let parent = match &filter.parent {
+                Some(p) => Some(task_id(conn, self.id, p)?),
+                None => None,
+            };
+            conn.query(
+                &sql,
+                args![self.id, status, label, filter.claimed_by, parent, limit],
+            )?
+            .iter()
+            .map(|row| Ok(task_from_row(&prefix, row)?))
+            .collect()
+        })
     }
 
     /// Changes a task's fields (and `open`/`done`/`cancelled` status).
@@ -559,27 +566,28 @@ impl Project {
             }
         }
         let project = self.id;
-        let id = self.store.write(|tx| -> Result<i64> {
+        let id = self.store.transaction(|tx| -> Result<i64> {
             let id = task_id(tx, project, reference)?;
             let mut changes = Vec::new();
             if let Some(title) = &title {
-                tx.execute("UPDATE tasks SET title = ?2 WHERE id = ?1", params![id, title])?;
+                tx.execute("UPDATE tasks SET title = ?2 WHERE id = ?1", args![id, title])?;
                 changes.push("title".to_string());
             }
             if let Some(description) = &update.description {
                 tx.execute(
                     "UPDATE tasks SET description = ?2 WHERE id = ?1",
-                    params![id, description.trim()],
+                    args![id, description.trim()],
                 )?;
                 changes.push("description".into());
             }
             if let Some(priority) = update.priority {
-                tx.execute("UPDATE tasks SET priority = ?2 WHERE id = ?1", params![id, priority.level()])?;
+                tx.execute("UPDATE tasks SET priority = ?2 WHERE id = ?1", args![id, priority.level()])?;
                 changes.push(format!("priority {priority}"));
             }
             if !add.is_empty() || !remove.is_empty() {
-                let current: String =
-                    tx.query_row("SELECT labels FROM tasks WHERE id = ?1", [id], |r| r.get(0))?;
+                let current: String = tx
+                    .query_one("SELECT labels FROM tasks WHERE id = ?1", args![id])?
+                    .get(0)?;
                 let mut labels: Vec<String> = serde_json::from_str(&current).unwrap_or_default();
                 labels.retain(|l| !remove.contains(l));
                 for l in &add {
@@ -590,7 +598,7 @@ impl Project {
                 labels.sort();
                 tx.execute(
                     "UPDATE tasks SET labels = ?2 WHERE id = ?1",
-                    params![id, serde_json::to_string(&labels).unwrap_or_default()],
+                    args![id, serde_json::to_string(&labels).unwrap_or_default()],
                 )?;
                 changes.push("labels".into());
             }
@@ -607,7 +615,7 @@ impl Project {
                     }
                     None => None,
                 };
-                tx.execute("UPDATE tasks SET parent_id = ?2 WHERE id = ?1", params![id, parent_id])?;
+                tx.execute("UPDATE tasks SET parent_id = ?2 WHERE id = ?1", args![id, parent_id])?;
                 changes.push("parent".into());
             }
             if let Some(status) = &update.status {
@@ -615,7 +623,7 @@ impl Project {
                 if status == "open" {
                     tx.execute(
                         "UPDATE tasks SET claimed_by = NULL, claimed_at = NULL WHERE id = ?1",
-                        [id],
+                        args![id],
                     )?;
                 }
                 changes.push(format!("status {status}"));
@@ -625,11 +633,11 @@ impl Project {
                     "nothing to update; give --title, --description, --priority, --label, --unlabel, --parent or --status".into(),
                 ));
             }
-            tx.execute("UPDATE tasks SET updated_at = ?2 WHERE id = ?1", params![id, now()])?;
+            tx.execute("UPDATE tasks SET updated_at = ?2 WHERE id = ?1", args![id, now()])?;
             event(tx, id, actor, "updated", Some(&changes.join(", ")))?;
             Ok(id)
         })?;
-        load(&self.store.conn(), self.id, id)
+        self.store.read(|sql| load(sql, self.id, id))
     }
 
     /// Claims a task for `agent`, or (no reference) the most urgent ready task. Atomic: of
@@ -642,33 +650,32 @@ impl Project {
             ));
         }
         let project = self.id;
-        let id = self.store.write(|tx| -> Result<i64> {
+        let id = self.store.transaction(|tx| -> Result<i64> {
             let id = match reference {
                 Some(r) => task_id(tx, project, r)?,
                 None => tx
-                    .query_row(
+                    .value(
                         "SELECT id FROM tasks INDEXED BY tasks_ready WHERE project_id = ?1
                            AND status = 'open' AND open_deps = 0 ORDER BY priority, number LIMIT 1",
-                        [project],
-                        |r| r.get(0),
-                    )
-                    .optional()?
+                        args![project],
+                    )?
                     .ok_or_else(|| ProjectError::NotFound("no task is ready to claim".into()))?,
             };
             let won = tx.execute(
                 "UPDATE tasks SET status = 'claimed', claimed_by = ?2, claimed_at = ?3, updated_at = ?3
                  WHERE id = ?1 AND status = 'open' AND open_deps = 0",
-                params![id, agent, now()],
+                args![id, agent, now()],
             )?;
             if won == 1 {
                 event(tx, id, Some(agent), "claimed", None)?;
                 return Ok(id);
             }
-            let (status, holder, open_deps): (String, Option<String>, i64) = tx.query_row(
+            let row = tx.query_one(
                 "SELECT status, claimed_by, open_deps FROM tasks WHERE id = ?1",
-                [id],
-                |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
+                args![id],
             )?;
+            let (status, holder, open_deps): (String, Option<String>, i64) =
+                (row.get(0)?, row.get(1)?, row.get(2)?);
             let name = display(&prefix(tx, project)?, number(tx, id)?);
             Err(match (status.as_str(), holder) {
                 ("claimed", Some(h)) if h == agent => return Ok(id),
@@ -682,7 +689,7 @@ impl Project {
                 (other, _) => ProjectError::Conflict(format!("{name} is {other}; only a ready task can be claimed")),
             })
         })?;
-        load(&self.store.conn(), self.id, id)
+        self.store.read(|sql| load(sql, self.id, id))
     }
 
     /// Marks a task done (from any status but cancelled), which may make dependents ready.
@@ -718,7 +725,7 @@ impl Project {
             }
             tx.execute(
                 "UPDATE tasks SET status = 'blocked', blocked_reason = ?2, updated_at = ?3 WHERE id = ?1",
-                params![id, reason, now()],
+                args![id, reason, now()],
             )?;
             Ok(())
         })
@@ -733,7 +740,7 @@ impl Project {
             tx.execute(
                 "UPDATE tasks SET status = CASE WHEN claimed_by IS NULL THEN 'open' ELSE 'claimed' END,
                                   blocked_reason = NULL, updated_at = ?2 WHERE id = ?1",
-                params![id, now()],
+                args![id, now()],
             )?;
             Ok(())
         })
@@ -745,17 +752,17 @@ impl Project {
         actor: Option<&str>,
         what: &str,
         detail: Option<&str>,
-        change: impl FnOnce(&Transaction<'_>, i64, &str) -> Result<()>,
+        change: impl FnOnce(&dyn Sql, i64, &str) -> Result<()>,
     ) -> Result<Task> {
         let project = self.id;
-        let id = self.store.write(|tx| -> Result<i64> {
+        let id = self.store.transaction(|tx| -> Result<i64> {
             let id = task_id(tx, project, reference)?;
             let name = display(&prefix(tx, project)?, number(tx, id)?);
             change(tx, id, &name)?;
             event(tx, id, actor, what, detail)?;
             Ok(id)
         })?;
-        load(&self.store.conn(), self.id, id)
+        self.store.read(|sql| load(sql, self.id, id))
     }
 }
 
