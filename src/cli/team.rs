@@ -67,12 +67,12 @@ enum UserCommand {
         #[arg(long = "grant", value_name = "PROJECT")]
         projects: Vec<String>,
     },
-    /// Remove a person: their token stops working at once.
+    /// Remove a person: their token stops working on every team server within moments.
     Remove {
         /// Whom.
         name: String,
     },
-    /// A new token for a person (printed once); the old one stops working at once.
+    /// A new token for a person (printed once); the old one stops working on every team server within moments.
     TokenRotate {
         /// Whose.
         name: String,

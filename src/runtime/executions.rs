@@ -169,32 +169,67 @@ pub fn finish(store: &Store, done: &Finished) -> store::Result<()> {
 /// [`finish`] inside a transaction: the row, and for a keyed call that did not complete
 /// (`release`), its key given back so the client can retry.
 pub(crate) fn finish_in(tx: &dyn Sql, done: &Finished) -> store::Result<()> {
-    let result_text = done.result.as_ref().map(Value::to_string);
+    finish_all(tx, &[done])
+}
+
+/// The columns one finished call writes, in the order [`finish_all`] binds them.
+const FINISHED_COLUMNS: usize = 13;
+
+/// [`finish_in`] for many calls in one statement (a group the journal commits at once: one
+/// round trip to a team database, not one per call).
+fn finish_all(tx: &dyn Sql, all: &[&Finished]) -> store::Result<()> {
+    if all.is_empty() {
+        return Ok(());
+    }
+    let rows: Vec<String> = (0..all.len())
+        .map(|r| {
+            let first = r * FINISHED_COLUMNS + 1;
+            let slots: Vec<String> = (first..first + FINISHED_COLUMNS)
+                .map(|n| format!("?{n}"))
+                .collect();
+            format!("({})", slots.join(", "))
+        })
+        .collect();
+    let values: Vec<[crate::store::sql::Value; FINISHED_COLUMNS]> = all
+        .iter()
+        .map(|done| {
+            use crate::store::sql::Param;
+            [
+                done.id.value(),
+                done.tool.value(),
+                done.status.as_str().value(),
+                done.request_id.value(),
+                done.face.value(),
+                done.started_at.value(),
+                (done.duration_ms as i64).value(),
+                done.error.value(),
+                done.result.as_ref().map(Value::to_string).value(),
+                done.session.value(),
+                done.host.value(),
+                done.subject.value(),
+                done.author.value(),
+            ]
+        })
+        .collect();
+    let params: Vec<&dyn crate::store::sql::Param> = values
+        .iter()
+        .flatten()
+        .map(|v| v as &dyn crate::store::sql::Param)
+        .collect();
     tx.execute(
-        "INSERT INTO executions(id, tool, status, request_id, face, started_at, duration_ms, error,
-             result, session, host, subject, author)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)
-         ON CONFLICT(id) DO UPDATE SET status = excluded.status,
-             duration_ms = excluded.duration_ms, error = excluded.error, result = excluded.result,
-             session = excluded.session, host = excluded.host, subject = excluded.subject,
-             author = excluded.author",
-        args![
-            done.id,
-            done.tool,
-            done.status.as_str(),
-            done.request_id,
-            done.face,
-            done.started_at,
-            done.duration_ms as i64,
-            done.error,
-            result_text,
-            done.session,
-            done.host,
-            done.subject,
-            done.author
-        ],
+        &format!(
+            "INSERT INTO executions(id, tool, status, request_id, face, started_at, duration_ms,
+                 error, result, session, host, subject, author)
+             VALUES {}
+             ON CONFLICT(id) DO UPDATE SET status = excluded.status,
+                 duration_ms = excluded.duration_ms, error = excluded.error,
+                 result = excluded.result, session = excluded.session, host = excluded.host,
+                 subject = excluded.subject, author = excluded.author",
+            rows.join(", ")
+        ),
+        &params,
     )?;
-    if done.release {
+    for done in all.iter().filter(|d| d.release) {
         tx.execute(
             "UPDATE executions SET idem_key = NULL WHERE id = ?1",
             args![done.id],
@@ -282,7 +317,8 @@ fn write_groups(store: &Store, queue: &std::sync::mpsc::Receiver<Pending>) {
         // A panic here must not take the queue's callers with it: they get an error, and the
         // writer goes on with the next group.
         let written = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-            store.append(|tx| group.iter().try_for_each(|p| finish_in(tx, &p.done)))
+            let rows: Vec<&Finished> = group.iter().map(|p| &p.done).collect();
+            store.append(|tx| finish_all(tx, &rows))
         }))
         .unwrap_or_else(|_| {
             Err(store::StoreError::Task(

@@ -45,15 +45,52 @@ pub struct TeamServer {
     shutdown: CancellationToken,
     /// Each project's MCP service, made on its first request.
     projects: tokio::sync::Mutex<HashMap<i64, Mcp>>,
+    /// What a token (its hash) admits to a project (named or not), with the access epoch it
+    /// was read at: valid while the epoch is the same, i.e. until the database tells of any
+    /// change to users, tokens, grants or projects. Only admissions are kept, never refusals.
+    admitted: std::sync::Mutex<HashMap<AdmittedKey, (u64, Admission)>>,
 }
+
+/// A token's hash and the project a request named.
+type AdmittedKey = (Vec<u8>, Option<String>);
+
+/// The most admissions kept (beyond it, all are forgotten and read again).
+const MAX_ADMITTED: usize = 10_000;
 
 impl TeamServer {
     pub fn new(db: TeamDb, shutdown: CancellationToken) -> Arc<TeamServer> {
+        // Start listening for access changes now, so the first requests can be remembered.
+        let _ = db.access_epoch();
         Arc::new(TeamServer {
             db,
             shutdown,
             projects: tokio::sync::Mutex::default(),
+            admitted: std::sync::Mutex::default(),
         })
+    }
+
+    /// What `token` admits to: remembered while nothing about access changed, else asked of
+    /// the database (the epoch is read first, so a change that lands meanwhile voids it).
+    async fn admit(&self, token: &str, project: Option<&str>) -> crate::team::Result<Admission> {
+        let key = (crate::team::token_hash(token), project.map(str::to_string));
+        let epoch = self.db.access_epoch();
+        if let Some(epoch) = epoch {
+            let admitted = self.admitted.lock().unwrap_or_else(|p| p.into_inner());
+            if let Some((at, admission)) = admitted.get(&key) {
+                if *at == epoch {
+                    return Ok(admission.clone());
+                }
+            }
+        }
+        let admission = self.db.admit(token, project).await?;
+        if let (Some(epoch), Admission::Project { .. }) = (epoch, &admission) {
+            let mut admitted = self.admitted.lock().unwrap_or_else(|p| p.into_inner());
+            if admitted.len() >= MAX_ADMITTED {
+                admitted.clear();
+            }
+            admitted.insert(key, (epoch, admission.clone()));
+        }
+        Ok(admission)
     }
 
     /// The project's MCP service, opening the project (its store, its memory index) the first
@@ -167,7 +204,7 @@ async fn serve(team: Arc<TeamServer>, project: Option<String>, mut request: Requ
     let Some(token) = token else {
         return unauthorized();
     };
-    let admission = match team.db.admit(token, project.as_deref()).await {
+    let admission = match team.admit(token, project.as_deref()).await {
         Ok(admission) => admission,
         Err(e) => {
             tracing::warn!(error = %e, "the team database did not answer");

@@ -21,6 +21,8 @@ use super::{Result, StoreError};
 
 /// The notification channel of memory's change log.
 pub const MEMORY_CHANNEL: &str = "car_memory";
+/// The notification channel of changes to users, tokens, grants and projects.
+pub const AUTH_CHANNEL: &str = "car_auth";
 /// The first key of the per-project write lock (`pg_advisory_xact_lock(key, project)`): "CAR\0".
 const WRITE_LOCK: i32 = 0x4341_5200;
 
@@ -45,6 +47,9 @@ pub struct Heads {
     /// Listening now: without it, a head is read from the database.
     live: AtomicBool,
     heads: Mutex<HashMap<i64, i64>>,
+    /// Bumped by every access change heard of, and by every (re)connection (what changed
+    /// while no one listened is unknown).
+    auth: std::sync::atomic::AtomicU64,
 }
 
 impl Heads {
@@ -73,6 +78,19 @@ impl Heads {
         match parsed {
             Some((project, seq)) => self.saw(project, seq),
             None => tracing::warn!(payload, "an unreadable memory notification"),
+        }
+    }
+
+    /// The access epoch (see `TeamDb::access_epoch`), while listening.
+    pub fn auth_epoch(&self) -> Option<u64> {
+        self.is_live().then(|| self.auth.load(Ordering::Acquire))
+    }
+
+    fn heard(&self, channel: &str, payload: &str) {
+        if channel == AUTH_CHANNEL {
+            self.auth.fetch_add(1, Ordering::AcqRel);
+        } else {
+            self.notified(payload);
         }
     }
 
@@ -109,7 +127,7 @@ impl Heads {
         use futures_util::StreamExt;
         let (client, mut connection) = config.connect(tokio_postgres::NoTls).await?;
         let mut messages = futures_util::stream::poll_fn(move |cx| connection.poll_message(cx));
-        let statement = format!("LISTEN {MEMORY_CHANNEL}");
+        let statement = format!("LISTEN {MEMORY_CHANNEL}; LISTEN {AUTH_CHANNEL}");
         {
             let listen = client.batch_execute(&statement);
             tokio::pin!(listen);
@@ -118,7 +136,7 @@ impl Heads {
                 tokio::select! {
                     done = &mut listen => { done?; break; }
                     message = messages.next() => match message {
-                        Some(Ok(tokio_postgres::AsyncMessage::Notification(n))) => self.notified(n.payload()),
+                        Some(Ok(tokio_postgres::AsyncMessage::Notification(n))) => self.heard(n.channel(), n.payload()),
                         Some(Ok(_)) => {}
                         Some(Err(e)) => return Err(e),
                         None => return Ok(()),
@@ -127,10 +145,13 @@ impl Heads {
             }
         }
         self.heads.lock().unwrap_or_else(|p| p.into_inner()).clear();
+        self.auth.fetch_add(1, Ordering::AcqRel);
         self.live.store(true, Ordering::Release);
         while let Some(message) = messages.next().await {
             match message? {
-                tokio_postgres::AsyncMessage::Notification(n) => self.notified(n.payload()),
+                tokio_postgres::AsyncMessage::Notification(n) => {
+                    self.heard(n.channel(), n.payload())
+                }
                 tokio_postgres::AsyncMessage::Notice(notice) => {
                     tracing::debug!(notice = %notice.message(), "team database notice")
                 }
@@ -139,6 +160,31 @@ impl Heads {
         }
         drop(client);
         Ok(())
+    }
+}
+
+/// A pooled connection inside a transaction: back to the pool once the transaction ended
+/// ([`Open::release`]); otherwise (a failure mid-way, a panic) closed when dropped, which ends
+/// the transaction on the server, so no connection returns to the pool inside one.
+struct Open(Option<deadpool_postgres::Object>);
+
+impl Open {
+    fn client(&self) -> Result<&deadpool_postgres::ClientWrapper> {
+        self.0
+            .as_deref()
+            .ok_or_else(|| StoreError::Task("the connection was released".into()))
+    }
+
+    fn release(&mut self) {
+        self.0.take();
+    }
+}
+
+impl Drop for Open {
+    fn drop(&mut self) {
+        if let Some(client) = self.0.take() {
+            drop(deadpool_postgres::Object::take(client));
+        }
     }
 }
 
@@ -173,18 +219,19 @@ impl PgProject {
     }
 
     /// Runs `work` in a transaction of the project (taking the project's write lock first when
-    /// `write`), committing it when `work` succeeds. A failed or panicking `work` rolls back:
-    /// the transaction's drop queues the rollback ahead of the connection's next use.
+    /// `write`), committing it when `work` succeeds and rolling it back when it fails. Beginning
+    /// it, taking the role, setting the project and taking the lock are one round trip. A
+    /// `work` that panics leaves the connection to be closed, not reused: the server rolls
+    /// the transaction back.
     pub(super) fn run<T, E: From<StoreError>>(
         &self,
         write: bool,
         work: impl FnOnce(&dyn Sql) -> std::result::Result<T, E>,
     ) -> std::result::Result<T, E> {
         let rt = &self.rt;
-        let mut client = rt.block_on(self.pool.get()).map_err(StoreError::from)?;
-        let tx = rt
-            .block_on(client.transaction())
-            .map_err(StoreError::from)?;
+        let client = rt.block_on(self.pool.get()).map_err(StoreError::from)?;
+        let mut open = Open(Some(client));
+        let client = open.client()?;
         let lock = if write {
             format!(
                 "; SELECT pg_advisory_xact_lock({WRITE_LOCK}, {})",
@@ -193,13 +240,23 @@ impl PgProject {
         } else {
             String::new()
         };
-        rt.block_on(tx.batch_execute(&format!(
-            "SET LOCAL ROLE car_app; SELECT set_config('car.project', '{}', true){lock}",
+        rt.block_on(client.batch_execute(&format!(
+            "BEGIN; SET LOCAL ROLE car_app; SELECT set_config('car.project', '{}', true){lock}",
             self.project
         )))
         .map_err(StoreError::from)?;
-        let value = work(&PgTx { tx: &tx, rt })?;
-        rt.block_on(tx.commit()).map_err(StoreError::from)?;
+        let value = match work(&PgTx { tx: client, rt }) {
+            Ok(value) => value,
+            Err(e) => {
+                if rt.block_on(client.batch_execute("ROLLBACK")).is_ok() {
+                    open.release();
+                }
+                return Err(e);
+            }
+        };
+        rt.block_on(client.batch_execute("COMMIT"))
+            .map_err(StoreError::from)?;
+        open.release();
         Ok(value)
     }
 

@@ -456,7 +456,8 @@ mod pg {
 /// A PostgreSQL transaction driven from synchronous code: each statement blocks the calling
 /// thread (never one of the runtime's own workers) until the runtime's connection answers.
 pub struct PgTx<'a> {
-    pub(super) tx: &'a deadpool_postgres::Transaction<'a>,
+    /// A connection inside a transaction its owner began and will end.
+    pub(super) tx: &'a deadpool_postgres::ClientWrapper,
     pub(super) rt: &'a tokio::runtime::Handle,
 }
 

@@ -32,6 +32,11 @@ const MIGRATIONS: &[(i32, &str, &str)] = &[
     ),
     (4, "skills", include_str!("migrations/0004_skills.sql")),
     (5, "project", include_str!("migrations/0005_project.sql")),
+    (
+        6,
+        "auth changes",
+        include_str!("migrations/0006_auth_changes.sql"),
+    ),
 ];
 
 /// The advisory lock every migrating instance takes (an arbitrary constant: "CAR" and 1).
@@ -217,7 +222,8 @@ fn new_token() -> String {
     )
 }
 
-fn token_hash(token: &str) -> Vec<u8> {
+/// A token's SHA-256: what the database keeps of it.
+pub fn token_hash(token: &str) -> Vec<u8> {
     Sha256::digest(token.as_bytes()).to_vec()
 }
 
@@ -280,13 +286,24 @@ impl TeamDb {
         Ok(db)
     }
 
+    /// The notifications of this database (listened to from the first call on).
+    fn heads(&self) -> Arc<Heads> {
+        self.heads
+            .get_or_init(|| Heads::listen(self.config.clone(), &self.rt))
+            .clone()
+    }
+
+    /// A number that changes whenever who may reach what changes (a user, token, grant or
+    /// project), while this instance hears of every such change; `None` when it may not (not
+    /// listening at this moment): then nothing about access may be kept.
+    pub fn access_epoch(&self) -> Option<u64> {
+        self.heads().auth_epoch()
+    }
+
     /// The store of `project`'s data, for capabilities to run on (from a blocking thread, never
     /// one of the runtime's workers: see [`PgProject`]).
     pub fn project_store(&self, project: i64) -> Store {
-        let heads = self
-            .heads
-            .get_or_init(|| Heads::listen(self.config.clone(), &self.rt))
-            .clone();
+        let heads = self.heads();
         Store::postgres(PgProject::new(
             self.pool.clone(),
             self.rt.clone(),
