@@ -422,7 +422,7 @@ impl Memory {
                     tenant: entry.tenant.clone(),
                 };
                 let links = write::plan_links(&index, entry, &scope);
-                written.push(write::insert(tx, &scope, entry, &links)?);
+                written.push(write::insert(tx, &index, &scope, entry, &links)?);
                 index.refresh(tx)?;
                 if let Some(progress) = batch.progress.as_mut() {
                     progress(written.len(), total);

@@ -1,7 +1,7 @@
 //! Writing entries: ids, supersession (explicit, or the same subject within a tenant), the
 //! links the engine adds as an entry arrives, and the change log other processes replay.
 
-use crate::store::sql::{args, Dialect, Sql};
+use crate::store::sql::{args, Dialect, Param, Sql, Value};
 
 use super::index::Index;
 use super::model::{EdgeKind, Kind, Scope};
@@ -132,14 +132,17 @@ pub(super) fn plan_links(index: &Index, entry: &NewEntry, scope: &Scope) -> Vec<
         .collect()
 }
 
-/// Inserts an entry with its supersessions and links, logging every touched node.
+/// Inserts an entry with its supersessions and links, logging every touched node. `index`
+/// is current with `tx` (refreshed inside it): what the entry replaces and which ids are taken
+/// are read from it, and the rows go to the database together.
 pub(super) fn insert(
     tx: &dyn Sql,
+    index: &Index,
     scope: &Scope,
     entry: &NewEntry,
     links: &[PlannedLink],
 ) -> Result<Written> {
-    let id = fresh_id(tx, entry)?;
+    let id = fresh_id(tx, index, entry)?;
     let subject_key = entry.subject.trim().to_lowercase();
 
     let mut superseded: Vec<String> = Vec::new();
@@ -151,15 +154,23 @@ pub(super) fn insert(
         }
     }
     if entry.replace_same_subject {
-        let rows = tx.query(
-            "SELECT id FROM memory_nodes WHERE project_id IS ?1 AND tenant = ?2 AND subject_key = ?3
-             AND superseded_by IS NULL AND kind IN ('pattern', 'constraint') ORDER BY seq",
-            args![scope.project, scope.tenant, subject_key],
-        )?;
-        for old in rows {
-            let old: String = old.get(0)?;
-            if !superseded.contains(&old) {
-                superseded.push(old);
+        // The current facts of this scope with the same subject, oldest first.
+        let mut same: Vec<(i64, &str)> = index
+            .nodes()
+            .map(|(_, n)| n)
+            .filter(|n| {
+                n.project == scope.project
+                    && n.tenant == scope.tenant
+                    && n.superseded_by.is_none()
+                    && matches!(n.kind, Kind::Pattern | Kind::Constraint)
+                    && n.subject.trim().to_lowercase() == subject_key
+            })
+            .map(|n| (n.seq, n.id.as_str()))
+            .collect();
+        same.sort_unstable();
+        for (_, old) in same {
+            if !superseded.iter().any(|s| s == old) {
+                superseded.push(old.to_string());
             }
         }
     }
@@ -170,35 +181,68 @@ pub(super) fn insert(
         }
     }
 
-    tx.execute(
-        "INSERT INTO memory_nodes(id, project_id, tenant, kind, subject, subject_key, body, tags,
-             confidence, source, created_at)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
-        args![
-            id,
-            scope.project,
-            scope.tenant,
-            entry.kind.as_str(),
-            entry.subject,
-            subject_key,
-            entry.body,
-            serde_json::to_string(&entry.tags).unwrap_or_else(|_| "[]".into()),
-            entry.confidence,
-            entry.source,
-            store::now()
-        ],
-    )?;
-    store_vector(tx, &id, &format!("{} {}", entry.subject, entry.body))?;
-    log_change(tx, &id)?;
+    let tags = serde_json::to_string(&entry.tags).unwrap_or_else(|_| "[]".into());
+    let at = store::now();
+    let vector = super::embed::embed(&format!("{} {}", entry.subject, entry.body))
+        .unwrap_or_else(super::embed::Vector::zero)
+        .to_bytes();
+    let related: Vec<(&str, EdgeKind, f64)> = links
+        .iter()
+        .filter(|(target, _)| !superseded.contains(target))
+        .map(|(target, weight)| (target.as_str(), EdgeKind::RelatedTo, *weight))
+        .collect();
+    let mut other: Vec<(&str, EdgeKind, f64)> = Vec::new();
+    other.extend(superseded.iter().map(|old| (old.as_str(), EdgeKind::Supersedes, 1.0)));
+    other.extend(depends_on.iter().map(|dep| (dep.as_str(), EdgeKind::DependsOn, 1.0)));
+    let related = Edges::new(&id, &related);
+    let other = Edges::new(&id, &other);
+    let model = super::embed::model_id();
+    let vector_args = args![id, model, vector];
+    let change_args = args![id];
+    let node_args = args![
+        id,
+        scope.project,
+        scope.tenant,
+        entry.kind.as_str(),
+        entry.subject,
+        subject_key,
+        entry.body,
+        tags,
+        entry.confidence,
+        entry.source,
+        at
+    ];
+    let mut statements: Vec<(&str, &[&dyn Param])> = vec![
+        (
+            "INSERT INTO memory_nodes(id, project_id, tenant, kind, subject, subject_key, body, tags,
+                 confidence, source, created_at)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
+            node_args,
+        ),
+        (VECTOR_UPSERT, vector_args),
+        (LOG_CHANGE, change_args),
+    ];
+    let related_params = related.params();
+    let other_params = other.params();
+    if !related.is_empty() {
+        statements.push((&related.sql, &related_params));
+    }
+    if !other.is_empty() {
+        statements.push((&other.sql, &other_params));
+    }
+    // One round trip on a team store; `made` is what the related-to statement added.
+    let counts = tx.execute_all(&statements)?;
+    let made = if related.is_empty() { 0 } else { counts[3] };
 
     let mut invalidated = Vec::new();
     for old in &superseded {
-        tx.execute(
-            "UPDATE memory_nodes SET superseded_by = ?1 WHERE id = ?2",
-            args![id, old],
-        )?;
-        log_change(tx, old)?;
-        add_edge(tx, &id, old, EdgeKind::Supersedes, 1.0)?;
+        tx.execute_all(&[
+            (
+                "UPDATE memory_nodes SET superseded_by = ?1 WHERE id = ?2",
+                args![id, old],
+            ),
+            (LOG_CHANGE, args![old]),
+        ])?;
         let dependents: Vec<String> = tx
             .query(
                 "SELECT src FROM memory_edges WHERE dst = ?1 AND kind = 'depends_on'",
@@ -223,16 +267,6 @@ pub(super) fn insert(
             }
         }
     }
-    for dep in &depends_on {
-        add_edge(tx, &id, dep, EdgeKind::DependsOn, 1.0)?;
-    }
-    let mut made = 0;
-    for (target, weight) in links {
-        if !superseded.contains(target) && add_edge(tx, &id, target, EdgeKind::RelatedTo, *weight)?
-        {
-            made += 1;
-        }
-    }
     Ok(Written {
         id,
         kind: entry.kind,
@@ -246,33 +280,67 @@ pub(super) fn insert(
     })
 }
 
+/// Stores a vector, replacing one of another model.
+const VECTOR_UPSERT: &str = "INSERT INTO memory_vectors(node_id, model, vector) VALUES (?1, ?2, ?3)
+     ON CONFLICT(node_id) DO UPDATE SET model = excluded.model, vector = excluded.vector";
+/// Logs a touched node for every index to replay.
+const LOG_CHANGE: &str = "INSERT INTO memory_changes(node_id) VALUES (?1)";
+
 /// Stores the meaning of an entry's text (subject and body), in
 /// the transaction that writes it (its text joined as [`super::model::Node::text`] does). Text
 /// with nothing to embed stores the zero vector (no meaning), so a backfill does not retry it.
 pub(super) fn store_vector(tx: &dyn Sql, id: &str, text: &str) -> Result<()> {
     let vector = super::embed::embed(text).unwrap_or_else(super::embed::Vector::zero);
     tx.execute(
-        "INSERT INTO memory_vectors(node_id, model, vector) VALUES (?1, ?2, ?3)
-         ON CONFLICT(node_id) DO UPDATE SET model = excluded.model, vector = excluded.vector",
+        VECTOR_UPSERT,
         args![id, super::embed::model_id(), vector.to_bytes()],
     )?;
     Ok(())
 }
 
 fn log_change(tx: &dyn Sql, id: &str) -> Result<()> {
-    tx.execute("INSERT INTO memory_changes(node_id) VALUES (?1)", args![id])?;
+    tx.execute(LOG_CHANGE, args![id])?;
     Ok(())
 }
 
-/// Adds an edge if its target still exists (another process may have deleted it).
-fn add_edge(tx: &dyn Sql, src: &str, dst: &str, kind: EdgeKind, weight: f64) -> Result<bool> {
-    let added = tx.execute(
-        "INSERT OR IGNORE INTO memory_edges(src, dst, kind, weight)
-         SELECT ?1, ?2, ?3, CAST(?4 AS DOUBLE PRECISION)
-         WHERE EXISTS (SELECT 1 FROM memory_nodes WHERE id = ?2)",
-        args![src, dst, kind.as_str(), weight],
-    )?;
-    Ok(added > 0)
+/// Edges from one entry, as one statement: each is added only if its target still exists
+/// (another process may have deleted it), and one already there is left as it is.
+struct Edges<'a> {
+    src: &'a str,
+    values: Vec<[Value; 3]>,
+    sql: String,
+}
+
+impl<'a> Edges<'a> {
+    fn new(src: &'a str, edges: &[(&str, EdgeKind, f64)]) -> Edges<'a> {
+        let rows: Vec<String> = (0..edges.len())
+            .map(|i| format!("(?{}, ?{}, ?{})", 3 * i + 2, 3 * i + 3, 3 * i + 4))
+            .collect();
+        Edges {
+            src,
+            values: edges
+                .iter()
+                .map(|(dst, kind, weight)| [dst.value(), kind.as_str().value(), weight.value()])
+                .collect(),
+            sql: format!(
+                "INSERT OR IGNORE INTO memory_edges(src, dst, kind, weight)
+                 SELECT ?1, v.column1, v.column2, CAST(v.column3 AS DOUBLE PRECISION)
+                 FROM (VALUES {}) AS v
+                 WHERE EXISTS (SELECT 1 FROM memory_nodes n WHERE n.id = v.column1)",
+                rows.join(", ")
+            ),
+        }
+    }
+
+    fn is_empty(&self) -> bool {
+        self.values.is_empty()
+    }
+
+    fn params(&self) -> Vec<&dyn Param> {
+        let mut params: Vec<&dyn Param> = vec![&self.src];
+        params.extend(self.values.iter().flatten().map(|v| v as &dyn Param));
+        params
+    }
 }
 
 /// Resolves an id, or else a subject, to a current node the scope sees.
@@ -292,37 +360,34 @@ pub(super) fn resolve(tx: &dyn Sql, scope: &Scope, target: &str) -> Result<Optio
     )?)
 }
 
-/// The requested id (made unique), or `<prefix>-<n>` from the node sequence.
-fn fresh_id(tx: &dyn Sql, entry: &NewEntry) -> Result<String> {
+/// The requested id (made unique), or `<prefix>-<n>` from the node sequence. `index` is
+/// current: it knows every id taken.
+fn fresh_id(tx: &dyn Sql, index: &Index, entry: &NewEntry) -> Result<String> {
     let base = match &entry.id {
         Some(id) if !id.trim().is_empty() => id.trim().to_string(),
         Some(_) | None => {
-            // The next number of the node sequence (never reused after a delete); on a team
-            // store, past the project's newest node (writers of a project take turns).
-            let next: i64 = tx
-                .value(
-                    match tx.dialect() {
-                        Dialect::Sqlite => "SELECT ifnull((SELECT seq FROM sqlite_sequence WHERE name = 'memory_nodes'), 0) + 1",
-                        Dialect::Postgres => "SELECT ifnull(max(seq), 0) + 1 FROM memory_nodes",
-                    },
-                    &[],
-                )?
-                .unwrap_or(1);
+            // The next number of the node sequence, never reused after a delete on SQLite; on
+            // a team store, past the project's newest node (its writers take turns).
+            let next = match tx.dialect() {
+                Dialect::Sqlite => tx
+                    .value::<i64>(
+                        "SELECT ifnull((SELECT seq FROM sqlite_sequence WHERE name = 'memory_nodes'), 0) + 1",
+                        &[],
+                    )?
+                    .unwrap_or(1),
+                Dialect::Postgres => index.nodes().map(|(_, n)| n.seq).max().unwrap_or(0) + 1,
+            };
             format!("{}-{next}", entry.kind.id_prefix())
         }
     };
-    let taken = |candidate: &str| -> Result<bool> {
-        Ok(tx
-            .query_opt("SELECT 1 FROM memory_nodes WHERE id = ?1", args![candidate])?
-            .is_some())
-    };
-    if !taken(&base)? {
+    let taken = |candidate: &str| index.by_id(candidate).is_some();
+    if !taken(&base) {
         return Ok(base);
     }
     let mut n = 2;
     loop {
         let candidate = format!("{base}-{n}");
-        if !taken(&candidate)? {
+        if !taken(&candidate) {
             return Ok(candidate);
         }
         n += 1;

@@ -265,6 +265,15 @@ pub trait Sql {
     /// Runs a statement; returns how many rows it changed.
     fn execute(&self, sql: &str, params: &[&dyn Param]) -> Result<usize, StoreError>;
 
+    /// Runs statements in order; returns how many rows each changed. On PostgreSQL they go to
+    /// the server together (one round trip, not one each); the first failure stops the rest.
+    fn execute_all(&self, statements: &[(&str, &[&dyn Param])]) -> Result<Vec<usize>, StoreError> {
+        statements
+            .iter()
+            .map(|(sql, params)| self.execute(sql, params))
+            .collect()
+    }
+
     /// Calls `each` with every row, in order.
     fn for_each(
         &self,
@@ -477,6 +486,22 @@ fn refs(values: &[Value]) -> Vec<&(dyn tokio_postgres::types::ToSql + Sync)> {
 impl Sql for PgTx<'_> {
     fn dialect(&self) -> Dialect {
         Dialect::Postgres
+    }
+
+    fn execute_all(&self, statements: &[(&str, &[&dyn Param])]) -> Result<Vec<usize>, StoreError> {
+        let prepared: Vec<(String, Vec<Value>)> = statements
+            .iter()
+            .map(|(sql, params)| (to_postgres(sql), PgTx::params(params)))
+            .collect();
+        // Polled together, tokio-postgres writes every statement before reading any answer:
+        // the server runs them in order, and the client waits once.
+        let counts = self.rt.block_on(futures_util::future::try_join_all(prepared.iter().map(
+            |(sql, values)| async move {
+                let stmt = self.tx.prepare_cached(sql).await?;
+                self.tx.execute(&stmt, &refs(values)).await
+            },
+        )))?;
+        Ok(counts.into_iter().map(|n| n as usize).collect())
     }
 
     fn execute(&self, sql: &str, params: &[&dyn Param]) -> Result<usize, StoreError> {
