@@ -76,6 +76,17 @@ pub struct Index {
     vector_scales: Vec<f32>,
 }
 
+/// How many changed nodes one refresh statement reads.
+const REFRESH_CHUNK: usize = 500;
+
+/// `?first, ?first+1, …` for `n` parameters.
+fn placeholders(first: usize, n: usize) -> String {
+    (first..first + n)
+        .map(|i| format!("?{i}"))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
 /// A node's columns and its stored vector's (model, vector), from `NODES`.
 const NODE_COLUMNS: &str = "seq, id, project_id, tenant, kind, subject, body, tags, confidence,
     source, created_at, superseded_by, invalidated_by, injections, invalidated_note, v.model, v.vector";
@@ -139,34 +150,80 @@ impl Index {
         if !self.loaded {
             return self.load_all(conn);
         }
-        let head = Index::head(conn)?;
-        if head <= self.last_change {
-            return Ok(());
-        }
+        // Every change past the last one replayed, in one statement (a consistent snapshot of
+        // the log: writers of a project commit their changes in the order they number them).
         let mut changed = BTreeSet::new();
+        let mut head = self.last_change;
         conn.for_each(
-            "SELECT node_id FROM memory_changes WHERE seq > ?1 AND seq <= ?2",
-            sql::args![self.last_change, head],
+            "SELECT seq, node_id FROM memory_changes WHERE seq > ?1 ORDER BY seq",
+            sql::args![self.last_change],
             &mut |row| {
-                changed.insert(row.get::<String>(0)?);
+                head = head.max(row.get(0)?);
+                changed.insert(row.get::<String>(1)?);
                 Ok(())
             },
         )?;
-        // Nodes first, so edges between two changed nodes find both ends.
-        let by_id = format!("SELECT {NODE_COLUMNS} FROM {NODES} WHERE memory_nodes.id = ?1");
-        for id in &changed {
-            let node = conn
-                .query_opt(&by_id, sql::args![id])?
-                .map(|row| read_row(&row))
-                .transpose()?;
-            match node {
-                Some((node, vector)) => self.upsert(node, vector),
-                None => self.remove(id),
+        if changed.is_empty() {
+            return Ok(());
+        }
+        let changed: Vec<String> = changed.into_iter().collect();
+        for ids in changed.chunks(REFRESH_CHUNK) {
+            // Nodes first, so edges between two changed nodes find both ends.
+            let list = placeholders(1, ids.len());
+            let params: Vec<&dyn sql::Param> = ids.iter().map(|id| id as &dyn sql::Param).collect();
+            let mut found: HashMap<String, (Node, Option<Vector>)> = HashMap::default();
+            conn.for_each(
+                &format!("SELECT {NODE_COLUMNS} FROM {NODES} WHERE memory_nodes.id IN ({list})"),
+                &params,
+                &mut |row| {
+                    let (node, vector) = read_row(&row)?;
+                    found.insert(node.id.clone(), (node, vector));
+                    Ok(())
+                },
+            )?;
+            for id in ids {
+                match found.remove(id) {
+                    Some((node, vector)) => self.upsert(node, vector),
+                    None => self.remove(id),
+                }
             }
         }
-        for id in &changed {
-            if let Some(&slot) = self.by_id.get(id) {
-                self.reload_edges(conn, slot)?;
+        for ids in changed.chunks(REFRESH_CHUNK) {
+            let present: Vec<&String> = ids
+                .iter()
+                .filter(|id| self.by_id.contains_key(*id))
+                .collect();
+            if present.is_empty() {
+                continue;
+            }
+            for id in &present {
+                if let Some(&slot) = self.by_id.get(*id) {
+                    self.unlink(slot);
+                }
+            }
+            let list = placeholders(1, present.len());
+            let params: Vec<&dyn sql::Param> =
+                present.iter().map(|id| *id as &dyn sql::Param).collect();
+            let mut edges = Vec::new();
+            conn.for_each(
+                &format!(
+                    "SELECT src, dst, kind, weight FROM memory_edges WHERE src IN ({list})
+                     UNION ALL SELECT src, dst, kind, weight FROM memory_edges
+                     WHERE dst IN ({list}) AND src NOT IN ({list})"
+                ),
+                &params,
+                &mut |r| {
+                    edges.push((
+                        r.get::<String>(0)?,
+                        r.get::<String>(1)?,
+                        r.get::<String>(2)?,
+                        r.get::<f64>(3)?,
+                    ));
+                    Ok(())
+                },
+            )?;
+            for (src, dst, kind, weight) in edges {
+                self.link(&src, &dst, &kind, weight);
             }
         }
         self.last_change = head;
@@ -291,24 +348,6 @@ impl Index {
             kind,
             weight,
         });
-    }
-
-    fn reload_edges(&mut self, conn: &dyn Sql, slot: u32) -> store::Result<()> {
-        self.unlink(slot);
-        let id = match &self.slots[slot as usize] {
-            Some(node) => node.id.clone(),
-            None => return Ok(()),
-        };
-        conn.for_each(
-            "SELECT src, dst, kind, weight FROM memory_edges WHERE src = ?1
-             UNION ALL SELECT src, dst, kind, weight FROM memory_edges WHERE dst = ?1 AND src <> ?1",
-            sql::args![id],
-            &mut |r| {
-                let (src, dst, kind): (String, String, String) = (r.get(0)?, r.get(1)?, r.get(2)?);
-                self.link(&src, &dst, &kind, r.get(3)?);
-                Ok(())
-            },
-        )
     }
 
     fn unlink(&mut self, slot: u32) {

@@ -16,7 +16,7 @@ mod tools;
 mod write;
 
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, RwLock, RwLockWriteGuard};
+use std::sync::{Arc, Mutex, RwLock, RwLockWriteGuard};
 
 use serde::Serialize;
 
@@ -134,6 +134,31 @@ pub struct Memory {
     project: Option<i64>,
     /// Read by many queries at once; written by a refresh or a write.
     index: RwLock<Index>,
+    /// Batches waiting for the writer that holds the index lock to write them with its own.
+    queued: Mutex<Vec<Arc<Job>>>,
+}
+
+/// A batch of entries waiting to be written, and, once written, what its writer said.
+struct Job {
+    entries: Vec<NewEntry>,
+    written: Mutex<Option<Result<Vec<Written>>>>,
+}
+
+impl Job {
+    fn done(&self, written: Result<Vec<Written>>) {
+        *self.written.lock().unwrap_or_else(|p| p.into_inner()) = Some(written);
+    }
+
+    fn take(&self) -> Option<Result<Vec<Written>>> {
+        self.written
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .take()
+    }
+}
+
+fn nothing_written() -> MemoryError {
+    MemoryError::Invalid("nothing was written".into())
 }
 
 /// Options of one batch write.
@@ -225,6 +250,7 @@ impl Memory {
             store,
             project,
             index: RwLock::new(Index::default()),
+            queued: Mutex::default(),
         };
         if let Some(path) = assistant_json {
             if path.exists() && memory.store.meta(ASSISTANT_IMPORTED)?.is_none() {
@@ -393,61 +419,116 @@ impl Memory {
         self.write_batch(entries, Batch::default())
     }
 
-    fn write_batch(&self, entries: Vec<NewEntry>, mut batch: Batch<'_>) -> Result<Vec<Written>> {
-        let mark = batch.mark;
-        let total = entries.len();
+    fn write_batch(&self, entries: Vec<NewEntry>, batch: Batch<'_>) -> Result<Vec<Written>> {
         for entry in &entries {
             entry.check()?;
         }
+        if batch.mark.is_some() || batch.progress.is_some() {
+            let mut index = self.lock();
+            let written = self.write_group(&mut index, &[&entries], batch);
+            return written.and_then(|mut all| all.pop().ok_or_else(nothing_written));
+        }
+        // Writers that arrive while another writes wait for the index lock; the first to get
+        // it writes every batch queued by then in one transaction (each batch still all or
+        // nothing), and the others find theirs done. One commit for many writers, not one each.
+        let job = Arc::new(Job {
+            entries,
+            written: Mutex::new(None),
+        });
+        self.queued
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push(job.clone());
         let mut index = self.lock();
+        if let Some(done) = job.take() {
+            return done;
+        }
+        let jobs = std::mem::take(&mut *self.queued.lock().unwrap_or_else(|p| p.into_inner()));
+        let batches: Vec<&[NewEntry]> = jobs.iter().map(|j| j.entries.as_slice()).collect();
+        match self.write_group(&mut index, &batches, Batch::default()) {
+            Ok(all) => {
+                for (job, written) in jobs.iter().zip(all) {
+                    job.done(Ok(written));
+                }
+            }
+            // One bad batch must not fail the others: each again on its own, with its answer.
+            Err(_) if jobs.len() > 1 => {
+                for job in &jobs {
+                    let written = self
+                        .write_group(&mut index, &[&job.entries], Batch::default())
+                        .and_then(|mut all| all.pop().ok_or_else(nothing_written));
+                    job.done(written);
+                }
+            }
+            Err(e) => job.done(Err(e)),
+        }
+        job.take().unwrap_or_else(|| Err(nothing_written()))
+    }
+
+    /// Writes `batches` in one transaction, holding the index lock (`index`): every entry or
+    /// none. The index is rebuilt on next use after a failure (it may hold rows of the rolled
+    /// back transaction).
+    fn write_group(
+        &self,
+        index: &mut Index,
+        batches: &[&[NewEntry]],
+        mut batch: Batch<'_>,
+    ) -> Result<Vec<Vec<Written>>> {
+        let mark = batch.mark;
+        let total: usize = batches.iter().map(|b| b.len()).sum();
         let project = self.project;
         // Catch up with other writers before taking SQLite's write lock, so little is left to
         // replay while holding it. A team store's writers queue on a lock of their project
         // only, and the transaction's own refresh costs no more than a catch-up would.
         if self.store.dialect() == store::sql::Dialect::Sqlite {
-            self.catch_up(&mut index)?;
+            self.catch_up(index)?;
         }
         let result = self.tx(|tx| {
             if let Some((key, _)) = mark {
                 // Another process may have done this one-time write since we looked.
                 if store::meta_value(tx, key)?.is_some() {
-                    return Ok(Vec::new());
+                    return Ok(vec![Vec::new()]);
                 }
             }
             index.refresh(tx)?;
-            let mut written = Vec::with_capacity(entries.len());
-            for entry in &entries {
-                let scope = Scope {
-                    project: if entry.global { None } else { project },
-                    tenant: entry.tenant.clone(),
-                };
-                let links = write::plan_links(&index, entry, &scope);
-                written.push(write::insert(tx, &index, &scope, entry, &links)?);
-                index.refresh(tx)?;
-                if let Some(progress) = batch.progress.as_mut() {
-                    progress(written.len(), total);
+            let mut all = Vec::with_capacity(batches.len());
+            let mut done = 0;
+            for entries in batches {
+                let mut written = Vec::with_capacity(entries.len());
+                for entry in entries.iter() {
+                    let scope = Scope {
+                        project: if entry.global { None } else { project },
+                        tenant: entry.tenant.clone(),
+                    };
+                    let links = write::plan_links(index, entry, &scope);
+                    written.push(write::insert(tx, index, &scope, entry, &links)?);
+                    index.refresh(tx)?;
+                    done += 1;
+                    if let Some(progress) = batch.progress.as_mut() {
+                        progress(done, total);
+                    }
                 }
+                all.push(written);
             }
             if let Some((key, path)) = mark {
                 store::set_meta(tx, key, &path.to_string_lossy())?;
             }
-            Ok(written)
+            Ok(all)
         });
         if result.is_err() {
-            // The index may hold rows of the rolled-back transaction: rebuild it on next use.
             *index = Index::default();
         }
-        let mut written = result?;
-        self.save_snapshot_if_due(&mut index);
-        let counts = write::count_entries(&index, &self.scope(""));
-        for w in &mut written {
+        let mut all = result?;
+        self.save_snapshot_if_due(index);
+        let counts = write::count_entries(index, &self.scope(""));
+        for w in all.iter_mut().flatten() {
             w.total = if w.tenant.is_empty() {
                 counts
             } else {
-                write::count_entries(&index, &self.scope(&w.tenant))
+                write::count_entries(index, &self.scope(&w.tenant))
             };
         }
-        Ok(written)
+        Ok(all)
     }
 
     /// The top `k` current entries for a query.
@@ -1049,6 +1130,46 @@ mod tests {
             let other = stores.open();
             let node = other.get("fact-2", "").unwrap().unwrap();
             assert!(node.needs_review(), "{node:?}");
+        }
+    );
+
+    on_both_stores!(
+        concurrent_writers_each_get_their_own_entries,
+        |stores: &Stores| {
+            let memory = Arc::new(stores.open());
+            let threads: Vec<_> = (0..8)
+                .map(|t| {
+                    let memory = memory.clone();
+                    std::thread::spawn(move || {
+                        (0..15)
+                            .map(|w| {
+                                let subject = format!("writer {t} entry {w}");
+                                let written = memory
+                                    .write(NewEntry::new(
+                                        Kind::Knowledge,
+                                        &subject,
+                                        "a note of the storm",
+                                    ))
+                                    .unwrap();
+                                assert_eq!(written.subject, subject);
+                                written.id
+                            })
+                            .collect::<Vec<_>>()
+                    })
+                })
+                .collect();
+            let mut ids: Vec<String> = threads
+                .into_iter()
+                .flat_map(|t| t.join().unwrap())
+                .collect();
+            ids.sort();
+            ids.dedup();
+            assert_eq!(ids.len(), 120, "every write has an id of its own");
+            let other = stores.open();
+            assert_eq!(other.entry_count("").unwrap(), 120);
+            for id in &ids {
+                assert!(other.get(id, "").unwrap().is_some(), "{id}");
+            }
         }
     );
 

@@ -192,8 +192,16 @@ pub(super) fn insert(
         .map(|(target, weight)| (target.as_str(), EdgeKind::RelatedTo, *weight))
         .collect();
     let mut other: Vec<(&str, EdgeKind, f64)> = Vec::new();
-    other.extend(superseded.iter().map(|old| (old.as_str(), EdgeKind::Supersedes, 1.0)));
-    other.extend(depends_on.iter().map(|dep| (dep.as_str(), EdgeKind::DependsOn, 1.0)));
+    other.extend(
+        superseded
+            .iter()
+            .map(|old| (old.as_str(), EdgeKind::Supersedes, 1.0)),
+    );
+    other.extend(
+        depends_on
+            .iter()
+            .map(|dep| (dep.as_str(), EdgeKind::DependsOn, 1.0)),
+    );
     let related = Edges::new(&id, &related);
     let other = Edges::new(&id, &other);
     let model = super::embed::model_id();

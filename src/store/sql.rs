@@ -495,12 +495,14 @@ impl Sql for PgTx<'_> {
             .collect();
         // Polled together, tokio-postgres writes every statement before reading any answer:
         // the server runs them in order, and the client waits once.
-        let counts = self.rt.block_on(futures_util::future::try_join_all(prepared.iter().map(
-            |(sql, values)| async move {
-                let stmt = self.tx.prepare_cached(sql).await?;
-                self.tx.execute(&stmt, &refs(values)).await
-            },
-        )))?;
+        let counts = self
+            .rt
+            .block_on(futures_util::future::try_join_all(prepared.iter().map(
+                |(sql, values)| async move {
+                    let stmt = self.tx.prepare_cached(sql).await?;
+                    self.tx.execute(&stmt, &refs(values)).await
+                },
+            )))?;
         Ok(counts.into_iter().map(|n| n as usize).collect())
     }
 
