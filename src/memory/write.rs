@@ -154,23 +154,18 @@ pub(super) fn insert(
         }
     }
     if entry.replace_same_subject {
-        // The current facts of this scope with the same subject, oldest first.
-        let mut same: Vec<(i64, &str)> = index
-            .nodes()
-            .map(|(_, n)| n)
-            .filter(|n| {
-                n.project == scope.project
-                    && n.tenant == scope.tenant
-                    && n.superseded_by.is_none()
-                    && matches!(n.kind, Kind::Pattern | Kind::Constraint)
-                    && n.subject.trim().to_lowercase() == subject_key
-            })
-            .map(|n| (n.seq, n.id.as_str()))
-            .collect();
-        same.sort_unstable();
-        for (_, old) in same {
-            if !superseded.iter().any(|s| s == old) {
-                superseded.push(old.to_string());
+        // The current facts of this scope with the same subject, oldest first (by the
+        // database's index on subjects: a scan of the in-memory index would cost every write
+        // a pass over every entry).
+        let same = tx.query(
+            "SELECT id FROM memory_nodes WHERE project_id IS ?1 AND tenant = ?2 AND subject_key = ?3
+             AND superseded_by IS NULL AND kind IN ('pattern', 'constraint') ORDER BY seq",
+            args![scope.project, scope.tenant, subject_key],
+        )?;
+        for old in same {
+            let old: String = old.get(0)?;
+            if !superseded.contains(&old) {
+                superseded.push(old);
             }
         }
     }

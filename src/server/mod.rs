@@ -101,6 +101,19 @@ struct Guard {
     sessions: Option<Arc<LocalSessionManager>>,
 }
 
+impl Guard {
+    /// Host (on a loopback bind) and Origin checks only: for routes whose callers prove who
+    /// they are another way (a WebSocket's first frame, a team user's token).
+    fn origins_only(exposure: &Exposure) -> Guard {
+        Guard {
+            token: None,
+            check_host: matches!(exposure, Exposure::Loopback),
+            check_origin: true,
+            sessions: None,
+        }
+    }
+}
+
 /// The health document.
 #[derive(Debug, Clone, Serialize)]
 pub struct Health {
@@ -113,16 +126,13 @@ pub struct Health {
 /// The WebSocket route (`GET /` upgraded), behind the same Host and Origin checks; the token is
 /// checked by the protocol's first frame.
 pub fn ws_router(state: ws::WsState, exposure: &Exposure) -> Router {
-    let guard = Guard {
-        token: None,
-        check_host: matches!(exposure, Exposure::Loopback),
-        check_origin: true,
-        sessions: None,
-    };
     Router::new()
         .route("/", get(ws::upgrade))
         .with_state(state)
-        .layer(middleware::from_fn_with_state(guard, admit))
+        .layer(middleware::from_fn_with_state(
+            Guard::origins_only(exposure),
+            admit,
+        ))
 }
 
 /// The routes of `car-server` over one app.

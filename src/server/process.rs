@@ -183,15 +183,8 @@ pub fn main() -> ExitCode {
     } else {
         Exposure::Loopback
     };
-    let runtime = match tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-    {
-        Ok(rt) => rt,
-        Err(e) => {
-            say.line(&format!("car-server: cannot start the async runtime: {e}"));
-            return ExitCode::FAILURE;
-        }
+    let Some(runtime) = async_runtime(&say) else {
+        return ExitCode::FAILURE;
     };
     let lock = match DaemonLock::acquire(&DaemonDir::new(home.root())) {
         Ok(lock) => lock,
@@ -324,15 +317,8 @@ fn team_main(cli: &ServerCli, url: &str, say: &Say) -> ExitCode {
     } else {
         Exposure::Loopback
     };
-    let runtime = match tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-    {
-        Ok(rt) => rt,
-        Err(e) => {
-            say.line(&format!("car-server: cannot start the async runtime: {e}"));
-            return ExitCode::FAILURE;
-        }
+    let Some(runtime) = async_runtime(say) else {
+        return ExitCode::FAILURE;
     };
     runtime.block_on(async move {
         let db = match crate::team::TeamDb::connect(url).await {
@@ -373,6 +359,20 @@ fn team_main(cli: &ServerCli, url: &str, say: &Say) -> ExitCode {
             }
         }
     })
+}
+
+/// The server's async runtime, or `None` (said) when it cannot start.
+fn async_runtime(say: &Say) -> Option<tokio::runtime::Runtime> {
+    match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => Some(rt),
+        Err(e) => {
+            say.line(&format!("car-server: cannot start the async runtime: {e}"));
+            None
+        }
+    }
 }
 
 /// SIGINT or SIGTERM (Ctrl-C elsewhere).

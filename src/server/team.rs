@@ -155,17 +155,14 @@ fn open_project(db: &TeamDb, project: &TeamProjectRef) -> Result<App, String> {
 /// The routes of a team server: `/mcp`, `/mcp/<project>` and `/health`, behind the same Host
 /// and Origin checks as a one-person server (Host only on a loopback bind).
 pub fn router(team: Arc<TeamServer>, exposure: &Exposure) -> Router {
-    let guard = Guard {
-        token: None,
-        check_host: matches!(exposure, Exposure::Loopback),
-        check_origin: true,
-        sessions: None,
-    };
     Router::new()
         .route("/mcp", any(default_project))
         .route("/mcp/{project}", any(named_project))
         .with_state(team)
-        .layer(middleware::from_fn_with_state(guard, admit))
+        .layer(middleware::from_fn_with_state(
+            Guard::origins_only(exposure),
+            admit,
+        ))
         .route("/health", get(super::health))
 }
 

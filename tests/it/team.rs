@@ -360,6 +360,23 @@ fn token_of(doc: &Value) -> String {
     doc["data"]["token"].as_str().unwrap().to_string()
 }
 
+/// Projects `web` and `api`; alice a member of web, bob of api, carol a reader of web: their
+/// tokens.
+fn web_and_api(home: &TestHome, db: &TestDb) -> [String; 3] {
+    for project in ["web", "api"] {
+        assert_eq!(team(home, db, &["project", "add", project]).0, 0);
+    }
+    [
+        &["alice", "--grant", "web"][..],
+        &["bob", "--grant", "api"][..],
+        &["carol", "--role", "reader", "--grant", "web"][..],
+    ]
+    .map(|who| {
+        let args: Vec<&str> = ["user", "add"].iter().chain(who).copied().collect();
+        token_of(&team(home, db, &args).1)
+    })
+}
+
 /// The text a tool answered with, whatever its shape.
 fn answered(message: &Value) -> String {
     message["result"].to_string()
@@ -369,19 +386,7 @@ fn answered(message: &Value) -> String {
 fn two_users_on_two_projects_see_only_their_own_through_http_mcp() {
     let home = TestHome::new();
     let db = TestDb::new();
-    for project in ["web", "api"] {
-        assert_eq!(team(&home, &db, &["project", "add", project]).0, 0);
-    }
-    let alice = token_of(&team(&home, &db, &["user", "add", "alice", "--grant", "web"]).1);
-    let bob = token_of(&team(&home, &db, &["user", "add", "bob", "--grant", "api"]).1);
-    let carol = token_of(
-        &team(
-            &home,
-            &db,
-            &["user", "add", "carol", "--role", "reader", "--grant", "web"],
-        )
-        .1,
-    );
+    let [alice, bob, carol] = web_and_api(&home, &db);
     let server = TeamServer::start(&home, &db.url);
 
     let fact = serde_json::json!({"subject": "web deploys",
@@ -910,20 +915,8 @@ fn envelope(message: &Value) -> Value {
 fn a_team_shares_its_board_decisions_and_checkpoints_and_a_reader_only_reads_them() {
     let home = TestHome::new();
     let db = TestDb::new();
-    for project in ["web", "api"] {
-        assert_eq!(team(&home, &db, &["project", "add", project]).0, 0);
-    }
-    let alice = token_of(&team(&home, &db, &["user", "add", "alice", "--grant", "web"]).1);
+    let [alice, bob, carol] = web_and_api(&home, &db);
     let dave = token_of(&team(&home, &db, &["user", "add", "dave", "--grant", "web"]).1);
-    let bob = token_of(&team(&home, &db, &["user", "add", "bob", "--grant", "api"]).1);
-    let carol = token_of(
-        &team(
-            &home,
-            &db,
-            &["user", "add", "carol", "--role", "reader", "--grant", "web"],
-        )
-        .1,
-    );
     let server = TeamServer::start(&home, &db.url);
     let tool = |token: &str, path: &str, name: &str, action: &str, args: &[&str]| {
         let (status, message) = server.call(
