@@ -76,6 +76,17 @@ pub struct Index {
     vector_scales: Vec<f32>,
 }
 
+/// How many changed nodes one refresh statement reads.
+const REFRESH_CHUNK: usize = 500;
+
+/// `?first, ?first+1, …` for `n` parameters.
+fn placeholders(first: usize, n: usize) -> String {
+    (first..first + n)
+        .map(|i| format!("?{i}"))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
 /// A node's columns and its stored vector's (model, vector), from `NODES`.
 const NODE_COLUMNS: &str = "seq, id, project_id, tenant, kind, subject, body, tags, confidence,
     source, created_at, superseded_by, invalidated_by, injections, invalidated_note, v.model, v.vector";
@@ -139,61 +150,80 @@ impl Index {
         if !self.loaded {
             return self.load_all(conn);
         }
-        // The changes past the last one replayed, the nodes they touched and those nodes'
-        // edges: three queries sent together (one round trip to a team database). Each sees
-        // at least what the one before it saw, so the nodes and edges are never older than
-        // the changes; what changed after the first is left to the next refresh.
-        const CHANGED: &str = "SELECT node_id FROM memory_changes WHERE seq > ?1";
-        let nodes =
-            format!("SELECT {NODE_COLUMNS} FROM {NODES} WHERE memory_nodes.id IN ({CHANGED})");
-        let edges = format!(
-            "SELECT src, dst, kind, weight FROM memory_edges WHERE src IN ({CHANGED})
-             UNION ALL SELECT src, dst, kind, weight FROM memory_edges
-             WHERE dst IN ({CHANGED}) AND src NOT IN ({CHANGED})"
-        );
-        let after = sql::args![self.last_change];
-        let answers = conn.query_all(&[
-            (
-                "SELECT seq, node_id FROM memory_changes WHERE seq > ?1 ORDER BY seq",
-                after,
-            ),
-            (&nodes, after),
-            (&edges, after),
-        ])?;
-        let [changes, nodes, edges] = <[Vec<Row>; 3]>::try_from(answers)
-            .map_err(|_| store::StoreError::Decode("a refresh lost an answer".into()))?;
-        if changes.is_empty() {
+        // Every change past the last one replayed, in one statement (a consistent snapshot of
+        // the log: writers of a project commit their changes in the order they number them).
+        let mut changed = BTreeSet::new();
+        let mut head = self.last_change;
+        conn.for_each(
+            "SELECT seq, node_id FROM memory_changes WHERE seq > ?1 ORDER BY seq",
+            sql::args![self.last_change],
+            &mut |row| {
+                head = head.max(row.get(0)?);
+                changed.insert(row.get::<String>(1)?);
+                Ok(())
+            },
+        )?;
+        if changed.is_empty() {
             return Ok(());
         }
-        let mut head = self.last_change;
-        let mut changed = BTreeSet::new();
-        for row in &changes {
-            head = head.max(row.get(0)?);
-            changed.insert(row.get::<String>(1)?);
-        }
-        let mut found: HashMap<String, (Node, Option<Vector>)> = HashMap::default();
-        for row in &nodes {
-            let (node, vector) = read_row(row)?;
-            found.insert(node.id.clone(), (node, vector));
-        }
-        // Nodes first, so edges between two changed nodes find both ends.
-        for id in &changed {
-            match found.remove(id) {
-                Some((node, vector)) => self.upsert(node, vector),
-                None => self.remove(id),
+        let changed: Vec<String> = changed.into_iter().collect();
+        for ids in changed.chunks(REFRESH_CHUNK) {
+            // Nodes first, so edges between two changed nodes find both ends.
+            let list = placeholders(1, ids.len());
+            let params: Vec<&dyn sql::Param> = ids.iter().map(|id| id as &dyn sql::Param).collect();
+            let mut found: HashMap<String, (Node, Option<Vector>)> = HashMap::default();
+            conn.for_each(
+                &format!("SELECT {NODE_COLUMNS} FROM {NODES} WHERE memory_nodes.id IN ({list})"),
+                &params,
+                &mut |row| {
+                    let (node, vector) = read_row(&row)?;
+                    found.insert(node.id.clone(), (node, vector));
+                    Ok(())
+                },
+            )?;
+            for id in ids {
+                match found.remove(id) {
+                    Some((node, vector)) => self.upsert(node, vector),
+                    None => self.remove(id),
+                }
             }
         }
-        // Nodes changed after the change list was read are replayed next time, with their edges.
-        for id in &changed {
-            if let Some(&slot) = self.by_id.get(id) {
-                self.unlink(slot);
+        for ids in changed.chunks(REFRESH_CHUNK) {
+            let present: Vec<&String> = ids
+                .iter()
+                .filter(|id| self.by_id.contains_key(*id))
+                .collect();
+            if present.is_empty() {
+                continue;
             }
-        }
-        for row in &edges {
-            let (src, dst, kind): (String, String, String) =
-                (row.get(0)?, row.get(1)?, row.get(2)?);
-            if changed.contains(&src) || changed.contains(&dst) {
-                self.link(&src, &dst, &kind, row.get(3)?);
+            for id in &present {
+                if let Some(&slot) = self.by_id.get(*id) {
+                    self.unlink(slot);
+                }
+            }
+            let list = placeholders(1, present.len());
+            let params: Vec<&dyn sql::Param> =
+                present.iter().map(|id| *id as &dyn sql::Param).collect();
+            let mut edges = Vec::new();
+            conn.for_each(
+                &format!(
+                    "SELECT src, dst, kind, weight FROM memory_edges WHERE src IN ({list})
+                     UNION ALL SELECT src, dst, kind, weight FROM memory_edges
+                     WHERE dst IN ({list}) AND src NOT IN ({list})"
+                ),
+                &params,
+                &mut |r| {
+                    edges.push((
+                        r.get::<String>(0)?,
+                        r.get::<String>(1)?,
+                        r.get::<String>(2)?,
+                        r.get::<f64>(3)?,
+                    ));
+                    Ok(())
+                },
+            )?;
+            for (src, dst, kind, weight) in edges {
+                self.link(&src, &dst, &kind, weight);
             }
         }
         self.last_change = head;

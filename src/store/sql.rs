@@ -274,15 +274,6 @@ pub trait Sql {
             .collect()
     }
 
-    /// Runs queries in order; returns each one's rows. On PostgreSQL they go to the server
-    /// together (one round trip); each may see what committed before it ran, no earlier.
-    fn query_all(&self, queries: &[(&str, &[&dyn Param])]) -> Result<Vec<Vec<Row>>, StoreError> {
-        queries
-            .iter()
-            .map(|(sql, params)| self.query(sql, params))
-            .collect()
-    }
-
     /// Calls `each` with every row, in order.
     fn for_each(
         &self,
@@ -525,22 +516,6 @@ impl Sql for PgTx<'_> {
         Ok(n as usize)
     }
 
-    fn query_all(&self, queries: &[(&str, &[&dyn Param])]) -> Result<Vec<Vec<Row>>, StoreError> {
-        let prepared: Vec<(String, Vec<Value>)> = queries
-            .iter()
-            .map(|(sql, params)| (to_postgres(sql), PgTx::params(params)))
-            .collect();
-        let answers = self
-            .rt
-            .block_on(futures_util::future::try_join_all(prepared.iter().map(
-                |(sql, values)| async move {
-                    let stmt = self.tx.prepare_cached(sql).await?;
-                    self.tx.query(&stmt, &refs(values)).await
-                },
-            )))?;
-        answers.into_iter().map(pg_rows).collect()
-    }
-
     fn for_each(
         &self,
         sql: &str,
@@ -553,27 +528,22 @@ impl Sql for PgTx<'_> {
             let stmt = self.tx.prepare_cached(&sql).await?;
             self.tx.query(&stmt, &refs(&values)).await
         })?;
-        for row in pg_rows(rows)? {
-            each(row)?;
-        }
-        Ok(())
-    }
-}
-
-/// PostgreSQL's rows as [`Row`]s (every column read as its [`Value`]).
-fn pg_rows(rows: Vec<tokio_postgres::Row>) -> Result<Vec<Row>, StoreError> {
-    let mut names: Option<std::sync::Arc<[String]>> = None;
-    rows.into_iter()
-        .map(|row| {
+        let mut names: Option<std::sync::Arc<[String]>> = None;
+        for row in rows {
             let names = names
                 .get_or_insert_with(|| row.columns().iter().map(|c| c.name().to_string()).collect())
                 .clone();
-            let values = (0..row.len())
-                .map(|i| row.try_get::<_, Value>(i))
-                .collect::<Result<_, _>>()?;
-            Ok(Row { names, values })
-        })
-        .collect()
+            let mut cells = Vec::with_capacity(row.len());
+            for i in 0..row.len() {
+                cells.push(row.try_get::<_, Value>(i)?);
+            }
+            each(Row {
+                names,
+                values: cells,
+            })?;
+        }
+        Ok(())
+    }
 }
 
 /// Rewrites a statement in SQLite's dialect into PostgreSQL's (see the module's list). Quoted
