@@ -210,13 +210,7 @@ pub fn main() -> ExitCode {
                 }
             });
         }
-        let shutdown = tokio_util::sync::CancellationToken::new();
-        let on_signal = shutdown.clone();
-        tokio::spawn(async move {
-            stop_signal().await;
-            tracing::info!("car-server: stopping");
-            on_signal.cancel();
-        });
+        let shutdown = cancel_on_signal();
         let options = ServeOptions {
             mcp_bind: mcp_bind.unwrap_or_else(|| SocketAddr::new(ws_host, 0)),
             exposure,
@@ -328,13 +322,7 @@ fn team_main(cli: &ServerCli, url: &str, say: &Say) -> ExitCode {
                 return ExitCode::FAILURE;
             }
         };
-        let shutdown = tokio_util::sync::CancellationToken::new();
-        let on_signal = shutdown.clone();
-        tokio::spawn(async move {
-            stop_signal().await;
-            tracing::info!("car-server: stopping");
-            on_signal.cancel();
-        });
+        let shutdown = cancel_on_signal();
         let listener = match tokio::net::TcpListener::bind(addr).await {
             Ok(listener) => listener,
             Err(source) => {
@@ -373,6 +361,18 @@ fn async_runtime(say: &Say) -> Option<tokio::runtime::Runtime> {
             None
         }
     }
+}
+
+/// A token cancelled when a stop signal arrives (see [`stop_signal`]).
+fn cancel_on_signal() -> tokio_util::sync::CancellationToken {
+    let shutdown = tokio_util::sync::CancellationToken::new();
+    let on_signal = shutdown.clone();
+    tokio::spawn(async move {
+        stop_signal().await;
+        tracing::info!("car-server: stopping");
+        on_signal.cancel();
+    });
+    shutdown
 }
 
 /// SIGINT or SIGTERM (Ctrl-C elsewhere).

@@ -141,24 +141,19 @@ impl FromValue for i64 {
         }
     }
 }
-impl FromValue for i32 {
-    fn from_value(value: Value) -> Result<Self, String> {
-        let i = i64::from_value(value)?;
-        i32::try_from(i).map_err(|_| format!("{i} does not fit 32 bits"))
-    }
+/// Integers of other widths: an `i64` that must fit.
+macro_rules! narrow_int {
+    ($($t:ty),*) => {$(
+        impl FromValue for $t {
+            fn from_value(value: Value) -> Result<Self, String> {
+                let i = i64::from_value(value)?;
+                <$t>::try_from(i).map_err(|_| format!("{i} does not fit {}", stringify!($t)))
+            }
+        }
+    )*};
 }
-impl FromValue for u32 {
-    fn from_value(value: Value) -> Result<Self, String> {
-        let i = i64::from_value(value)?;
-        u32::try_from(i).map_err(|_| format!("{i} does not fit an unsigned 32 bits"))
-    }
-}
-impl FromValue for usize {
-    fn from_value(value: Value) -> Result<Self, String> {
-        let i = i64::from_value(value)?;
-        usize::try_from(i).map_err(|_| format!("{i} is not a count"))
-    }
-}
+narrow_int!(i32, u32, usize);
+
 impl FromValue for bool {
     fn from_value(value: Value) -> Result<Self, String> {
         Ok(i64::from_value(value)? != 0)
