@@ -460,7 +460,12 @@ impl Memory {
                     job.done(written);
                 }
             }
-            Err(e) => job.done(Err(e)),
+            // The one batch taken (ours, unless a writer that panicked took ours with it).
+            Err(e) => {
+                if let Some(only) = jobs.first() {
+                    only.done(Err(e));
+                }
+            }
         }
         job.take().unwrap_or_else(|| Err(nothing_written()))
     }

@@ -149,7 +149,7 @@ impl Dispatcher {
                     id: execution_id.clone(),
                     tool: name.to_string(),
                     request_id: request_id.clone(),
-                    key: executions::idem_key(name, request_id),
+                    key: executions::idem_key(name, context.author_name(), request_id),
                     face: face.to_string(),
                     abandoned_before: store::now_minus(
                         spec.timeout + std::time::Duration::from_secs(60),

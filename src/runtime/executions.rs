@@ -67,9 +67,14 @@ pub enum Claim {
     Replay(Recorded),
 }
 
-/// The key under which a non-idempotent call's result is kept.
-pub fn idem_key(tool: &str, request_id: &str) -> String {
-    format!("{tool}\u{1f}{request_id}")
+/// The key under which a non-idempotent call's result is kept: the tool and the request id,
+/// and on a team server the author too (two people's agents numbering their requests alike
+/// must not be answered with each other's results).
+pub fn idem_key(tool: &str, author: Option<&str>, request_id: &str) -> String {
+    match author {
+        Some(author) => format!("{tool}\u{1f}{author}\u{1f}{request_id}"),
+        None => format!("{tool}\u{1f}{request_id}"),
+    }
 }
 
 /// A new call that wants to own an idempotency key.

@@ -47,12 +47,20 @@ pub struct TeamServer {
     projects: tokio::sync::Mutex<HashMap<i64, Mcp>>,
     /// What a token (its hash) admits to a project (named or not), with the access epoch it
     /// was read at: valid while the epoch is the same, i.e. until the database tells of any
-    /// change to users, tokens, grants or projects. Only admissions are kept, never refusals.
-    admitted: std::sync::Mutex<HashMap<AdmittedKey, (u64, Admission)>>,
+    /// change to users, tokens, grants or projects, and for [`ADMITTED_FOR`] at most. Only
+    /// admissions are kept, never refusals.
+    admitted: std::sync::Mutex<HashMap<AdmittedKey, Admitted>>,
 }
 
 /// A token's hash and the project a request named.
 type AdmittedKey = (Vec<u8>, Option<String>);
+
+/// What a token admitted to, the access epoch then, and when it was read.
+type Admitted = (u64, std::time::Instant, Admission);
+
+/// The longest an admission is remembered, notified or not (a belt to the notifications'
+/// braces: a change the listener somehow missed holds no longer than this).
+const ADMITTED_FOR: std::time::Duration = std::time::Duration::from_secs(30);
 
 /// The most admissions kept (beyond it, all are forgotten and read again).
 const MAX_ADMITTED: usize = 10_000;
@@ -76,8 +84,8 @@ impl TeamServer {
         let epoch = self.db.access_epoch();
         if let Some(epoch) = epoch {
             let admitted = self.admitted.lock().unwrap_or_else(|p| p.into_inner());
-            if let Some((at, admission)) = admitted.get(&key) {
-                if *at == epoch {
+            if let Some((at, read, admission)) = admitted.get(&key) {
+                if *at == epoch && read.elapsed() < ADMITTED_FOR {
                     return Ok(admission.clone());
                 }
             }
@@ -88,7 +96,7 @@ impl TeamServer {
             if admitted.len() >= MAX_ADMITTED {
                 admitted.clear();
             }
-            admitted.insert(key, (epoch, admission.clone()));
+            admitted.insert(key, (epoch, std::time::Instant::now(), admission.clone()));
         }
         Ok(admission)
     }

@@ -23,6 +23,19 @@ use super::{Result, StoreError};
 pub const MEMORY_CHANNEL: &str = "car_memory";
 /// The notification channel of changes to users, tokens, grants and projects.
 pub const AUTH_CHANNEL: &str = "car_auth";
+/// How often the listening connection is checked, and how long an answer may take.
+const HEARTBEAT: Duration = Duration::from_secs(5);
+const HEARTBEAT_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// Aborts a task when dropped.
+struct AbortOnDrop(tokio::task::JoinHandle<()>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
 /// The first key of the per-project write lock (`pg_advisory_xact_lock(key, project)`): "CAR\0".
 const WRITE_LOCK: i32 = 0x4341_5200;
 
@@ -50,6 +63,9 @@ pub struct Heads {
     /// Bumped by every access change heard of, and by every (re)connection (what changed
     /// while no one listened is unknown).
     auth: std::sync::atomic::AtomicU64,
+    /// Bumped each time listening starts or stops: a head read from the database is kept only
+    /// if listening was on, and the same, before and after the read.
+    generation: std::sync::atomic::AtomicU64,
 }
 
 impl Heads {
@@ -62,6 +78,17 @@ impl Heads {
             .unwrap_or_else(|p| p.into_inner())
             .get(&project)
             .copied()
+    }
+
+    /// The listening generation, when listening.
+    fn live_generation(&self) -> Option<u64> {
+        self.is_live()
+            .then(|| self.generation.load(Ordering::Acquire))
+    }
+
+    fn set_live(&self, live: bool) {
+        self.generation.fetch_add(1, Ordering::AcqRel);
+        self.live.store(live, Ordering::Release);
     }
 
     /// Records `seq` as seen for `project` (keeping the newest).
@@ -102,7 +129,15 @@ impl Heads {
     /// Listens on `config`'s database for memory changes, on `rt`, until the runtime stops:
     /// reconnecting after a lost connection, and forgetting every head meanwhile (what was
     /// notified while no one listened is read from the database again).
-    pub fn listen(config: tokio_postgres::Config, rt: &tokio::runtime::Handle) -> Arc<Heads> {
+    pub fn listen(mut config: tokio_postgres::Config, rt: &tokio::runtime::Handle) -> Arc<Heads> {
+        // A connection dropped without a word (a NAT, a failover) is noticed in seconds, not
+        // after the system's two-hour keepalive; a heartbeat catches the rest.
+        config
+            .keepalives(true)
+            .keepalives_idle(Duration::from_secs(5))
+            .keepalives_interval(Duration::from_secs(2))
+            .keepalives_retries(3)
+            .tcp_user_timeout(HEARTBEAT_TIMEOUT);
         let heads = Arc::new(Heads::default());
         let listening = heads.clone();
         rt.spawn(async move {
@@ -110,9 +145,9 @@ impl Heads {
             loop {
                 match listening.listen_once(&config).await {
                     Ok(()) => delay = Duration::from_millis(100),
-                    Err(e) => tracing::warn!(error = %describe(&e), "no memory notifications from the team database; retrying"),
+                    Err(e) => tracing::warn!(error = %e, "no notifications from the team database; retrying"),
                 }
-                listening.live.store(false, Ordering::Release);
+                listening.set_live(false);
                 tokio::time::sleep(delay).await;
                 delay = (delay * 2).min(Duration::from_secs(5));
             }
@@ -123,10 +158,12 @@ impl Heads {
     async fn listen_once(
         &self,
         config: &tokio_postgres::Config,
-    ) -> Result<(), tokio_postgres::Error> {
+    ) -> std::result::Result<(), String> {
         use futures_util::StreamExt;
-        let (client, mut connection) = config.connect(tokio_postgres::NoTls).await?;
+        let pg = |e: tokio_postgres::Error| describe(&e);
+        let (client, mut connection) = config.connect(tokio_postgres::NoTls).await.map_err(pg)?;
         let mut messages = futures_util::stream::poll_fn(move |cx| connection.poll_message(cx));
+        let client = Arc::new(client);
         let statement = format!("LISTEN {MEMORY_CHANNEL}; LISTEN {AUTH_CHANNEL}");
         {
             let listen = client.batch_execute(&statement);
@@ -134,11 +171,11 @@ impl Heads {
             // The connection must be driven while LISTEN runs.
             loop {
                 tokio::select! {
-                    done = &mut listen => { done?; break; }
+                    done = &mut listen => { done.map_err(pg)?; break; }
                     message = messages.next() => match message {
                         Some(Ok(tokio_postgres::AsyncMessage::Notification(n))) => self.heard(n.channel(), n.payload()),
                         Some(Ok(_)) => {}
-                        Some(Err(e)) => return Err(e),
+                        Some(Err(e)) => return Err(pg(e)),
                         None => return Ok(()),
                     }
                 }
@@ -146,20 +183,42 @@ impl Heads {
         }
         self.heads.lock().unwrap_or_else(|p| p.into_inner()).clear();
         self.auth.fetch_add(1, Ordering::AcqRel);
-        self.live.store(true, Ordering::Release);
-        while let Some(message) = messages.next().await {
-            match message? {
-                tokio_postgres::AsyncMessage::Notification(n) => {
-                    self.heard(n.channel(), n.payload())
+        self.set_live(true);
+        // The heartbeat: a query every few seconds that must answer in time, or listening is
+        // over (and the next connection starts afresh).
+        let (stopped, mut heartbeat_failed) = tokio::sync::oneshot::channel::<String>();
+        let beating = client.clone();
+        let _heartbeat = AbortOnDrop(tokio::spawn(async move {
+            loop {
+                tokio::time::sleep(HEARTBEAT).await;
+                let answered =
+                    tokio::time::timeout(HEARTBEAT_TIMEOUT, beating.batch_execute("SELECT 1"))
+                        .await;
+                let failure = match answered {
+                    Ok(Ok(())) => continue,
+                    Ok(Err(e)) => describe(&e),
+                    Err(_) => format!("no answer to a heartbeat within {HEARTBEAT_TIMEOUT:?}"),
+                };
+                let _ = stopped.send(failure);
+                return;
+            }
+        }));
+        loop {
+            tokio::select! {
+                failure = &mut heartbeat_failed => {
+                    return Err(failure.unwrap_or_else(|_| "the heartbeat stopped".into()));
                 }
-                tokio_postgres::AsyncMessage::Notice(notice) => {
-                    tracing::debug!(notice = %notice.message(), "team database notice")
+                message = messages.next() => match message {
+                    Some(Ok(tokio_postgres::AsyncMessage::Notification(n))) => self.heard(n.channel(), n.payload()),
+                    Some(Ok(tokio_postgres::AsyncMessage::Notice(notice))) => {
+                        tracing::debug!(notice = %notice.message(), "team database notice")
+                    }
+                    Some(Ok(_)) => {}
+                    Some(Err(e)) => return Err(pg(e)),
+                    None => return Ok(()),
                 }
-                _ => {}
             }
         }
-        drop(client);
-        Ok(())
     }
 }
 
@@ -264,8 +323,11 @@ impl PgProject {
         if let Some(head) = self.heads.get(self.project) {
             return Ok(head);
         }
+        let before = self.heads.live_generation();
         let head = self.run(false, super::memory_head)?;
-        if self.heads.is_live() {
+        // Kept only if listening covered the whole read: a head read while listening was off
+        // could miss a change no one will notify again.
+        if before.is_some() && self.heads.live_generation() == before {
             self.heads.saw(self.project, head);
         }
         Ok(head)
@@ -281,7 +343,7 @@ mod tests {
         let heads = Heads::default();
         heads.notified("3:10");
         assert_eq!(heads.get(3), None, "not listening: read from the database");
-        heads.live.store(true, Ordering::Release);
+        heads.set_live(true);
         heads.notified("3:12");
         heads.notified("3:11");
         heads.notified("4:1");

@@ -488,16 +488,23 @@ impl Sql for PgTx<'_> {
             .iter()
             .map(|(sql, params)| (to_postgres(sql), PgTx::params(params)))
             .collect();
-        // Polled together, tokio-postgres writes every statement before reading any answer:
-        // the server runs them in order, and the client waits once.
-        let counts = self
-            .rt
-            .block_on(futures_util::future::try_join_all(prepared.iter().map(
-                |(sql, values)| async move {
-                    let stmt = self.tx.prepare_cached(sql).await?;
-                    self.tx.execute(&stmt, &refs(values)).await
-                },
-            )))?;
+        // Every statement prepared first (those new to this connection in one round trip), then
+        // all executed together: tokio-postgres writes each before reading any answer, in the
+        // order they are polled, so the server runs them in order and the client waits once.
+        let counts = self.rt.block_on(async {
+            let statements = futures_util::future::try_join_all(
+                prepared.iter().map(|(sql, _)| self.tx.prepare_cached(sql)),
+            )
+            .await?;
+            let values: Vec<_> = prepared.iter().map(|(_, values)| refs(values)).collect();
+            futures_util::future::try_join_all(
+                statements
+                    .iter()
+                    .zip(&values)
+                    .map(|(stmt, values)| self.tx.execute(stmt, values)),
+            )
+            .await
+        })?;
         Ok(counts.into_iter().map(|n| n as usize).collect())
     }
 

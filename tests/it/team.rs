@@ -329,8 +329,23 @@ impl TeamServer {
     /// A `tools/call` on `path` (`/mcp`, `/mcp/web`) with `token`, in the stateless revision:
     /// the HTTP status and the JSON-RPC message.
     fn call(&self, path: &str, token: Option<&str>, tool: &str, arguments: Value) -> (u16, Value) {
-        let meta = serde_json::json!({"io.modelcontextprotocol/protocolVersion": "2026-07-28",
-                                      "io.modelcontextprotocol/clientCapabilities": {}});
+        self.call_keyed(path, token, tool, arguments, None)
+    }
+
+    /// [`TeamServer::call`] with a `car/request_id` (an idempotency key).
+    fn call_keyed(
+        &self,
+        path: &str,
+        token: Option<&str>,
+        tool: &str,
+        arguments: Value,
+        request_id: Option<&str>,
+    ) -> (u16, Value) {
+        let mut meta = serde_json::json!({"io.modelcontextprotocol/protocolVersion": "2026-07-28",
+                                          "io.modelcontextprotocol/clientCapabilities": {}});
+        if let Some(id) = request_id {
+            meta["car/request_id"] = serde_json::json!(id);
+        }
         let bearer = token.map(|t| format!("Bearer {t}"));
         let mut headers = vec![
             ("mcp-protocol-version", "2026-07-28"),
@@ -918,6 +933,33 @@ fn a_team_shares_its_board_decisions_and_checkpoints_and_a_reader_only_reads_the
     let [alice, bob, carol] = web_and_api(&home, &db);
     let dave = token_of(&team(&home, &db, &["user", "add", "dave", "--grant", "web"]).1);
     let server = TeamServer::start(&home, &db.url);
+    // Two people's agents that number their requests alike are each answered for their own.
+    for (token, body) in [
+        (&alice, "alice's note on billing"),
+        (&dave, "dave's note on billing"),
+    ] {
+        let fact = serde_json::json!({"subject": format!("note {body}"), "body": body});
+        let (_, added) = server.call_keyed(
+            "/mcp/web",
+            Some(token),
+            "memory_add_fact",
+            fact,
+            Some("req-1"),
+        );
+        assert_eq!(added["result"]["isError"], false, "{added}");
+        assert_ne!(added["result"]["_meta"]["car/replayed"], true, "{added}");
+        assert!(answered(&added).contains(body), "{added}");
+    }
+    // The same person's retry is replayed, not written twice.
+    let again = serde_json::json!({"subject": "note alice's note on billing", "body": "alice's note on billing"});
+    let (_, replayed) = server.call_keyed(
+        "/mcp/web",
+        Some(&alice),
+        "memory_add_fact",
+        again,
+        Some("req-1"),
+    );
+    assert!(answered(&replayed).contains("alice's note"), "{replayed}");
     let tool = |token: &str, path: &str, name: &str, action: &str, args: &[&str]| {
         let (status, message) = server.call(
             path,
