@@ -229,15 +229,35 @@ impl McpServer {
             .map_err(|e| ServeError::Session(e.to_string()))
     }
 
+    /// The context of one request's calls: the execution log says which session and which
+    /// client made it, and on a team server which user (the one its token belongs to), whose
+    /// role the runtime then holds it to.
+    fn call_context(&self, request: &RequestContext<RoleServer>) -> Context {
+        let mut context = self.context.clone().session(self.session.id.clone());
+        if let Some(caller) = request
+            .extensions
+            .get::<axum::http::request::Parts>()
+            .and_then(|parts| parts.extensions.get::<crate::runtime::Caller>())
+        {
+            context = context.caller(caller);
+        }
+        if let Some(info) = request.peer.peer_info() {
+            // As the client calls itself (self-reported), at most 64 characters.
+            let name: String = info.client_info.name.chars().take(64).collect();
+            context = context.host(name);
+        }
+        context
+    }
+
     /// Runs an unlisted operation (the prompt, a resource) through the dispatcher: the schema
     /// check, the policy gate and the execution log see it like a tool call.
     async fn operate<T: serde::de::DeserializeOwned>(
         &self,
         name: &str,
         args: Value,
-        cancel: tokio_util::sync::CancellationToken,
+        request: &RequestContext<RoleServer>,
     ) -> Result<T, McpError> {
-        let value = self.operate_value(name, args, cancel).await?;
+        let value = self.operate_value(name, args, request).await?;
         serde_json::from_value(value).map_err(|e| {
             McpError::internal_error(format!("{name} returned an unexpected result: {e}"), None)
         })
@@ -247,17 +267,17 @@ impl McpServer {
         &self,
         name: &str,
         args: Value,
-        cancel: tokio_util::sync::CancellationToken,
+        request: &RequestContext<RoleServer>,
     ) -> Result<Value, McpError> {
         let options = CallOptions {
             request_id: None,
-            cancel,
+            cancel: request.ct.clone(),
             client: Client::none(),
         };
         match self
             .app
             .runtime()
-            .operate(name, args, &self.context, options)
+            .operate(name, args, &self.call_context(request), options)
             .await
         {
             Ok(outcome) => outcome.result.map_err(|e| match e {
@@ -283,7 +303,7 @@ impl McpServer {
         &self,
         uri: &str,
         name: &str,
-        cancel: tokio_util::sync::CancellationToken,
+        request: &RequestContext<RoleServer>,
     ) -> Result<ReadResourceResponse, McpError> {
         // A name in a URI may be percent-encoded (spaces, slashes).
         let name = percent_decode(name);
@@ -291,7 +311,7 @@ impl McpServer {
             .operate_value(
                 crate::skills::tools::SKILL_RESOURCE,
                 json!({"name": name}),
-                cancel,
+                request,
             )
             .await?;
         let text = serde_json::to_string_pretty(&skill)
@@ -611,21 +631,7 @@ impl ServerHandler for McpServer {
             cancel: context.ct.clone(),
             client,
         };
-        // The execution log says which session and which client made the call.
-        let mut call_context = self.context.clone().session(self.session.id.clone());
-        // On a team server, the user the request's token belongs to.
-        if let Some(caller) = context
-            .extensions
-            .get::<axum::http::request::Parts>()
-            .and_then(|parts| parts.extensions.get::<crate::runtime::Caller>())
-        {
-            call_context = call_context.caller(caller);
-        }
-        if let Some(info) = context.peer.peer_info() {
-            // As the client calls itself (self-reported), at most 64 characters.
-            let name: String = info.client_info.name.chars().take(64).collect();
-            call_context = call_context.host(name);
-        }
+        let call_context = self.call_context(&context);
         match self
             .app
             .runtime()
@@ -773,9 +779,7 @@ impl ServerHandler for McpServer {
                 ));
             }
         }
-        let briefing: Briefing = self
-            .operate(CONTEXT_PROMPT, args, context.ct.clone())
-            .await?;
+        let briefing: Briefing = self.operate(CONTEXT_PROMPT, args, &context).await?;
         let result: GetPromptResult = from_json(json!({
             "description": briefing.description,
             "messages": [{"role": "user", "content": {"type": "text", "text": briefing.text}}]
@@ -840,7 +844,7 @@ impl ServerHandler for McpServer {
             .operate(
                 FACT_RESOURCES,
                 json!({"after": after, "limit": RESOURCES_PER_PAGE + 1}),
-                context.ct.clone(),
+                &context,
             )
             .await?;
         let page = page.entries;
@@ -897,7 +901,7 @@ impl ServerHandler for McpServer {
             return Ok(ReadResourceResponse::Complete(from_json(value)?));
         }
         if let Some(name) = uri.strip_prefix(SKILL_URI) {
-            return self.read_skill(&uri, name, context.ct.clone()).await;
+            return self.read_skill(&uri, name, &context).await;
         }
         let Some(id) = uri.strip_prefix(FACT_URI).filter(|id| !id.is_empty()) else {
             return Err(McpError::resource_not_found(
@@ -906,7 +910,7 @@ impl ServerHandler for McpServer {
             ));
         };
         let entry: EntryText = self
-            .operate(FACT_RESOURCE, json!({"id": id}), context.ct.clone())
+            .operate(FACT_RESOURCE, json!({"id": id}), &context)
             .await?;
         let result: ReadResourceResult = from_json(json!({"contents": [{
             "uri": uri, "mimeType": "text/plain", "text": entry.text
