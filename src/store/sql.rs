@@ -310,6 +310,11 @@ impl dyn Sql + '_ {
     }
 }
 
+/// The parameters' values, to bind.
+fn values_of(params: &[&dyn Param]) -> Vec<Value> {
+    params.iter().map(|p| p.value()).collect()
+}
+
 // ---- SQLite ----
 
 impl rusqlite::ToSql for Value {
@@ -342,7 +347,7 @@ impl Sql for rusqlite::Connection {
     }
 
     fn execute(&self, sql: &str, params: &[&dyn Param]) -> Result<usize, StoreError> {
-        let values: Vec<Value> = params.iter().map(|p| p.value()).collect();
+        let values = values_of(params);
         Ok(self
             .prepare_cached(sql)?
             .execute(rusqlite::params_from_iter(values.iter()))?)
@@ -354,7 +359,7 @@ impl Sql for rusqlite::Connection {
         params: &[&dyn Param],
         each: &mut dyn FnMut(Row) -> Result<(), StoreError>,
     ) -> Result<(), StoreError> {
-        let values: Vec<Value> = params.iter().map(|p| p.value()).collect();
+        let values = values_of(params);
         let mut stmt = self.prepare_cached(sql)?;
         let names: std::sync::Arc<[String]> = stmt.column_names().map(|n| n.to_string()).collect();
         let mut rows = stmt.query(rusqlite::params_from_iter(values.iter()))?;
@@ -465,12 +470,6 @@ pub struct PgTx<'a> {
     pub(super) rt: &'a tokio::runtime::Handle,
 }
 
-impl PgTx<'_> {
-    fn params(params: &[&dyn Param]) -> Vec<Value> {
-        params.iter().map(|p| p.value()).collect()
-    }
-}
-
 fn refs(values: &[Value]) -> Vec<&(dyn tokio_postgres::types::ToSql + Sync)> {
     values
         .iter()
@@ -486,7 +485,7 @@ impl Sql for PgTx<'_> {
     fn execute_all(&self, statements: &[(&str, &[&dyn Param])]) -> Result<Vec<usize>, StoreError> {
         let prepared: Vec<(String, Vec<Value>)> = statements
             .iter()
-            .map(|(sql, params)| (to_postgres(sql), PgTx::params(params)))
+            .map(|(sql, params)| (to_postgres(sql), values_of(params)))
             .collect();
         // Every statement prepared first (those new to this connection in one round trip), then
         // all executed together: tokio-postgres writes each before reading any answer, in the
@@ -510,7 +509,7 @@ impl Sql for PgTx<'_> {
 
     fn execute(&self, sql: &str, params: &[&dyn Param]) -> Result<usize, StoreError> {
         let sql = to_postgres(sql);
-        let values = PgTx::params(params);
+        let values = values_of(params);
         let n = self.rt.block_on(async {
             let stmt = self.tx.prepare_cached(&sql).await?;
             self.tx.execute(&stmt, &refs(&values)).await
@@ -525,7 +524,7 @@ impl Sql for PgTx<'_> {
         each: &mut dyn FnMut(Row) -> Result<(), StoreError>,
     ) -> Result<(), StoreError> {
         let sql = to_postgres(sql);
-        let values = PgTx::params(params);
+        let values = values_of(params);
         let rows = self.rt.block_on(async {
             let stmt = self.tx.prepare_cached(&sql).await?;
             self.tx.query(&stmt, &refs(&values)).await

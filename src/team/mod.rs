@@ -4,8 +4,9 @@
 //!
 //! Access is enforced twice. The server checks a caller's token and grants; and the tables of a
 //! project's data carry PostgreSQL row-level security keyed on the `car.project` setting, which
-//! [`TeamDb::in_project`] sets for one transaction only, so a query that forgot its project
-//! filter still sees nothing of another project. Tokens are stored as their SHA-256.
+//! a project's store ([`TeamDb::project_store`]) sets for one transaction only, so a query that
+//! forgot its project filter still sees nothing of another project. Tokens are stored as their
+//! SHA-256.
 //!
 //! Migrations are append-only (`migrations/NNNN_*.sql`) and run under a transaction-scoped
 //! advisory lock: an instance that starts while another migrates waits for it and then finds
@@ -148,17 +149,6 @@ pub struct Grant {
 pub struct Issued {
     pub user: User,
     pub token: String,
-}
-
-/// One row of the team's execution log.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct TeamExecution {
-    pub id: String,
-    pub author: Option<String>,
-    pub tool: String,
-    pub status: String,
-    pub face: Option<String>,
-    pub started_at: String,
 }
 
 /// What a token admits a request to.
@@ -572,98 +562,6 @@ impl TeamDb {
                 },
             },
         })
-    }
-
-    /// Runs `work` in one transaction, as the application's role `car_app`, in which row-level
-    /// security shows only `project`'s rows.
-    pub async fn in_project<T>(
-        &self,
-        project: i64,
-        work: impl for<'t> FnOnce(
-            &'t Transaction<'t>,
-        ) -> std::pin::Pin<
-            Box<dyn std::future::Future<Output = Result<T>> + Send + 't>,
-        >,
-    ) -> Result<T> {
-        let mut client = self.pool.get().await?;
-        let tx = client.transaction().await?;
-        // As the application's role, which row-level security binds whoever CAR connects as.
-        tx.batch_execute("SET LOCAL ROLE car_app").await?;
-        tx.execute(
-            "SELECT set_config('car.project', $1, true)",
-            &[&project.to_string()],
-        )
-        .await?;
-        let value = work(&tx).await?;
-        tx.commit().await?;
-        Ok(value)
-    }
-
-    /// Records a call in `project`'s execution log, stamped with its author.
-    pub async fn record_execution(
-        &self,
-        project: i64,
-        author: &str,
-        tool: &str,
-        status: &str,
-        face: &str,
-    ) -> Result<String> {
-        let id = uuid::Uuid::new_v4().simple().to_string();
-        let (author, tool, status, face) = (
-            author.to_string(),
-            tool.to_string(),
-            status.to_string(),
-            face.to_string(),
-        );
-        let row_id = id.clone();
-        self.in_project(project, move |tx| {
-            Box::pin(async move {
-                tx.execute(
-                    "INSERT INTO executions(id, author, tool, status, face, started_at)
-                     VALUES ($1, $2, $3, $4, $5, $6)",
-                    &[
-                        &row_id,
-                        &author,
-                        &tool,
-                        &status,
-                        &face,
-                        &crate::store::now(),
-                    ],
-                )
-                .await?;
-                Ok(())
-            })
-        })
-        .await?;
-        Ok(id)
-    }
-
-    /// The latest calls of `project`'s execution log, newest first. The query has no project
-    /// filter of its own: row-level security is what keeps other projects' rows out.
-    pub async fn executions(&self, project: i64, limit: i64) -> Result<Vec<TeamExecution>> {
-        self.in_project(project, move |tx| {
-            Box::pin(async move {
-                let rows = tx
-                    .query(
-                        "SELECT id, author, tool, status, face, started_at
-                         FROM executions ORDER BY started_at DESC, rowid DESC LIMIT $1",
-                        &[&limit],
-                    )
-                    .await?;
-                Ok(rows
-                    .iter()
-                    .map(|r| TeamExecution {
-                        id: r.get(0),
-                        author: r.get(1),
-                        tool: r.get(2),
-                        status: r.get(3),
-                        face: r.get(4),
-                        started_at: r.get(5),
-                    })
-                    .collect())
-            })
-        })
-        .await
     }
 }
 

@@ -199,22 +199,29 @@ fn car_team_manages_people_and_projects_and_keeps_only_token_hashes() {
 #[test]
 fn row_level_security_keeps_each_project_to_itself_even_without_a_filter() {
     let db = TestDb::new();
-    runtime().block_on(async {
+    let rt = runtime();
+    let (team_db, web, api) = rt.block_on(async {
         let team_db = TeamDb::connect(&db.url).await.unwrap();
         let web = team_db.add_project("web").await.unwrap().id;
         let api = team_db.add_project("api").await.unwrap().id;
-        team_db
-            .record_execution(web, "alice", "memory_add_fact", "ok", "mcp")
-            .await
+        (team_db, web, api)
+    });
+    // Each project's memory goes through its own store, as the server writes it.
+    for (project, fact) in [(web, "web deploys on fridays"), (api, "api deploys daily")] {
+        let memory = car::Memory::open(
+            std::sync::Arc::new(team_db.project_store(project)),
+            None,
+            None,
+        )
+        .unwrap();
+        memory
+            .write(car::NewEntry::new(car::Kind::Pattern, "deploys", fact))
             .unwrap();
-        team_db
-            .record_execution(api, "bob", "task_manager", "ok", "cli")
-            .await
-            .unwrap();
-        let seen = team_db.executions(web, 10).await.unwrap();
-        assert_eq!(seen.len(), 1);
-        assert_eq!(seen[0].author.as_deref(), Some("alice"));
-
+        let seen = memory.query("when do we deploy?", "", 5).unwrap();
+        assert_eq!(seen.len(), 1, "{seen:?}");
+        assert_eq!(seen[0].body, fact);
+    }
+    rt.block_on(async {
         // The test connects as a superuser, like a careless deployment: the server's queries
         // still run as the application's role, which row-level security binds.
         let raw = client(&db.url).await;
@@ -234,14 +241,17 @@ fn row_level_security_keeps_each_project_to_itself_even_without_a_filter() {
             async move { raw.query_one(sql, &[]).await.unwrap().get::<_, i64>(0) }
         };
         // No project set: a query without a filter sees nothing.
-        assert_eq!(count("SELECT count(*) FROM executions").await, 0);
+        assert_eq!(count("SELECT count(*) FROM memory_nodes").await, 0);
         // One project set: only its rows, however the query is written.
         raw.batch_execute(&format!("SET car.project = '{web}'"))
             .await
             .unwrap();
-        assert_eq!(count("SELECT count(*) FROM executions").await, 1);
+        assert_eq!(count("SELECT count(*) FROM memory_nodes").await, 1);
         let other = raw
-            .query("SELECT id FROM executions WHERE team_project = $1", &[&api])
+            .query(
+                "SELECT id FROM memory_nodes WHERE team_project = $1",
+                &[&api],
+            )
             .await
             .unwrap();
         assert!(other.is_empty(), "another project's rows are invisible");
