@@ -170,10 +170,26 @@ pub fn policy_anchors(cwd: &Path) -> Vec<PathBuf> {
     anchors
 }
 
-/// The agent id to act as: `explicit`, else `CAR_AGENT_ID`, else `USER`, else `agent`.
+thread_local! {
+    /// The person a team server runs this thread's call for (see [`acting_for`]).
+    static ACTING_FOR: std::cell::RefCell<Option<String>> = const { std::cell::RefCell::new(None) };
+}
+
+/// Runs `f` with `author` as the default agent id on this thread: on a team server a task's
+/// history names the person whose token made the call, not the server's own user.
+pub fn acting_for<T>(author: Option<&str>, f: impl FnOnce() -> T) -> T {
+    let previous = ACTING_FOR.with(|cell| cell.replace(author.map(str::to_string)));
+    let result = f();
+    ACTING_FOR.with(|cell| *cell.borrow_mut() = previous);
+    result
+}
+
+/// The agent id to act as: `explicit`, else the person a team server acts for, else
+/// `CAR_AGENT_ID`, else `USER`, else `agent`.
 pub fn agent_id(explicit: Option<&str>) -> String {
     explicit
         .map(str::to_string)
+        .or_else(|| ACTING_FOR.with(|cell| cell.borrow().clone()))
         .or_else(|| std::env::var(env::CAR_AGENT_ID).ok())
         .or_else(|| std::env::var(env::USER).ok())
         .map(|a| a.trim().to_string())

@@ -1,7 +1,7 @@
 //! `car progress …` (notes and blockers) and `car decision …` (ADRs): the commands are the
 //! project capability's (`project::commands::journal`); this face renders their outcome.
 
-use super::{open_project, render_typed, Env, Printed};
+use super::{open_project, remote, render_typed, Env, Printed};
 use crate::output::table;
 use crate::project::commands::journal::{
     decision_command_name, progress_command_name, run_decision, run_progress, Decided,
@@ -39,9 +39,14 @@ fn progress_line(p: &Progress) -> String {
 }
 
 /// Runs one `car progress` command and renders what it prints.
-pub(crate) fn execute_progress(env: &Env, command: ProgressCommand) -> Printed {
+pub(crate) async fn execute_progress(env: &Env, command: ProgressCommand) -> Printed {
     let name = progress_command_name(&command);
-    let result = open_project(env).and_then(|project| Ok(run_progress(&project, &command)?));
+    let result = match remote::server(env) {
+        Some(server) => remote::project(env, server, "progress_tracker", "progress", None)
+            .await
+            .and_then(remote::typed),
+        None => open_project(env).and_then(|project| Ok(run_progress(&project, &command)?)),
+    };
     render_typed(env.json, name, result, Noted::render)
 }
 
@@ -81,8 +86,13 @@ fn decision_text(d: &Decision) -> String {
 }
 
 /// Runs one `car decision` command and renders what it prints.
-pub(crate) fn execute_decision(env: &Env, command: DecisionCommand) -> Printed {
+pub(crate) async fn execute_decision(env: &Env, command: DecisionCommand) -> Printed {
     let name = decision_command_name(&command);
-    let result = open_project(env).and_then(|project| Ok(run_decision(&project, &command)?));
+    let result = match remote::server(env) {
+        Some(server) => remote::project(env, server, "decision_logger", "decision", None)
+            .await
+            .and_then(remote::typed),
+        None => open_project(env).and_then(|project| Ok(run_decision(&project, &command)?)),
+    };
     render_typed(env.json, name, result, Decided::render)
 }

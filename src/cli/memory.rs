@@ -9,7 +9,7 @@ use serde_json::{json, Value};
 use serde::Serialize;
 
 use super::{
-    call_tool, finish, finish_typed, human_as, prepare, read_input, tool_args, Env, Failure,
+    call_tool, finish, finish_typed, human_as, prepare, read_input, remote, tool_args, Env, Failure,
 };
 use crate::memory::{
     effective_budget, AddFactArgs, AssembledContext, ContextMode, ContextRequest, DeleteArgs,
@@ -207,23 +207,48 @@ fn human_query(recall: &Recall) -> String {
     out
 }
 
+/// How a person reads a memory tool's result.
+fn human(tool: &str, data: &Value) -> String {
+    match tool {
+        "memory_query" => human_as(data, human_query),
+        "memory_add_fact" | "memory_save_knowledge" | "memory_save_procedural" => {
+            human_as(data, human_entry)
+        }
+        "memory_delete" => human_as(data, human_delete),
+        "memory_intervene" => human_as(data, human_intervene),
+        _ => render_human(data),
+    }
+}
+
 pub async fn run(env: &Env, command: MemoryCommand) -> ExitCode {
     let name = command_name(&command);
+    if let Some(server) = remote::server(env) {
+        let call = as_tool_call(&command).and_then(|call| {
+            call.ok_or_else(|| {
+                Failure::usage(format!(
+                    "`car {}` works on this machine's memory; against a team server use memory add, query, status, knowledge, procedure, delete, intervene or evaluate",
+                    name.replace('.', " ")
+                ))
+            })
+        });
+        let (tool, result) = match (call, server) {
+            (Ok((_, tool, args)), Ok(server)) => (
+                tool,
+                remote::call(env, &server, tool, args)
+                    .await
+                    .map(|a| a.value),
+            ),
+            (Err(e), _) | (_, Err(e)) => ("", Err(e)),
+        };
+        return finish(env.json, name, result, |data| human(tool, data));
+    }
     let (app, call) = match prepare(env, name, || as_tool_call(&command)) {
         Ok(prepared) => prepared,
         Err(code) => return code,
     };
     if let Some((name, tool, args)) = call {
         let result = call_tool(&app, tool, args, None).await;
-        return finish(env.json, name, result, |data| match tool {
-            "memory_query" => human_as(data, human_query),
-            "memory_add_fact" | "memory_save_knowledge" | "memory_save_procedural" => {
-                human_as(data, human_entry)
-            }
-            "memory_delete" => human_as(data, human_delete),
-            "memory_intervene" => human_as(data, human_intervene),
-            _ => render_human(data),
-        });
+        return finish(env.json, name, result, |data| human(tool, data));
     }
     let Some(memory) = app.memory().cloned() else {
         return finish(

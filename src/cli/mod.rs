@@ -17,6 +17,7 @@ mod plan;
 mod policy;
 pub mod progress;
 mod reason;
+mod remote;
 mod session;
 mod setup;
 mod skill;
@@ -79,6 +80,12 @@ pub struct GlobalArgs {
     pub json: bool,
     #[command(flatten)]
     pub location: Location,
+    /// Work against a team server: its MCP address (https://car.example.com/mcp/PROJECT). The
+    /// memory, skill, task, progress, decision, status, context, checkpoint and resume commands
+    /// then read and write the team's project, with the token from `car team login`
+    /// (or CAR_TOKEN); the other commands work on this machine.
+    #[arg(long, global = true, env = "CAR_SERVER", value_name = "URL")]
+    pub server: Option<String>,
 }
 
 #[derive(Debug, Subcommand)]
@@ -179,6 +186,8 @@ pub(crate) struct Env {
     pub json: bool,
     /// An open store to use instead of opening `home`'s (the MCP server's own).
     pub store: Option<Arc<Store>>,
+    /// The team server named by `--server` / `CAR_SERVER`, as given.
+    pub server: Option<String>,
 }
 
 /// A failed command: a code for the envelope, a message, and the exit status.
@@ -286,7 +295,7 @@ impl From<crate::project::ProjectError> for Failure {
     }
 }
 
-fn resolve(location: &Location, json: bool) -> Result<Env, Failure> {
+fn resolve(location: &Location, json: bool, server: Option<String>) -> Result<Env, Failure> {
     let (home, project_root) = location.resolve().map_err(|e| Failure {
         code: e.code,
         message: e.message,
@@ -297,6 +306,7 @@ fn resolve(location: &Location, json: bool) -> Result<Env, Failure> {
         project_root,
         json,
         store: None,
+        server,
     })
 }
 
@@ -570,7 +580,11 @@ pub fn main() -> ExitCode {
 }
 
 async fn run(cli: Cli) -> ExitCode {
-    let env = match resolve(&cli.global.location, cli.global.json) {
+    let env = match resolve(
+        &cli.global.location,
+        cli.global.json,
+        cli.global.server.clone(),
+    ) {
         Ok(env) => env,
         Err(failure) => return finish(cli.global.json, "car", Err(failure), |_| String::new()),
     };
@@ -601,16 +615,16 @@ async fn run(cli: Cli) -> ExitCode {
         Command::Executions(args) => tools::executions(&env, args).await,
         Command::Setup(args) => setup::run(&env, &args),
         Command::Doctor(args) => doctor::execute(&env, Mode::dry_run_if(!args.fix)).emit(),
-        Command::Task(command) => task::execute(&env, command).emit(),
-        Command::Progress(command) => journal::execute_progress(&env, command).emit(),
-        Command::Decision(command) => journal::execute_decision(&env, command).emit(),
+        Command::Task(command) => task::execute(&env, command).await.emit(),
+        Command::Progress(command) => journal::execute_progress(&env, command).await.emit(),
+        Command::Decision(command) => journal::execute_decision(&env, command).await.emit(),
         Command::Do(args) => agent::run(&env, args).await,
         Command::Keys(command) => keys::run(&env, command),
         Command::Reason(args) => reason::run(&env, args).await,
-        Command::Status => session::execute_status(&env).emit(),
-        Command::Context(args) => session::execute_context(&env, args).emit(),
-        Command::Checkpoint(args) => session::execute_checkpoint(&env, args).emit(),
-        Command::Resume(args) => session::execute_resume(&env, args).emit(),
+        Command::Status => session::execute_status(&env).await.emit(),
+        Command::Context(args) => session::execute_context(&env, args).await.emit(),
+        Command::Checkpoint(args) => session::execute_checkpoint(&env, args).await.emit(),
+        Command::Resume(args) => session::execute_resume(&env, args).await.emit(),
         Command::Stats(args) => admin::stats(&env, &args).emit(),
         Command::Project(command) => admin::project(&env, &command).emit(),
         Command::Config(command) => admin::config(&env, &command).emit(),

@@ -4,7 +4,7 @@
 
 use std::sync::Arc;
 
-use super::{open_project, render_typed, Env, Failure, Printed};
+use super::{open_project, remote, render_typed, Env, Failure, Printed};
 use crate::memory::Memory;
 use crate::project::commands::session::{
     self, CheckpointArgs, ContextArgs, ResumeArgs, SessionCommand, SessionOutcome,
@@ -66,9 +66,9 @@ fn status_text(status: &Status) -> String {
 
 /// Runs a session command (not `doctor`: see `cli::doctor`). `memory` gives `context` its
 /// relevant entries; without it the command opens the project's memory itself.
-fn execute(env: &Env, command: SessionCommand, memory: Option<&Arc<Memory>>) -> Printed {
+async fn execute(env: &Env, command: SessionCommand, memory: Option<&Arc<Memory>>) -> Printed {
     let name = command.name();
-    let result = (|| -> Result<SessionOutcome, Failure> {
+    let local = || -> Result<SessionOutcome, Failure> {
         let project = open_project(env)?;
         let opened;
         let memory = match (memory, &command) {
@@ -84,7 +84,23 @@ fn execute(env: &Env, command: SessionCommand, memory: Option<&Arc<Memory>>) -> 
             (None, _) => None,
         };
         Ok(session::run(&project, memory, &command)?)
-    })();
+    };
+    let result = match remote::server(env) {
+        Some(server) => remote::project(env, server, "context_manager", name, Some(name))
+            .await
+            .and_then(|data| {
+                Ok(match &command {
+                    SessionCommand::Status => SessionOutcome::Status(remote::typed(data)?),
+                    SessionCommand::Context(_) => SessionOutcome::Briefing(remote::typed(data)?),
+                    SessionCommand::Checkpoint(_) => {
+                        SessionOutcome::Checkpoint(remote::typed(data)?)
+                    }
+                    SessionCommand::Resume(_) => SessionOutcome::Resumed(remote::typed(data)?),
+                    SessionCommand::Doctor(_) => SessionOutcome::Doctor(remote::typed(data)?),
+                })
+            }),
+        None => local(),
+    };
     render_typed(env.json, name, result, |outcome| match outcome {
         SessionOutcome::Status(status) => status_text(status),
         SessionOutcome::Briefing(context) => context.briefing.clone(),
@@ -98,23 +114,23 @@ fn execute(env: &Env, command: SessionCommand, memory: Option<&Arc<Memory>>) -> 
 }
 
 /// `car status`.
-pub(crate) fn execute_status(env: &Env) -> Printed {
-    execute(env, SessionCommand::Status, None)
+pub(crate) async fn execute_status(env: &Env) -> Printed {
+    execute(env, SessionCommand::Status, None).await
 }
 
 /// `car context`.
-pub(crate) fn execute_context(env: &Env, args: ContextArgs) -> Printed {
-    execute(env, SessionCommand::Context(args), None)
+pub(crate) async fn execute_context(env: &Env, args: ContextArgs) -> Printed {
+    execute(env, SessionCommand::Context(args), None).await
 }
 
 /// `car checkpoint`.
-pub(crate) fn execute_checkpoint(env: &Env, args: CheckpointArgs) -> Printed {
-    execute(env, SessionCommand::Checkpoint(args), None)
+pub(crate) async fn execute_checkpoint(env: &Env, args: CheckpointArgs) -> Printed {
+    execute(env, SessionCommand::Checkpoint(args), None).await
 }
 
 /// `car resume`.
-pub(crate) fn execute_resume(env: &Env, args: ResumeArgs) -> Printed {
-    execute(env, SessionCommand::Resume(args), None)
+pub(crate) async fn execute_resume(env: &Env, args: ResumeArgs) -> Printed {
+    execute(env, SessionCommand::Resume(args), None).await
 }
 
 fn resumed_text(resumed: &Resumed) -> String {

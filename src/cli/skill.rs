@@ -8,7 +8,7 @@ use clap::Subcommand;
 use serde_json::Value;
 
 use super::{
-    call_tool, finish, finish_typed, human_as, prepare, read_input, tool_args, Env, Failure,
+    call_tool, finish, finish_typed, human_as, prepare, read_input, remote, tool_args, Env, Failure,
 };
 use crate::skills::tools::{
     FindArgs, IngestArgs, IngestedView, ListArgs, RankedView, ReportArgs, ReportedView, SkillList,
@@ -236,22 +236,47 @@ fn local(env: &Env, skills: &Skills, command: &SkillCommand) -> ExitCode {
     }
 }
 
+/// How a person reads a skill tool's result.
+fn human(tool: &str, data: &Value) -> String {
+    match tool {
+        "skill_ingest" => human_as(data, human_ingest),
+        "skill_find" => human_as(data, human_found),
+        "skill_list" => human_as(data, human_list),
+        _ => human_as(data, |reported: &ReportedView| {
+            format!("{}\n", skill_line(&reported.skill))
+        }),
+    }
+}
+
 pub async fn run(env: &Env, command: SkillCommand) -> ExitCode {
     let name = command_name(&command);
+    if let Some(server) = remote::server(env) {
+        let call = as_tool_call(&command).and_then(|call| {
+            call.ok_or_else(|| {
+                Failure::usage(format!(
+                    "`car {}` works on this machine's skill files; against a team server use skill add, find, list or report",
+                    name.replace('.', " ")
+                ))
+            })
+        });
+        let (tool, result) = match (call, server) {
+            (Ok((tool, args)), Ok(server)) => (
+                tool,
+                remote::call(env, &server, tool, args)
+                    .await
+                    .map(|a| a.value),
+            ),
+            (Err(e), _) | (_, Err(e)) => ("", Err(e)),
+        };
+        return finish(env.json, name, result, |data| human(tool, data));
+    }
     let (app, call) = match prepare(env, name, || as_tool_call(&command)) {
         Ok(prepared) => prepared,
         Err(code) => return code,
     };
     if let Some((tool, args)) = call {
         let result = call_tool(&app, tool, args, None).await;
-        return finish(env.json, name, result, |data| match tool {
-            "skill_ingest" => human_as(data, human_ingest),
-            "skill_find" => human_as(data, human_found),
-            "skill_list" => human_as(data, human_list),
-            _ => human_as(data, |reported: &ReportedView| {
-                format!("{}\n", skill_line(&reported.skill))
-            }),
-        });
+        return finish(env.json, name, result, |data| human(tool, data));
     }
     match app.skills() {
         Some(skills) => local(env, skills, &command),

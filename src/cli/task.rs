@@ -2,7 +2,7 @@
 //! are the project capability's (`project::commands::task`, which the `task_manager` tool runs
 //! too); this face renders their outcome for a person.
 
-use super::{open_project, render_typed, Env, Printed};
+use super::{open_project, remote, render_typed, Env, Failure, Printed};
 use crate::output::table;
 use crate::project::commands::task::{self, command_name, TaskCommand, TaskOutcome};
 use crate::project::tasks::{Task, TaskDetail, TaskStatus};
@@ -109,9 +109,26 @@ fn human_detail(detail: &TaskDetail) -> String {
     out
 }
 
-/// Runs one `car task` command and renders what it prints.
-pub(crate) fn execute(env: &Env, command: TaskCommand) -> Printed {
+/// Runs one `car task` command, here or on the team server, and renders what it prints.
+pub(crate) async fn execute(env: &Env, command: TaskCommand) -> Printed {
     let name = command_name(&command);
-    let result = open_project(env).and_then(|project| Ok(task::run(&project, &command)?));
+    let result = match remote::server(env) {
+        Some(_) if matches!(command, TaskCommand::Import { .. }) => Err(Failure::usage(
+            "car task import reads a file on this machine; import into the local project, then `car team push` copies it up",
+        )),
+        Some(server) => remote::project(env, server, "task_manager", "task", None)
+            .await
+            .and_then(|data| {
+                Ok(match name {
+                    "task.list" | "task.ready" => TaskOutcome::Tasks(remote::typed(data)?),
+                    "task.show" => TaskOutcome::Detail(remote::typed(data)?),
+                    "task.dep.add" | "task.dep.remove" => {
+                        TaskOutcome::Dependency(remote::typed(data)?)
+                    }
+                    _ => TaskOutcome::Task(remote::typed(data)?),
+                })
+            }),
+        None => open_project(env).and_then(|project| Ok(task::run(&project, &command)?)),
+    };
     render_typed(env.json, name, result, render)
 }

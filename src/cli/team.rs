@@ -6,10 +6,17 @@ use std::process::ExitCode;
 use clap::{Args, Subcommand};
 use serde::Serialize;
 
-use super::{finish_typed, Env, Failure};
+use std::io::BufRead;
+
+use super::progress::Reporter;
+use super::{finish_typed, open_app, open_project, remote, Env, Failure};
+use crate::secrets::Secrets;
+use crate::team::client::{Server, TeamClient};
+use crate::team::push::{self, Local, PushError, Pushed};
 use crate::team::{Issued, Role, TeamDb, TeamError, TeamProject, User};
 
-pub const HELP: &str = "The database is PostgreSQL, named by --database or CAR_DATABASE_URL
+pub const HELP: &str = "Administration (user, project, grant) works on the database itself.
+The database is PostgreSQL, named by --database or CAR_DATABASE_URL
 (postgres://USER:PASSWORD@HOST:5432/DATABASE); CAR creates its tables there on first use.
 A user's token is printed once, when the user is added or the token rotated: hand it to them
 (it is stored only as its SHA-256). Roles: admin manages the team, member reads and writes a
@@ -21,7 +28,26 @@ Examples:
   car team user add alice --role member --grant web
   car team grant bob web reader
   car team user token-rotate alice
-  car team user list --json";
+  car team user list --json
+
+A person on the team logs in once with the token they were given, then works against the
+team server with --server (or CAR_SERVER):
+  printf %s \"$TOKEN\" | car team login --server https://car.example.com
+  car --server https://car.example.com/mcp/web team push     # copy this project up, once
+  export CAR_SERVER=https://car.example.com/mcp/web
+  car task ready                                            # the team's board";
+
+const PUSH_HELP: &str = "Copied: the project's current facts, knowledge and procedures (not global
+preferences, not replaced versions), active skills, every task with its description, labels,
+priority, parent, dependencies and status, every decision with its status and what it
+supersedes. Not copied: progress notes, checkpoints, the execution log.
+
+Each item goes up through the server's own tools under a request id made from this database,
+the project and the item, so a second push (or one resumed after an interruption) sends only
+what is new or changed; the server stamps every copy with your name.
+
+Example:
+  car --server https://car.example.com/mcp/web team push";
 
 #[derive(Debug, Args)]
 pub struct TeamArgs {
@@ -40,6 +66,15 @@ enum TeamCommand {
     /// Add and list the team's projects.
     #[command(subcommand)]
     Project(ProjectCommand),
+    /// Keep your token for a team server (--server) in the OS keychain: read from stdin,
+    /// checked against the server first.
+    Login,
+    /// Forget the token stored for a team server (--server).
+    Logout,
+    /// Copy this project's memory, skills, tasks and decisions up to the team server's project
+    /// (--server); run it again and nothing doubles.
+    #[command(after_help = PUSH_HELP)]
+    Push,
     /// Give USER ROLE on PROJECT (replacing the role they had there).
     Grant {
         /// Who.
@@ -156,7 +191,14 @@ fn human(done: &Done) -> String {
 }
 
 pub async fn run(env: &Env, args: TeamArgs) -> ExitCode {
+    match args.command {
+        TeamCommand::Login => return login(env).await,
+        TeamCommand::Logout => return logout(env),
+        TeamCommand::Push => return push(env).await,
+        _ => {}
+    }
     let name = match &args.command {
+        TeamCommand::Login | TeamCommand::Logout | TeamCommand::Push => unreachable!(),
         TeamCommand::User(UserCommand::Add { .. }) => "team.user.add",
         TeamCommand::User(UserCommand::Remove { .. }) => "team.user.remove",
         TeamCommand::User(UserCommand::TokenRotate { .. }) => "team.user.token_rotate",
@@ -199,9 +241,177 @@ pub async fn run(env: &Env, args: TeamArgs) -> ExitCode {
                 project,
                 role,
             } => Done::User(db.grant(&user, &project, role).await.map_err(failure)?),
+            TeamCommand::Login | TeamCommand::Logout | TeamCommand::Push => unreachable!(),
         };
         Ok(done)
     }
     .await;
     finish_typed(env.json, name, result, human)
+}
+
+/// The team server `--server` names, or the error that says to name one.
+fn named_server(env: &Env, command: &str) -> Result<Server, Failure> {
+    remote::server(env).unwrap_or_else(|| {
+        Err(Failure::usage(format!(
+            "no team server: pass --server https://HOST[:PORT][/mcp/PROJECT] or set CAR_SERVER (car team {command})"
+        )))
+    })
+}
+
+#[derive(Debug, Serialize)]
+struct LoggedIn {
+    server: String,
+    /// Where the token is kept.
+    backend: &'static str,
+    /// How many tools the server offers this user on the project.
+    tools: usize,
+}
+
+async fn login(env: &Env) -> ExitCode {
+    let result = async {
+        let server = named_server(env, "login")?;
+        let mut line = String::new();
+        let read = std::io::stdin().lock().read_line(&mut line);
+        let token = line.trim().to_string();
+        if read.is_err() || token.is_empty() {
+            return Err(Failure::usage(format!(
+                "no token on stdin; pipe it in: printf %s \"$TOKEN\" | car team login --server {}",
+                server.origin()
+            )));
+        }
+        let client = TeamClient::connect(&server, &token).await?;
+        let tools = client.tool_count().await?;
+        client.close().await;
+        let secrets =
+            Secrets::open(env.home.root()).map_err(|e| Failure::new("keychain", e.to_string()))?;
+        secrets
+            .set(&server.account(), &token)
+            .map_err(|e| Failure::new("keychain", e.to_string()))?;
+        Ok(LoggedIn {
+            server: server.origin(),
+            backend: secrets.backend(),
+            tools,
+        })
+    }
+    .await;
+    finish_typed(env.json, "team.login", result, |done| {
+        format!(
+            "logged in to {} ({} tools); the token is in {}\n",
+            done.server, done.tools, done.backend
+        )
+    })
+}
+
+#[derive(Debug, Serialize)]
+struct LoggedOut {
+    server: String,
+    /// Whether a token was stored.
+    removed: bool,
+}
+
+fn logout(env: &Env) -> ExitCode {
+    let result = (|| {
+        let server = named_server(env, "logout")?;
+        let secrets =
+            Secrets::open(env.home.root()).map_err(|e| Failure::new("keychain", e.to_string()))?;
+        let removed = secrets
+            .delete(&server.account())
+            .map_err(|e| Failure::new("keychain", e.to_string()))?;
+        Ok(LoggedOut {
+            server: server.origin(),
+            removed,
+        })
+    })();
+    finish_typed(env.json, "team.logout", result, |done| {
+        if done.removed {
+            format!("forgot the token for {}\n", done.server)
+        } else {
+            format!("no token was stored for {}\n", done.server)
+        }
+    })
+}
+
+async fn push(env: &Env) -> ExitCode {
+    let reporter = Reporter::new("team.push", env.json);
+    let result = async {
+        let server = named_server(env, "push")?;
+        let client = remote::connect(env, &server).await?;
+        let app = open_app(env)?;
+        let project = match app.memory() {
+            Some(memory) => {
+                crate::project::Project::open(memory.store().clone(), &env.project_root)?
+            }
+            None => open_project(env)?,
+        };
+        let from = Local {
+            project: &project,
+            memory: app.memory(),
+            skills: app.skills(),
+        };
+        let pushed = push::push(&client, from, &mut |done, total| {
+            reporter.update("pushing", done as u64, Some(total as u64))
+        })
+        .await;
+        client.close().await;
+        pushed.map_err(|e| match e {
+            PushError::Client(e) => Failure::from(e),
+            PushError::Local(message) => Failure::new("store", message),
+            PushError::Denied(message) => {
+                Failure::new("denied", format!("nothing was pushed: {message}"))
+            }
+        })
+    }
+    .await;
+    reporter.finish();
+    let result = result.and_then(|pushed| match pushed.refused.first() {
+        // Everything else went up; the exit status says not all did.
+        Some(first) => {
+            let text = human_pushed(&pushed);
+            if env.json {
+                Ok(pushed)
+            } else {
+                crate::console::stdout(&text);
+                Err(Failure::new(
+                    "refused",
+                    format!(
+                        "the server refused {} item(s); the first, {}: {} ({})",
+                        pushed.refused.len(),
+                        first.item,
+                        first.message,
+                        first.code
+                    ),
+                ))
+            }
+        }
+        None => Ok(pushed),
+    });
+    let refused = matches!(&result, Ok(p) if !p.refused.is_empty());
+    let code = finish_typed(env.json, "team.push", result, human_pushed);
+    if refused {
+        ExitCode::from(1)
+    } else {
+        code
+    }
+}
+
+fn human_pushed(pushed: &Pushed) -> String {
+    let mut out = format!("pushed to {}\n", pushed.server);
+    for (what, count) in pushed.counts() {
+        if count.sent + count.already > 0 {
+            out.push_str(&format!(
+                "  {what:<14} {} sent, {} already there\n",
+                count.sent, count.already
+            ));
+        }
+    }
+    if pushed.refused.is_empty() && pushed.counts().iter().all(|(_, c)| c.sent + c.already == 0) {
+        out.push_str("  nothing to push: this project has no memory, skills, tasks or decisions\n");
+    }
+    for refused in &pushed.refused {
+        out.push_str(&format!(
+            "  refused {}: {} ({})\n",
+            refused.item, refused.message, refused.code
+        ));
+    }
+    out
 }

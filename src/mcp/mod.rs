@@ -514,7 +514,7 @@ impl ServerHandler for McpServer {
                 "logging": {}
             },
             "serverInfo": {"name": self.name, "title": "CAR", "version": env!("CARGO_PKG_VERSION")},
-            "instructions": "CAR gives you durable memory and a project's state across sessions. At session start, context_manager {action: \"context\"} briefs you (ready tasks, blockers, decisions, relevant memory). Recall with memory_query before you rely on assumptions; remember decisions, conventions and gotchas with memory_add_fact (a fact with the same subject replaces the old one). Track work with task_manager (list --status ready, claim, complete), record architecture decisions with decision_logger, and look for a saved skill with skill_find before writing a script anew. Check a multi-step plan with verify before running it."
+            "instructions": "CAR gives you durable memory and a project's state across sessions. At session start, context_manager {action: \"context\"} briefs you (ready tasks, blockers, decisions, relevant memory). Recall with memory_query before you rely on assumptions; remember decisions, conventions and gotchas with memory_add_fact (a fact with the same subject replaces the old one). Track work with task_manager (ready, claim, complete), record architecture decisions with decision_logger, and look for a saved skill with skill_find before writing a script anew. Check a multi-step plan with verify before running it."
         });
         let mut value = value;
         if self.takes_tasks {

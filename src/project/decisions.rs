@@ -5,7 +5,7 @@
 
 use crate::store::sql::{args, Dialect, Row, Sql};
 use crate::store::StoreError;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use super::{Project, ProjectError, Result};
 use crate::store::now;
@@ -69,7 +69,7 @@ impl std::fmt::Display for DecisionStatus {
     }
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, schemars::JsonSchema)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Decision {
     #[serde(rename = "displayId")]
     pub display_id: String,

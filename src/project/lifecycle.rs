@@ -21,7 +21,7 @@ const BRIEF_DECISIONS: usize = 5;
 const BRIEF_FACTS: usize = 8;
 
 /// Where the project stands.
-#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
+#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Status {
     pub project: ProjectInfo,
     pub tasks: BTreeMap<String, i64>,
@@ -35,7 +35,7 @@ pub struct Status {
     pub last_checkpoint: Option<CheckpointInfo>,
 }
 
-#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
+#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct ProjectInfo {
     pub name: String,
     pub root: String,
@@ -68,7 +68,7 @@ pub struct Fact {
 }
 
 /// The session-start briefing (`context`) and what it was made from.
-#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
+#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Briefing {
     /// The briefing as Markdown.
     pub briefing: String,
@@ -78,7 +78,7 @@ pub struct Briefing {
 }
 
 /// A checkpoint's briefing and what changed since (`resume`).
-#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
+#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Resumed {
     pub checkpoint: CheckpointInfo,
     /// The briefing as it was at the checkpoint.
@@ -89,7 +89,7 @@ pub struct Resumed {
 }
 
 /// What changed since a checkpoint.
-#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
+#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Changes {
     /// Tasks created since, by display id.
     #[serde(rename = "tasksCreated")]

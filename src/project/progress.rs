@@ -3,13 +3,13 @@
 
 use crate::store::sql::{args, Row};
 use crate::store::StoreError;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use super::tasks::prefix;
 use super::{Project, ProjectError, Result};
 use crate::store::now;
 
-#[derive(Debug, Clone, PartialEq, Serialize, schemars::JsonSchema)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Progress {
     pub id: i64,
     pub task: Option<String>,

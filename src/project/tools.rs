@@ -108,12 +108,15 @@ const SPECS: &[Spec] = &[
     Spec {
         name: "task_manager",
         title: "Project tasks",
-        description: "The project's task tracker: `list` (args e.g. [\"--status\", \"ready\"]), `create` ([\"TITLE\", \"--priority\", \"P1\", \"--label\", \"x\", \"--depends-on\", \"CTX-0001\"]), `update` ([\"CTX-0001\", \"--status\", \"open\"]), `claim` ([] claims the most urgent ready task; [\"CTX-0001\", \"--agent\", \"me\"]), `complete`, `block` ([\"CTX-0001\", \"--reason\", \"…\"]), `unblock`, `show`. Runs `car task <action> --json <args…>` and returns exactly what it prints.",
-        actions: &["list", "create", "update", "claim", "complete", "block", "unblock", "show"],
+        description: "The project's task tracker: `ready` (the tasks to pick up next), `list` (args e.g. [\"--status\", \"claimed\"]), `create` ([\"TITLE\", \"--priority\", \"P1\", \"--label\", \"x\", \"--depends-on\", \"CTX-0001\"]), `update` ([\"CTX-0001\", \"--status\", \"open\"]), `claim` ([] claims the most urgent ready task; [\"CTX-0001\", \"--agent\", \"me\"]), `complete`, `block` ([\"CTX-0001\", \"--reason\", \"…\"]), `unblock`, `show`, `dep` ([\"add\", \"CTX-0002\", \"CTX-0001\"]: CTX-0002 waits for CTX-0001; [\"remove\", …]). Runs `car task <action> --json <args…>` and returns exactly what it prints.",
+        actions: &[
+            "ready", "list", "create", "update", "claim", "complete", "block", "unblock", "show",
+            "dep",
+        ],
         group: Some("task"),
         routes: &[],
         effect: Effect::Write,
-        reads: &["list", "show"],
+        reads: &["ready", "list", "show"],
         team: true,
         timeout_secs: 120,
         output: output::<TaskOutcome>,
@@ -392,7 +395,11 @@ impl ProjectTools {
                     .read_actions(spec.reads)
                     .idempotence(Idempotence::NotIdempotent)
                     .timeout(std::time::Duration::from_secs(spec.timeout_secs)),
-                    move |c| tools.call(spec, &c.args),
+                    move |c| {
+                        crate::home::acting_for(c.context.author_name(), || {
+                            tools.call(spec, &c.args)
+                        })
+                    },
                 )
             })
             .collect()

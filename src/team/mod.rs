@@ -12,6 +12,9 @@
 //! advisory lock: an instance that starts while another migrates waits for it and then finds
 //! nothing left to run.
 
+pub mod client;
+pub mod push;
+
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 

@@ -1132,3 +1132,392 @@ fn a_team_shares_its_board_decisions_and_checkpoints_and_a_reader_only_reads_the
     let events = envelope(&shown)["data"]["events"].to_string();
     assert!(events.contains("dave"), "{events}");
 }
+
+/// `car` against a team server, as the person holding `token` (or the one `car team login`
+/// stored): `--json` output and exit code.
+fn as_member(
+    home: &TestHome,
+    keyring: &crate::keychain::Keyring,
+    token: Option<&str>,
+    args: &[&str],
+) -> (i32, Value) {
+    let mut cmd = home.command(crate::support::CAR);
+    keyring.apply(&mut cmd);
+    if let Some(token) = token {
+        cmd.env("CAR_TOKEN", token);
+    }
+    let out = cmd.arg("--json").args(args).output().unwrap();
+    let doc: Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|_| {
+        panic!(
+            "car {args:?}: {}\n{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        )
+    });
+    (out.status.code().unwrap(), doc)
+}
+
+#[test]
+fn car_team_push_copies_a_project_once_and_the_cli_works_on_the_team_board() {
+    use std::io::Write;
+    let keyring = crate::keychain::Keyring::start();
+    let home = TestHome::new();
+    let db = TestDb::new();
+    let [alice, _bob, carol] = web_and_api(&home, &db);
+    let server = TeamServer::start(&home, &db.url);
+    let web = format!("{}/mcp/web", server.base);
+
+    // One person's project, grown locally before the team existed.
+    let local = |args: &[&str]| home.car_json(args);
+    local(&[
+        "task",
+        "create",
+        "Wire the billing API",
+        "--priority",
+        "P1",
+        "--label",
+        "api",
+    ]);
+    local(&[
+        "task",
+        "create",
+        "Write the docs",
+        "--depends-on",
+        "CTX-0001",
+        "--description",
+        "for integrators",
+    ]);
+    local(&["task", "create", "Drop the old exporter"]);
+    local(&["task", "create", "Pick a queue"]);
+    local(&["task", "complete", "CTX-0003"]);
+    local(&[
+        "task",
+        "block",
+        "CTX-0004",
+        "--reason",
+        "waiting on the vendor",
+    ]);
+    local(&["decision", "record", "Use SQLite", "--decision", "one file"]);
+    local(&[
+        "decision",
+        "record",
+        "Use PostgreSQL",
+        "--decision",
+        "teams share one database",
+        "--supersedes",
+        "ADR-0001",
+    ]);
+    local(&[
+        "memory",
+        "add",
+        "deploys",
+        "deploys go through the canary first",
+    ]);
+    local(&[
+        "memory",
+        "knowledge",
+        "billing",
+        "invoices are issued on the first of the month",
+    ]);
+    local(&[
+        "memory",
+        "procedure",
+        "flaky payout test",
+        "rerun with the clock frozen",
+    ]);
+    local(&[
+        "memory",
+        "add",
+        "editor",
+        "prefers vim keybindings",
+        "--global",
+    ]);
+    local(&[
+        "skill",
+        "add",
+        "deploy-staging",
+        "--code",
+        "make deploy ENV=staging",
+        "--keyword",
+        "deploy",
+    ]);
+
+    // Without a token the CLI says how to get one.
+    let (code, doc) = as_member(&home, &keyring, None, &["--server", &web, "task", "ready"]);
+    assert_eq!(
+        (code, doc["error"]["code"].as_str()),
+        (1, Some("no_token")),
+        "{doc}"
+    );
+    // A wrong token is refused at login and nothing is stored.
+    let login = |token: &str| {
+        let mut cmd = home.command(crate::support::CAR);
+        keyring.apply(&mut cmd);
+        let mut child = cmd
+            .args(["--json", "team", "login", "--server", &server.base])
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        child
+            .stdin
+            .take()
+            .unwrap()
+            .write_all(token.as_bytes())
+            .unwrap();
+        let out = child.wait_with_output().unwrap();
+        let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
+        (out.status.code().unwrap(), doc)
+    };
+    let (code, doc) = login("not-a-token");
+    assert_eq!(
+        (code, doc["error"]["code"].as_str()),
+        (1, Some("unauthorized")),
+        "{doc}"
+    );
+    assert!(keyring.items().is_empty(), "{:?}", keyring.items());
+    let (code, doc) = login(&alice);
+    assert_eq!(code, 0, "{doc}");
+    let account = format!("team/{}/token", server.base);
+    assert_eq!(
+        keyring.items(),
+        vec![crate::keychain::Item::car(&account, &alice)],
+        "the token is in the OS keychain, under the server's origin"
+    );
+
+    let push = || as_member(&home, &keyring, None, &["--server", &web, "team", "push"]);
+    let (code, first) = push();
+    assert_eq!(code, 0, "{first}");
+    let counts = |doc: &Value| -> Vec<(String, u64, u64)> {
+        [
+            "facts",
+            "knowledge",
+            "procedures",
+            "skills",
+            "tasks",
+            "links",
+            "statuses",
+            "decisions",
+        ]
+        .iter()
+        .map(|k| {
+            let c = &doc["data"][k];
+            (
+                k.to_string(),
+                c["sent"].as_u64().unwrap(),
+                c["already"].as_u64().unwrap(),
+            )
+        })
+        .collect()
+    };
+    let expect = |sent: [u64; 8]| -> Vec<(String, u64, u64)> {
+        [
+            "facts",
+            "knowledge",
+            "procedures",
+            "skills",
+            "tasks",
+            "links",
+            "statuses",
+            "decisions",
+        ]
+        .iter()
+        .zip(sent)
+        .map(|(k, n)| (k.to_string(), n, 0))
+        .collect()
+    };
+    // The global preference stays personal; everything else goes up.
+    assert_eq!(counts(&first), expect([1, 1, 1, 1, 4, 1, 2, 2]), "{first}");
+    assert_eq!(first["data"]["refused"], serde_json::json!([]));
+
+    // Run twice: nothing doubles; the second push is answered from the server's record.
+    let (code, second) = push();
+    assert_eq!(code, 0, "{second}");
+    for (kind, sent, already) in counts(&second) {
+        assert_eq!(sent, 0, "{kind} sent again: {second}");
+        let before = counts(&first).into_iter().find(|c| c.0 == kind).unwrap().1;
+        assert_eq!(already, before, "{kind}: {second}");
+    }
+
+    // The CLI on the team's board, with the stored token.
+    let remote = |args: &[&str]| {
+        let mut all = vec!["--server", web.as_str()];
+        all.extend_from_slice(args);
+        let (code, doc) = as_member(&home, &keyring, None, &all);
+        assert_eq!(code, 0, "{args:?}: {doc}");
+        doc["data"].clone()
+    };
+    let tasks = remote(&["task", "list", "--status", "all"]);
+    let board: Vec<(String, String, String)> = tasks
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| {
+            (
+                t["displayId"].as_str().unwrap().to_string(),
+                t["title"].as_str().unwrap().to_string(),
+                t["status"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect();
+    assert_eq!(board.len(), 4, "{tasks}");
+    for (title, status) in [
+        ("Wire the billing API", "ready"),
+        ("Write the docs", "open"),
+        ("Drop the old exporter", "done"),
+        ("Pick a queue", "blocked"),
+    ] {
+        assert!(
+            board.iter().any(|(_, t, s)| t == title && s == status),
+            "{title} {status}: {board:?}"
+        );
+    }
+    let ready = remote(&["task", "ready"]);
+    assert_eq!(ready.as_array().unwrap().len(), 1, "{ready}");
+    assert_eq!(ready[0]["title"], "Wire the billing API");
+    let docs_task = board
+        .iter()
+        .find(|b| b.1 == "Write the docs")
+        .unwrap()
+        .0
+        .clone();
+    let shown = remote(&["task", "show", &docs_task]);
+    assert_eq!(shown["description"], "for integrators", "{shown}");
+    assert_eq!(
+        shown["dependsOn"][0]["title"], "Wire the billing API",
+        "{shown}"
+    );
+    assert_eq!(
+        shown["events"][0]["actor"], "alice",
+        "history names the pusher: {shown}"
+    );
+    let decisions = remote(&["decision", "list", "--status", "all"]);
+    let statuses: Vec<(&str, &str)> = decisions
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|d| (d["title"].as_str().unwrap(), d["status"].as_str().unwrap()))
+        .collect();
+    assert!(
+        statuses.contains(&("Use SQLite", "superseded")),
+        "{statuses:?}"
+    );
+    assert!(
+        statuses.contains(&("Use PostgreSQL", "accepted")),
+        "{statuses:?}"
+    );
+    let recalled = remote(&[
+        "memory",
+        "query",
+        "how do deploys reach production",
+        "-k",
+        "10",
+    ]);
+    let text = recalled.to_string();
+    assert!(text.contains("canary"), "{text}");
+    assert!(
+        !text.contains("vim keybindings"),
+        "a global preference stayed home: {text}"
+    );
+    let skills = remote(&["skill", "list"]);
+    assert!(skills.to_string().contains("deploy-staging"), "{skills}");
+    // The human form is the same as on a local board.
+    let mut cmd = home.command(crate::support::CAR);
+    keyring.apply(&mut cmd);
+    let out = cmd
+        .args(["--server", &web, "task", "ready"])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains("Wire the billing API") && text.contains("PRI"),
+        "{text}"
+    );
+
+    // Work done locally since goes up with the next push; the rest is not sent again.
+    local(&["task", "complete", "CTX-0001"]);
+    local(&[
+        "memory",
+        "add",
+        "deploys",
+        "deploys go through the canary, then 10% of traffic",
+    ]);
+    let (code, third) = push();
+    assert_eq!(code, 0, "{third}");
+    assert_eq!(third["data"]["statuses"]["sent"], 1, "{third}");
+    assert_eq!(third["data"]["facts"]["sent"], 1, "{third}");
+    assert_eq!(third["data"]["tasks"]["sent"], 0, "{third}");
+    let ready = remote(&["task", "ready"]);
+    assert_eq!(ready[0]["title"], "Write the docs", "{ready}");
+    let recalled = remote(&["memory", "query", "how do deploys reach production"]);
+    assert!(
+        recalled.to_string().contains("10% of traffic"),
+        "{recalled}"
+    );
+    assert!(
+        !recalled.to_string().contains("canary first"),
+        "replaced, not doubled: {recalled}"
+    );
+
+    // A reader's push is refused, and writes nothing.
+    let (code, doc) = as_member(
+        &home,
+        &keyring,
+        Some(&carol),
+        &["--server", &web, "team", "push"],
+    );
+    assert_eq!(
+        (code, doc["error"]["code"].as_str()),
+        (1, Some("denied")),
+        "{doc}"
+    );
+    let (code, doc) = as_member(
+        &home,
+        &keyring,
+        Some(&carol),
+        &["--server", &web, "task", "create", "a reader's task"],
+    );
+    assert_eq!(
+        (code, doc["error"]["code"].as_str()),
+        (1, Some("denied")),
+        "{doc}"
+    );
+    assert_eq!(
+        remote(&["task", "list", "--status", "all"])
+            .as_array()
+            .unwrap()
+            .len(),
+        4
+    );
+    // A project the token has no grant on is the same 404 as one that does not exist.
+    let (code, doc) = as_member(
+        &home,
+        &keyring,
+        None,
+        &[
+            "--server",
+            &format!("{}/mcp/api", server.base),
+            "task",
+            "ready",
+        ],
+    );
+    assert_eq!(
+        (code, doc["error"]["code"].as_str()),
+        (1, Some("not_found")),
+        "{doc}"
+    );
+    // Logged out, the token is gone from the keychain.
+    let (code, doc) = as_member(&home, &keyring, None, &["--server", &web, "team", "logout"]);
+    assert_eq!(
+        (code, doc["data"]["removed"].as_bool()),
+        (0, Some(true)),
+        "{doc}"
+    );
+    assert!(keyring.items().is_empty());
+    let (code, doc) = as_member(&home, &keyring, None, &["--server", &web, "status"]);
+    assert_eq!(
+        (code, doc["error"]["code"].as_str()),
+        (1, Some("no_token")),
+        "{doc}"
+    );
+}

@@ -114,7 +114,7 @@ pub enum DecisionCommand {
 }
 
 /// Progress entries, or the one a command wrote (serialized as it is).
-#[derive(Debug, Serialize, schemars::JsonSchema)]
+#[derive(Debug, Serialize, serde::Deserialize, schemars::JsonSchema)]
 #[serde(untagged)]
 pub enum Noted {
     List(Vec<Progress>),
@@ -166,7 +166,7 @@ pub fn run_progress(project: &Project, command: &ProgressCommand) -> Result<Note
 }
 
 /// Decisions, or the one a command wrote (serialized as it is).
-#[derive(Debug, Serialize, schemars::JsonSchema)]
+#[derive(Debug, Serialize, serde::Deserialize, schemars::JsonSchema)]
 #[serde(untagged)]
 pub enum Decided {
     List(Vec<Decision>),

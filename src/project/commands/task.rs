@@ -18,7 +18,7 @@ Agents: claims and history record --agent, else CAR_AGENT_ID, else USER.
 Examples:
   car task create \"Fix retry logic\" --priority P1 --label backend
   car task create \"Ship 2.0\" --depends-on CTX-0001
-  car task list --status ready
+  car task ready                       # open tasks whose dependencies are done
   car task claim                       # the most urgent ready task, atomically
   car task complete CTX-0001 --note \"merged in #42\"
   car task dep add CTX-0002 CTX-0001   # CTX-0002 waits for CTX-0001";
@@ -40,6 +40,16 @@ pub enum TaskCommand {
         /// Only the children of this task.
         #[arg(long)]
         parent: Option<String>,
+        /// How many (0: all).
+        #[arg(long, default_value_t = 50)]
+        limit: usize,
+    },
+    /// The ready work: open tasks whose dependencies are all done, most urgent first (the same
+    /// as `list --status ready`).
+    Ready {
+        /// Only tasks with this label.
+        #[arg(long)]
+        label: Option<String>,
         /// How many (0: all).
         #[arg(long, default_value_t = 50)]
         limit: usize,
@@ -189,6 +199,7 @@ impl AgentArg {
 pub fn command_name(command: &TaskCommand) -> &'static str {
     match command {
         TaskCommand::List { .. } => "task.list",
+        TaskCommand::Ready { .. } => "task.ready",
         TaskCommand::Create { .. } => "task.create",
         TaskCommand::Update { .. } => "task.update",
         TaskCommand::Claim { .. } => "task.claim",
@@ -232,6 +243,13 @@ pub fn run(project: &Project, command: &TaskCommand) -> Result<TaskOutcome, Proj
             label: label.clone(),
             claimed_by: claimed_by.clone(),
             parent: parent.clone(),
+            limit: *limit,
+        })?),
+        TaskCommand::Ready { label, limit } => TaskOutcome::Tasks(project.list_tasks(&Filter {
+            status: Some("ready".into()),
+            label: label.clone(),
+            claimed_by: None,
+            parent: None,
             limit: *limit,
         })?),
         TaskCommand::Create {

@@ -103,7 +103,7 @@ pub struct Task {
 }
 
 /// A task with everything `task show` prints.
-#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
+#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct TaskDetail {
     #[serde(flatten)]
     pub task: Task,
@@ -118,7 +118,7 @@ pub struct TaskDetail {
 }
 
 /// Another task, by id, title and status.
-#[derive(Debug, Clone, PartialEq, Serialize, schemars::JsonSchema)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Link {
     #[serde(rename = "displayId")]
     pub display_id: String,
@@ -126,7 +126,7 @@ pub struct Link {
     pub status: TaskStatus,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, schemars::JsonSchema)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Event {
     pub at: String,
     pub actor: Option<String>,
