@@ -236,16 +236,19 @@ pub fn backfill_vectors(store: &Store, progress: &mut dyn FnMut(usize, usize)) -
 const ASSISTANT_IMPORTED: &str = "assistant_json_imported";
 
 impl Memory {
-    /// Opens the memory of the project rooted at `project_root` (None: global entries only),
+    /// Opens the memory of the project rooted at `project_root` (None: global entries only; on a
+    /// team store, its project),
     /// importing `assistant_json` once if it exists and was never imported.
     pub fn open(
         store: Arc<Store>,
         project_root: Option<&Path>,
         assistant_json: Option<&Path>,
     ) -> Result<Memory> {
-        let project = project_root
-            .map(|root| store.project_id(root))
-            .transpose()?;
+        // A team store's memory is always its project's (a team server opens it without a root).
+        let project = match project_root {
+            Some(root) => Some(store.project_id(root)?),
+            None => store.team_project(),
+        };
         let memory = Memory {
             store,
             project,

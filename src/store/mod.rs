@@ -412,9 +412,17 @@ impl Store {
 
     /// The id of the project rooted at `root`, registering it on first use (a team store: its
     /// project's id).
+    /// The team project a PostgreSQL store is opened on; `None` for SQLite.
+    pub fn team_project(&self) -> Option<i64> {
+        match &self.backend {
+            Backend::Postgres(pg) => Some(pg.project()),
+            Backend::Sqlite(_) => None,
+        }
+    }
+
     pub fn project_id(&self, root: &Path) -> Result<i64> {
-        if let Backend::Postgres(pg) = &self.backend {
-            return Ok(pg.project());
+        if let Some(project) = self.team_project() {
+            return Ok(project);
         }
         if let Some(id) = self.registered_project_id(root)? {
             return Ok(id);

@@ -307,6 +307,7 @@ impl TeamDb {
 
     /// Runs the migrations this database lacks; returns how many ran.
     pub async fn migrate(&self) -> Result<usize> {
+        self.ensure_app_role().await?;
         let mut client = self.pool.get().await?;
         let tx = client.transaction().await?;
         tx.execute("SELECT pg_advisory_xact_lock($1)", &[&MIGRATION_LOCK])
@@ -341,6 +342,50 @@ impl TeamDb {
         }
         tx.commit().await?;
         Ok(ran)
+    }
+
+    /// Makes the cluster-wide role `car_app` before a fresh database's first migration. The
+    /// migration's own advisory lock is per database, so two databases of one cluster
+    /// migrating at once raced to create the role (a unique violation in `pg_authid`); here a
+    /// lost race is retried. A migrated database skips this (its role exists).
+    async fn ensure_app_role(&self) -> Result<()> {
+        let client = self.pool.get().await?;
+        let migrated = client
+            .query_opt(
+                "SELECT 1 FROM pg_tables WHERE schemaname = 'public' AND tablename = 'car_schema_migrations'",
+                &[],
+            )
+            .await?
+            .is_some();
+        if migrated {
+            return Ok(());
+        }
+        let mut attempt = 0;
+        loop {
+            let made = client
+                .batch_execute(
+                    "DO $$ BEGIN
+                         IF NOT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = 'car_app') THEN
+                             CREATE ROLE car_app NOLOGIN NOSUPERUSER NOBYPASSRLS;
+                         END IF;
+                     END $$;
+                     GRANT car_app TO CURRENT_USER;",
+                )
+                .await;
+            match made {
+                Ok(()) => return Ok(()),
+                // unique_violation, duplicate_object, or "tuple concurrently updated".
+                Err(e)
+                    if attempt < 5
+                        && e.code()
+                            .is_some_and(|c| ["23505", "42710", "XX000"].contains(&c.code())) =>
+                {
+                    attempt += 1;
+                    tokio::time::sleep(Duration::from_millis(20 * attempt)).await;
+                }
+                Err(e) => return Err(e.into()),
+            }
+        }
     }
 
     /// The schema version the database is at.

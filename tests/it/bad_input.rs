@@ -2,6 +2,7 @@
 
 use serde_json::{json, Value};
 
+use crate::support::Peer as _;
 use crate::support::TestHome;
 
 fn next_error(mcp: &mut crate::support::McpProcess) -> Value {

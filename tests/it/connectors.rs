@@ -14,6 +14,7 @@ use std::time::{Duration, Instant};
 use serde_json::{json, Value};
 
 use crate::keychain::Keyring;
+use crate::support::Peer as _;
 use crate::support::{McpProcess, TestHome, CAR, CAR_MCP};
 
 /// The reference server, installed into tools/ by scripts/test.sh.

@@ -9,6 +9,7 @@ use std::process::Command;
 use serde_json::json;
 
 use crate::server::Server;
+use crate::support::Peer as _;
 use crate::support::TestHome;
 
 #[path = "../../benches/common/cdp.rs"]

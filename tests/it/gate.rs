@@ -16,6 +16,7 @@ use crate::claude::{
     ToolCall,
 };
 use crate::preset::corpus;
+use crate::support::Peer as _;
 use crate::support::{TestHome, CAR};
 
 const SECRET: &str = "sk-live-gate-4b1d9e7c2a";

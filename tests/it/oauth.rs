@@ -14,6 +14,7 @@ use std::time::Duration;
 
 use serde_json::{json, Value};
 
+use crate::support::Peer as _;
 use crate::support::{example_bin, McpProcess, TestHome, CAR, CAR_MCP};
 
 fn tools_dir() -> PathBuf {

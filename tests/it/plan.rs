@@ -4,6 +4,7 @@
 use serde_json::{json, Value};
 
 use crate::mcp::assert_matches_output_schema;
+use crate::support::Peer as _;
 use crate::support::TestHome;
 
 fn query(id: &str) -> Value {

@@ -7,6 +7,7 @@ use std::process::Stdio;
 
 use serde_json::{json, Value};
 
+use crate::support::Peer as _;
 use crate::support::{TestHome, CAR};
 
 fn write_rules(project: &Path, name: &str, text: &str) {

@@ -6,6 +6,7 @@ use std::process::Output;
 
 use serde_json::{json, Value};
 
+use crate::support::Peer as _;
 use crate::support::{McpProcess, TestHome, CAR};
 
 const AGENT: &str = "agent-7";

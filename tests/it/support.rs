@@ -193,6 +193,46 @@ impl TestHome {
     }
 }
 
+/// An MCP server a suite runs against whatever carries it: car-mcp over stdio on SQLite, or a
+/// team server over HTTP on PostgreSQL.
+pub trait Peer {
+    /// Sends a request and returns the whole JSON-RPC response.
+    fn request(&mut self, method: &str, params: Value) -> Value;
+
+    /// The protocol revision it speaks (car-mcp here: the one `initialize` asked for).
+    fn revision(&self) -> &'static str {
+        "2025-11-25"
+    }
+
+    /// The server's tool declarations (`tools/list`).
+    fn tools(&mut self) -> Vec<Value> {
+        self.request("tools/list", json!({}))["result"]["tools"]
+            .as_array()
+            .unwrap()
+            .clone()
+    }
+
+    /// Calls a tool and returns the `result` (panics on a JSON-RPC error).
+    fn call(&mut self, tool: &str, arguments: Value) -> Value {
+        let response = self.request("tools/call", json!({"name": tool, "arguments": arguments}));
+        assert!(response.get("error").is_none(), "{tool}: {response}");
+        response["result"].clone()
+    }
+
+    /// Calls a tool that must succeed and returns its structured content.
+    fn call_ok(&mut self, tool: &str, arguments: Value) -> Value {
+        let result = self.call(tool, arguments);
+        assert_eq!(result["isError"], false, "{tool}: {result}");
+        result["structuredContent"].clone()
+    }
+}
+
+impl Peer for McpProcess {
+    fn request(&mut self, method: &str, params: Value) -> Value {
+        McpProcess::request(self, method, params)
+    }
+}
+
 /// A real MCP server process speaking newline-delimited JSON-RPC.
 pub struct McpProcess {
     child: Child,
@@ -319,28 +359,6 @@ impl McpProcess {
 
     pub fn initialize(&mut self) -> Value {
         self.initialize_with("2025-11-25")
-    }
-
-    /// The server's tool declarations (`tools/list`).
-    pub fn tools(&mut self) -> Vec<Value> {
-        self.request("tools/list", json!({}))["result"]["tools"]
-            .as_array()
-            .unwrap()
-            .clone()
-    }
-
-    /// Calls a tool and returns the `result` (panics on a JSON-RPC error).
-    pub fn call(&mut self, tool: &str, arguments: Value) -> Value {
-        let response = self.request("tools/call", json!({"name": tool, "arguments": arguments}));
-        assert!(response.get("error").is_none(), "{tool}: {response}");
-        response["result"].clone()
-    }
-
-    /// Calls a tool that must succeed and returns its structured content.
-    pub fn call_ok(&mut self, tool: &str, arguments: Value) -> Value {
-        let result = self.call(tool, arguments);
-        assert_eq!(result["isError"], false, "{tool}: {result}");
-        result["structuredContent"].clone()
     }
 
     /// The last lines the server logged (RUST_LOG=debug), for failure messages.

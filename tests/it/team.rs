@@ -351,26 +351,49 @@ impl TeamServer {
         arguments: Value,
         request_id: Option<&str>,
     ) -> (u16, Value) {
-        let mut meta = serde_json::json!({"io.modelcontextprotocol/protocolVersion": "2026-07-28",
-                                          "io.modelcontextprotocol/clientCapabilities": {}});
+        let mut params = serde_json::json!({"name": tool, "arguments": arguments});
         if let Some(id) = request_id {
-            meta["car/request_id"] = serde_json::json!(id);
+            params["_meta"] = serde_json::json!({"car/request_id": id});
         }
+        self.request(path, token, "tools/call", params)
+    }
+
+    /// Any request on `path` with `token`, in the stateless revision (the protocol version and
+    /// capabilities in `_meta`, the method and name in headers): the HTTP status and the
+    /// JSON-RPC message.
+    pub(crate) fn request(
+        &self,
+        path: &str,
+        token: Option<&str>,
+        method: &str,
+        mut params: Value,
+    ) -> (u16, Value) {
+        if !params["_meta"].is_object() {
+            params["_meta"] = serde_json::json!({});
+        }
+        params["_meta"]["io.modelcontextprotocol/protocolVersion"] =
+            serde_json::json!("2026-07-28");
+        params["_meta"]["io.modelcontextprotocol/clientCapabilities"] = serde_json::json!({});
         let bearer = token.map(|t| format!("Bearer {t}"));
+        let name = params["name"]
+            .as_str()
+            .or_else(|| params["uri"].as_str())
+            .map(str::to_string);
         let mut headers = vec![
             ("mcp-protocol-version", "2026-07-28"),
-            ("mcp-method", "tools/call"),
-            ("mcp-name", tool),
+            ("mcp-method", method),
         ];
+        if let Some(name) = &name {
+            headers.push(("mcp-name", name));
+        }
         if let Some(bearer) = &bearer {
             headers.push(("authorization", bearer));
         }
         let (status, body, _) = crate::server::post(
             &format!("{}{path}", self.base),
             &headers,
-            serde_json::json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
-                               "params": {"name": tool, "arguments": arguments, "_meta": meta}})
-            .to_string(),
+            serde_json::json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params})
+                .to_string(),
         );
         let message = if status == 200 {
             crate::server::message_of(&body)
@@ -378,6 +401,49 @@ impl TeamServer {
             body
         };
         (status, message)
+    }
+}
+
+/// A team server on a database of its own, as one member of its project `web`: the MCP peer
+/// the memory suite runs against as it does against car-mcp on SQLite.
+pub(crate) struct TeamPeer {
+    server: TeamServer,
+    token: String,
+    _db: TestDb,
+    _home: TestHome,
+}
+
+impl TeamPeer {
+    pub(crate) fn start() -> TeamPeer {
+        let home = TestHome::new();
+        let db = TestDb::new();
+        let (code, added) = team(&home, &db, &["project", "add", "web"]);
+        assert_eq!(code, 0, "{added}");
+        let token = token_of(&team(&home, &db, &["user", "add", "alice", "--grant", "web"]).1);
+        let server = TeamServer::start(&home, &db.url);
+        TeamPeer {
+            server,
+            token,
+            _db: db,
+            _home: home,
+        }
+    }
+}
+
+impl crate::support::Peer for TeamPeer {
+    fn revision(&self) -> &'static str {
+        "2026-07-28"
+    }
+
+    fn request(&mut self, method: &str, params: Value) -> Value {
+        let (status, message) = self
+            .server
+            .request("/mcp/web", Some(&self.token), method, params);
+        assert!(
+            status == 200 || message.get("error").is_some(),
+            "{method}: HTTP {status}: {message}"
+        );
+        message
     }
 }
 
