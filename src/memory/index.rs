@@ -70,6 +70,11 @@ pub struct Index {
     posted_terms: usize,
     /// Current nodes per (project, tenant, kind), so counts never scan the graph.
     current: HashMap<(Option<i64>, String, Kind), usize>,
+    /// The facts with each subject, per (project, tenant, lowercased subject): what a new fact
+    /// replaces, found without a query.
+    subjects: HashMap<(Option<i64>, String, String), Vec<u32>>,
+    /// The highest node sequence number held.
+    max_seq: i64,
     /// Each slot's meaning ([`Vector`]), flat so a scan reads one array: `embed::dims()` values
     /// from `slot × dims`, and its scale (0: the slot has none).
     vector_values: Vec<i8>,
@@ -394,6 +399,7 @@ impl Index {
     /// Adds or replaces a node; its vector is the stored one, or made from its text.
     fn upsert(&mut self, node: Node, vector: Option<Vector>) {
         self.tally(&node, 1);
+        self.max_seq = self.max_seq.max(node.seq);
         let terms = node.terms();
         let meta = self.slot_meta(&node, terms.len());
         if let Some(&slot) = self.by_id.get(&node.id) {
@@ -420,6 +426,12 @@ impl Index {
         let vector = vector.or_else(|| embed::embed(&node.text()));
         self.post(slot, &terms);
         self.by_id.insert(node.id.clone(), slot);
+        if matches!(node.kind, Kind::Pattern | Kind::Constraint) {
+            self.subjects
+                .entry(subject_key(&node))
+                .or_default()
+                .push(slot);
+        }
         self.pairs.push(pairs_of(&node));
         self.slots.push(Some(node));
         self.meta.push(Some(meta));
@@ -430,6 +442,80 @@ impl Index {
             .resize(self.vector_scales.len() * embed::dims(), 0);
         self.set_vector(slot, vector);
         self.live += 1;
+    }
+
+    /// Takes in an entry a writer is about to store, before it is stored: the node (with the
+    /// sequence number it is planned under), its meaning, its edges, the entries it replaces
+    /// and those it flags for review (id, note). The refresh at the end of the write brings
+    /// in what the database made of it (its sequence number), and a failed write rebuilds
+    /// the index.
+    pub fn apply_write(
+        &mut self,
+        node: Node,
+        vector: Option<Vector>,
+        edges: &[(String, EdgeKind, f64)],
+        superseded: &[String],
+        invalidated: &[(String, String)],
+    ) {
+        let id = node.id.clone();
+        self.upsert(node, vector);
+        for (dst, kind, weight) in edges {
+            self.link(&id, dst, kind.as_str(), *weight);
+        }
+        for old in superseded {
+            if let Some(mut node) = self.by_id(old).cloned() {
+                node.superseded_by = Some(id.clone());
+                self.upsert(node, None);
+            }
+        }
+        for (dependent, note) in invalidated {
+            if let Some(mut node) = self.by_id(dependent).cloned() {
+                node.invalidated_by = Some(id.clone());
+                node.invalidated_note = Some(note.clone());
+                self.upsert(node, None);
+            }
+        }
+    }
+
+    /// The current facts (pattern, constraint) of exactly this project (None: global) and
+    /// tenant whose subject is `subject_key` (trimmed, lowercased), oldest first.
+    pub fn same_subject(
+        &self,
+        project: Option<i64>,
+        tenant: &str,
+        subject_key: &str,
+    ) -> Vec<String> {
+        let key = (project, tenant.to_string(), subject_key.to_string());
+        let mut found: Vec<&Node> = self
+            .subjects
+            .get(&key)
+            .into_iter()
+            .flatten()
+            .filter_map(|&slot| self.node(slot))
+            .filter(|n| n.is_current())
+            .collect();
+        found.sort_by_key(|n| n.seq);
+        found.into_iter().map(|n| n.id.clone()).collect()
+    }
+
+    /// The current entries derived from `id` (a `depends_on` link to it) not yet flagged for
+    /// review.
+    pub fn dependents(&self, id: &str) -> Vec<String> {
+        let Some(slot) = self.slot_of(id) else {
+            return Vec::new();
+        };
+        self.incoming(slot)
+            .iter()
+            .filter(|l| l.kind == EdgeKind::DependsOn)
+            .filter_map(|l| self.node(l.other))
+            .filter(|n| n.is_current() && n.invalidated_note.is_none())
+            .map(|n| n.id.clone())
+            .collect()
+    }
+
+    /// The highest node sequence number the index holds.
+    pub fn max_seq(&self) -> i64 {
+        self.max_seq
     }
 
     fn set_vector(&mut self, slot: u32, vector: Option<Vector>) {
@@ -498,6 +584,13 @@ impl Index {
         self.unpost(slot);
         if let Some(old) = self.slots[slot as usize].take() {
             self.tally(&old, -1);
+            let key = subject_key(&old);
+            if let Some(slots) = self.subjects.get_mut(&key) {
+                slots.retain(|&s| s != slot);
+                if slots.is_empty() {
+                    self.subjects.remove(&key);
+                }
+            }
         }
         self.meta[slot as usize] = None;
         self.pairs[slot as usize] = Box::default();
@@ -673,6 +766,15 @@ impl Index {
     }
 }
 
+/// A fact's key among those with its subject: (project, tenant, lowercased subject).
+fn subject_key(node: &Node) -> (Option<i64>, String, String) {
+    (
+        node.project,
+        node.tenant.clone(),
+        node.subject.trim().to_lowercase(),
+    )
+}
+
 /// A hash of two terms written side by side (FNV-1a over both, a separator between): what
 /// [`Index::writes_pair`] looks for. 64 bits, so two different pairs of one entry never collide
 /// in practice.
@@ -705,7 +807,7 @@ fn pairs_of(node: &Node) -> Box<[u64]> {
 
 /// The snapshot's layout version: bump it whenever a field of [`Index`] or of what it holds
 /// changes (postcard is not self-describing, so an old file must not be read as a new layout).
-const SNAPSHOT_FORMAT: u32 = 4;
+const SNAPSHOT_FORMAT: u32 = 5;
 
 /// The name a snapshot being written has until it is complete.
 const SNAPSHOT_TEMP_PREFIX: &str = ".car.memory-index.";

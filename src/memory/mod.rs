@@ -39,7 +39,7 @@ pub fn tools(memory: std::sync::Arc<Memory>) -> Vec<crate::runtime::Tool> {
 }
 pub use write::{NewEntry, Written};
 
-use crate::store::sql::{args, Sql};
+use crate::store::sql::{args, Sql, Value};
 use crate::store::{self, Store, StoreError};
 use index::Index;
 
@@ -499,7 +499,36 @@ impl Memory {
                 }
             }
             index.refresh(tx)?;
+            // Each entry is planned against the index (which takes it in at once, so the
+            // next one links to it, replaces it or takes the next id), and the group's
+            // statements run together: one round trip on a team store instead of several per
+            // entry. A refresh at the end takes in what the database made of them.
+            let mut seq = write::next_seq(tx, index)?;
+            let mut pending: Vec<(String, Vec<Value>)> = Vec::new();
+            let mut counts: Vec<usize> = Vec::new();
+            let run = |pending: &mut Vec<(String, Vec<Value>)>, counts: &mut Vec<usize>| {
+                if pending.is_empty() {
+                    return Ok::<(), MemoryError>(());
+                }
+                let statements: Vec<(&str, Vec<&dyn store::sql::Param>)> = pending
+                    .iter()
+                    .map(|(sql, values)| {
+                        (
+                            sql.as_str(),
+                            values.iter().map(|v| v as &dyn store::sql::Param).collect(),
+                        )
+                    })
+                    .collect();
+                let statements: Vec<(&str, &[&dyn store::sql::Param])> = statements
+                    .iter()
+                    .map(|(sql, params)| (*sql, params.as_slice()))
+                    .collect();
+                counts.extend(tx.execute_all(&statements)?);
+                pending.clear();
+                Ok(())
+            };
             let mut all = Vec::with_capacity(batches.len());
+            let mut related = Vec::new();
             let mut done = 0;
             for entries in batches {
                 let mut written = Vec::with_capacity(entries.len());
@@ -508,9 +537,26 @@ impl Memory {
                         project: if entry.global { None } else { project },
                         tenant: entry.tenant.clone(),
                     };
-                    let links = write::plan_links(index, entry, &scope);
-                    written.push(write::insert(tx, index, &scope, entry, &links)?);
-                    index.refresh(tx)?;
+                    // Explicit targets (rare) are looked up in the database, which must first
+                    // hold what the group planned before.
+                    let mut targets = (Vec::new(), Vec::new());
+                    if !entry.supersedes.is_empty() || !entry.depends_on.is_empty() {
+                        run(&mut pending, &mut counts)?;
+                        for (from, to) in [
+                            (&entry.supersedes, &mut targets.0),
+                            (&entry.depends_on, &mut targets.1),
+                        ] {
+                            for target in from {
+                                to.extend(write::resolve(tx, &scope, target)?);
+                            }
+                        }
+                    }
+                    let planned = write::plan(index, &scope, entry, seq, targets.0, targets.1);
+                    seq += 1;
+                    let base = counts.len() + pending.len();
+                    related.push(planned.related_at.map(|at| base + at));
+                    pending.extend(planned.statements);
+                    written.push(planned.written);
                     done += 1;
                     if let Some(progress) = batch.progress.as_mut() {
                         progress(done, total);
@@ -518,6 +564,11 @@ impl Memory {
                 }
                 all.push(written);
             }
+            run(&mut pending, &mut counts)?;
+            for (written, at) in all.iter_mut().flatten().zip(related) {
+                written.links = at.and_then(|at| counts.get(at).copied()).unwrap_or(0);
+            }
+            index.refresh(tx)?;
             if let Some((key, path)) = mark {
                 store::set_meta(tx, key, &path.to_string_lossy())?;
             }
@@ -1138,6 +1189,81 @@ mod tests {
             let other = stores.open();
             let node = other.get("fact-2", "").unwrap().unwrap();
             assert!(node.needs_review(), "{node:?}");
+        }
+    );
+
+    on_both_stores!(
+        a_batch_is_planned_as_if_each_entry_were_written_alone,
+        |stores: &Stores| {
+            let memory = stores.open();
+            let mut derived = NewEntry::new(
+                Kind::Pattern,
+                "payout window",
+                "payouts close at 18:00 on the ledger cutoff",
+            );
+            derived.depends_on = vec!["ledger cutoff".into()];
+            let mut explicit = NewEntry::new(
+                Kind::Pattern,
+                "ledger cutoff v3",
+                "the ledger cutoff is 17:30",
+            );
+            explicit.supersedes = vec!["ledger cutoff".into()];
+            let written = memory
+                .write_entries(vec![
+                    NewEntry::new(
+                        Kind::Pattern,
+                        "ledger cutoff",
+                        "the ledger cutoff is 17:00 UTC",
+                    ),
+                    NewEntry::new(
+                        Kind::Pattern,
+                        "Ledger cutoff ",
+                        "the ledger cutoff is 16:00 UTC",
+                    ),
+                    derived,
+                    explicit,
+                ])
+                .unwrap();
+            let made: Vec<&str> = written.iter().map(|w| w.id.as_str()).collect();
+            assert_eq!(made, ["fact-1", "fact-2", "fact-3", "fact-4"]);
+            // The second replaces the first, in the same transaction.
+            assert_eq!(written[1].superseded, ["fact-1"]);
+            // The third links to the second (planned before it ran) and depends on it.
+            assert!(written[2].links >= 1, "{:?}", written[2]);
+            // The fourth replaces the second by subject and flags what depended on it.
+            assert_eq!(written[3].superseded, ["fact-2"]);
+            assert_eq!(written[3].invalidated, ["fact-3"]);
+            // Another instance reads the same graph from the store.
+            let other = stores.open();
+            assert!(other.get("fact-3", "").unwrap().unwrap().needs_review());
+            assert_eq!(
+                other
+                    .get("fact-1", "")
+                    .unwrap()
+                    .unwrap()
+                    .superseded_by
+                    .as_deref(),
+                Some("fact-2")
+            );
+            let found = other.query("when is the ledger cutoff", "", 5).unwrap();
+            assert!(!ids(&found).contains(&"fact-1"), "{found:?}");
+            assert!(ids(&found).contains(&"fact-4"), "{found:?}");
+            let links = other.links_of("fact-3", "", 10).unwrap();
+            assert!(!links.is_empty(), "the batch's links are stored");
+            // A deleted entry's id is not given again (SQLite keeps every number used).
+            memory.delete("fact-4", "").unwrap();
+            let next = memory
+                .write(NewEntry::new(
+                    Kind::Pattern,
+                    "refunds",
+                    "refunds post nightly",
+                ))
+                .unwrap();
+            if matches!(stores, Stores::Sqlite(_)) {
+                assert_eq!(next.id, "fact-5");
+            } else {
+                assert_ne!(next.id, "fact-4");
+            }
         }
     );
 

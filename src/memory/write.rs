@@ -3,6 +3,8 @@
 
 use crate::store::sql::{args, Dialect, Param, Sql, Value};
 
+use super::model::Node;
+
 use super::index::Index;
 use super::model::{EdgeKind, Kind, Scope};
 use super::text;
@@ -132,155 +134,165 @@ pub(super) fn plan_links(index: &Index, entry: &NewEntry, scope: &Scope) -> Vec<
         .collect()
 }
 
-/// Inserts an entry with its supersessions and links, logging every touched node. `index`
-/// is current with `tx` (refreshed inside it): what the entry replaces and which ids are taken
-/// are read from it, and the rows go to the database together.
-pub(super) fn insert(
-    tx: &dyn Sql,
-    index: &Index,
+/// What writing one entry takes: the statements (run later, in order, with the rest of its
+/// group's, in one round trip on a team store) and what it will report. The index already
+/// holds the entry when this is returned, so the group's next entries link to it, replace it
+/// or take the next id as they would after a refresh.
+pub(super) struct Planned {
+    pub written: Written,
+    pub statements: Vec<(String, Vec<Value>)>,
+    /// Which of `statements` adds the related links (its count is `written.links`).
+    pub related_at: Option<usize>,
+}
+
+/// Plans an entry with its supersessions and links against `index`, which is current with
+/// the transaction and holds what the group planned before it (see [`Planned`]). `seq` is
+/// the node's number in the sequence (its id's, unless it asks for one); `supersedes` and
+/// `depends_on` are the entry's explicit targets, already resolved to ids.
+pub(super) fn plan(
+    index: &mut Index,
     scope: &Scope,
     entry: &NewEntry,
-    links: &[PlannedLink],
-) -> Result<Written> {
-    let id = fresh_id(tx, index, entry)?;
+    seq: i64,
+    supersedes: Vec<String>,
+    depends_on: Vec<String>,
+) -> Planned {
+    let id = fresh_id(index, entry, seq);
     let subject_key = entry.subject.trim().to_lowercase();
-
     let mut superseded: Vec<String> = Vec::new();
-    for target in &entry.supersedes {
-        if let Some(old) = resolve(tx, scope, target)? {
-            if !superseded.contains(&old) {
-                superseded.push(old);
-            }
+    for old in supersedes {
+        if !superseded.contains(&old) {
+            superseded.push(old);
         }
     }
     if entry.replace_same_subject {
-        // The current facts of this scope with the same subject, oldest first (by the
-        // database's index on subjects: a scan of the in-memory index would cost every write
-        // a pass over every entry).
-        let same = tx.query(
-            "SELECT id FROM memory_nodes WHERE project_id IS ?1 AND tenant = ?2 AND subject_key = ?3
-             AND superseded_by IS NULL AND kind IN ('pattern', 'constraint') ORDER BY seq",
-            args![scope.project, scope.tenant, subject_key],
-        )?;
-        for old in same {
-            let old: String = old.get(0)?;
+        // The current facts of this scope with the same subject, oldest first.
+        for old in index.same_subject(scope.project, &scope.tenant, &subject_key) {
             if !superseded.contains(&old) {
                 superseded.push(old);
             }
         }
     }
-    let mut depends_on = Vec::new();
-    for target in &entry.depends_on {
-        if let Some(dep) = resolve(tx, scope, target)? {
-            depends_on.push(dep);
-        }
-    }
-
+    let links = plan_links(index, entry, scope);
     let tags = serde_json::to_string(&entry.tags).unwrap_or_else(|_| "[]".into());
     let at = store::now();
-    let vector = super::embed::embed(&format!("{} {}", entry.subject, entry.body))
+    let text = format!("{} {}", entry.subject, entry.body);
+    let vector = super::embed::embed(&text);
+    let stored_vector = vector
+        .clone()
         .unwrap_or_else(super::embed::Vector::zero)
         .to_bytes();
-    let related: Vec<(&str, EdgeKind, f64)> = links
-        .iter()
+    let related: Vec<(String, EdgeKind, f64)> = links
+        .into_iter()
         .filter(|(target, _)| !superseded.contains(target))
-        .map(|(target, weight)| (target.as_str(), EdgeKind::RelatedTo, *weight))
+        .map(|(target, weight)| (target, EdgeKind::RelatedTo, weight))
         .collect();
-    let mut other: Vec<(&str, EdgeKind, f64)> = Vec::new();
+    let mut other: Vec<(String, EdgeKind, f64)> = Vec::new();
     other.extend(
         superseded
             .iter()
-            .map(|old| (old.as_str(), EdgeKind::Supersedes, 1.0)),
+            .map(|old| (old.clone(), EdgeKind::Supersedes, 1.0)),
     );
     other.extend(
         depends_on
             .iter()
-            .map(|dep| (dep.as_str(), EdgeKind::DependsOn, 1.0)),
+            .map(|dep| (dep.clone(), EdgeKind::DependsOn, 1.0)),
     );
-    let related = Edges::new(&id, &related);
-    let other = Edges::new(&id, &other);
-    let model = super::embed::model_id();
-    let vector_args = args![id, model, vector];
-    let change_args = args![id];
-    let node_args = args![
-        id,
-        scope.project,
-        scope.tenant,
-        entry.kind.as_str(),
-        entry.subject,
-        subject_key,
-        entry.body,
-        tags,
-        entry.confidence,
-        entry.source,
-        at
-    ];
-    let mut statements: Vec<(&str, &[&dyn Param])> = vec![
+    let mut statements: Vec<(String, Vec<Value>)> = vec![
         (
             "INSERT INTO memory_nodes(id, project_id, tenant, kind, subject, subject_key, body, tags,
                  confidence, source, created_at)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
-            node_args,
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)"
+                .into(),
+            vec![
+                id.value(),
+                scope.project.value(),
+                scope.tenant.value(),
+                entry.kind.as_str().value(),
+                entry.subject.value(),
+                subject_key.value(),
+                entry.body.value(),
+                tags.value(),
+                entry.confidence.value(),
+                entry.source.value(),
+                at.value(),
+            ],
         ),
-        (VECTOR_UPSERT, vector_args),
-        (LOG_CHANGE, change_args),
+        (
+            VECTOR_UPSERT.into(),
+            vec![
+                id.value(),
+                super::embed::model_id().value(),
+                Value::Blob(stored_vector),
+            ],
+        ),
+        (LOG_CHANGE.into(), vec![id.value()]),
     ];
-    let related_params = related.params();
-    let other_params = other.params();
+    let mut related_at = None;
     if !related.is_empty() {
-        statements.push((&related.sql, &related_params));
+        related_at = Some(statements.len());
+        statements.push(edges(&id, &related));
     }
     if !other.is_empty() {
-        statements.push((&other.sql, &other_params));
+        statements.push(edges(&id, &other));
     }
-    // One round trip on a team store; `made` is what the related-to statement added.
-    let counts = tx.execute_all(&statements)?;
-    let made = if related.is_empty() { 0 } else { counts[3] };
-
     let mut invalidated = Vec::new();
     for old in &superseded {
-        tx.execute_all(&[
-            (
-                "UPDATE memory_nodes SET superseded_by = ?1 WHERE id = ?2",
-                args![id, old],
-            ),
-            (LOG_CHANGE, args![old]),
-        ])?;
-        let dependents: Vec<String> = tx
-            .query(
-                "SELECT src FROM memory_edges WHERE dst = ?1 AND kind = 'depends_on'",
-                args![old],
-            )?
-            .iter()
-            .map(|r| r.get(0))
-            .collect::<Result<_, _>>()?;
-        for dependent in dependents {
-            let changed = tx.execute(
-                "UPDATE memory_nodes SET invalidated_by = ?1, invalidated_note = ?2
-                 WHERE id = ?3 AND invalidated_note IS NULL AND superseded_by IS NULL",
-                args![
-                    id,
-                    format!("its premise {old} was superseded by {id}"),
-                    dependent
-                ],
-            )?;
-            if changed > 0 {
-                log_change(tx, &dependent)?;
-                invalidated.push(dependent);
+        statements.push((
+            "UPDATE memory_nodes SET superseded_by = ?1 WHERE id = ?2".into(),
+            vec![id.value(), old.value()],
+        ));
+        statements.push((LOG_CHANGE.into(), vec![old.value()]));
+        for dependent in index.dependents(old) {
+            if invalidated.iter().any(|(d, _)| *d == dependent) {
+                continue;
             }
+            let note = format!("its premise {old} was superseded by {id}");
+            statements.push((
+                "UPDATE memory_nodes SET invalidated_by = ?1, invalidated_note = ?2
+                 WHERE id = ?3 AND invalidated_note IS NULL AND superseded_by IS NULL"
+                    .into(),
+                vec![id.value(), note.value(), dependent.value()],
+            ));
+            statements.push((LOG_CHANGE.into(), vec![dependent.value()]));
+            invalidated.push((dependent, note));
         }
     }
-    Ok(Written {
-        id,
+    let node = Node {
+        seq,
+        id: id.clone(),
+        project: scope.project,
+        tenant: scope.tenant.clone(),
         kind: entry.kind,
         subject: entry.subject.clone(),
-        tenant: scope.tenant.clone(),
-        global: scope.project.is_none(),
-        superseded,
-        invalidated,
-        links: made,
-        total: 0,
-    })
+        body: entry.body.clone(),
+        tags: entry.tags.clone(),
+        confidence: entry.confidence.clone(),
+        source: entry.source.clone(),
+        created_at: at,
+        superseded_by: None,
+        invalidated_by: None,
+        invalidated_note: None,
+        injections: 0,
+    };
+    let mut all_edges = related;
+    all_edges.extend(other);
+    index.apply_write(node, vector, &all_edges, &superseded, &invalidated);
+    Planned {
+        written: Written {
+            id,
+            kind: entry.kind,
+            subject: entry.subject.clone(),
+            tenant: scope.tenant.clone(),
+            global: scope.project.is_none(),
+            superseded,
+            invalidated: invalidated.into_iter().map(|(d, _)| d).collect(),
+            links: 0,
+            total: 0,
+        },
+        statements,
+        related_at,
+    }
 }
 
 /// Stores a vector, replacing one of another model.
@@ -301,49 +313,26 @@ pub(super) fn store_vector(tx: &dyn Sql, id: &str, text: &str) -> Result<()> {
     Ok(())
 }
 
-fn log_change(tx: &dyn Sql, id: &str) -> Result<()> {
-    tx.execute(LOG_CHANGE, args![id])?;
-    Ok(())
-}
-
 /// Edges from one entry, as one statement: each is added only if its target still exists
 /// (another process may have deleted it), and one already there is left as it is.
-struct Edges<'a> {
-    src: &'a str,
-    values: Vec<[Value; 3]>,
-    sql: String,
-}
-
-impl<'a> Edges<'a> {
-    fn new(src: &'a str, edges: &[(&str, EdgeKind, f64)]) -> Edges<'a> {
-        let rows: Vec<String> = (0..edges.len())
-            .map(|i| format!("(?{}, ?{}, ?{})", 3 * i + 2, 3 * i + 3, 3 * i + 4))
-            .collect();
-        Edges {
-            src,
-            values: edges
-                .iter()
-                .map(|(dst, kind, weight)| [dst.value(), kind.as_str().value(), weight.value()])
-                .collect(),
-            sql: format!(
-                "INSERT OR IGNORE INTO memory_edges(src, dst, kind, weight)
-                 SELECT ?1, v.column1, v.column2, CAST(v.column3 AS DOUBLE PRECISION)
-                 FROM (VALUES {}) AS v
-                 WHERE EXISTS (SELECT 1 FROM memory_nodes n WHERE n.id = v.column1)",
-                rows.join(", ")
-            ),
-        }
+fn edges(src: &str, edges: &[(String, EdgeKind, f64)]) -> (String, Vec<Value>) {
+    let rows: Vec<String> = (0..edges.len())
+        .map(|i| format!("(?{}, ?{}, ?{})", 3 * i + 2, 3 * i + 3, 3 * i + 4))
+        .collect();
+    let mut params = vec![src.value()];
+    for (dst, kind, weight) in edges {
+        params.extend([dst.value(), kind.as_str().value(), weight.value()]);
     }
-
-    fn is_empty(&self) -> bool {
-        self.values.is_empty()
-    }
-
-    fn params(&self) -> Vec<&dyn Param> {
-        let mut params: Vec<&dyn Param> = vec![&self.src];
-        params.extend(self.values.iter().flatten().map(|v| v as &dyn Param));
-        params
-    }
+    (
+        format!(
+            "INSERT OR IGNORE INTO memory_edges(src, dst, kind, weight)
+             SELECT ?1, v.column1, v.column2, CAST(v.column3 AS DOUBLE PRECISION)
+             FROM (VALUES {}) AS v
+             WHERE EXISTS (SELECT 1 FROM memory_nodes n WHERE n.id = v.column1)",
+            rows.join(", ")
+        ),
+        params,
+    )
 }
 
 /// Resolves an id, or else a subject, to a current node the scope sees.
@@ -363,38 +352,40 @@ pub(super) fn resolve(tx: &dyn Sql, scope: &Scope, target: &str) -> Result<Optio
     )?)
 }
 
-/// The requested id (made unique), or `<prefix>-<n>` from the node sequence. `index` is
-/// current: it knows every id taken.
-fn fresh_id(tx: &dyn Sql, index: &Index, entry: &NewEntry) -> Result<String> {
+/// The requested id (made unique), or `<prefix>-<seq>`. `index` knows every id taken,
+/// the group's planned ones included.
+fn fresh_id(index: &Index, entry: &NewEntry, seq: i64) -> String {
     let base = match &entry.id {
         Some(id) if !id.trim().is_empty() => id.trim().to_string(),
-        Some(_) | None => {
-            // The next number of the node sequence, never reused after a delete on SQLite; on
-            // a team store, past the project's newest node (its writers take turns).
-            let next = match tx.dialect() {
-                Dialect::Sqlite => tx
-                    .value::<i64>(
-                        "SELECT ifnull((SELECT seq FROM sqlite_sequence WHERE name = 'memory_nodes'), 0) + 1",
-                        &[],
-                    )?
-                    .unwrap_or(1),
-                Dialect::Postgres => index.nodes().map(|(_, n)| n.seq).max().unwrap_or(0) + 1,
-            };
-            format!("{}-{next}", entry.kind.id_prefix())
-        }
+        Some(_) | None => format!("{}-{seq}", entry.kind.id_prefix()),
     };
     let taken = |candidate: &str| index.by_id(candidate).is_some();
     if !taken(&base) {
-        return Ok(base);
+        return base;
     }
     let mut n = 2;
     loop {
         let candidate = format!("{base}-{n}");
         if !taken(&candidate) {
-            return Ok(candidate);
+            return candidate;
         }
         n += 1;
     }
+}
+
+/// The number the next node takes: past every node the index holds and, on SQLite, past
+/// every number ever used (a deleted entry's id is never given again).
+pub(super) fn next_seq(tx: &dyn Sql, index: &Index) -> Result<i64> {
+    let used = match tx.dialect() {
+        Dialect::Sqlite => tx
+            .value::<i64>(
+                "SELECT ifnull((SELECT seq FROM sqlite_sequence WHERE name = 'memory_nodes'), 0)",
+                &[],
+            )?
+            .unwrap_or(0),
+        Dialect::Postgres => 0,
+    };
+    Ok(used.max(index.max_seq()) + 1)
 }
 
 /// Current entries (facts, knowledge, procedural) a scope sees.
