@@ -177,7 +177,7 @@ impl Index {
             let list = placeholders(1, ids.len());
             let params: Vec<&dyn sql::Param> = ids.iter().map(|id| id as &dyn sql::Param).collect();
             let mut found: HashMap<String, (Node, Option<Vector>)> = HashMap::default();
-            conn.for_each(
+            conn.for_each_planned(
                 &format!("SELECT {NODE_COLUMNS} FROM {NODES} WHERE memory_nodes.id IN ({list})"),
                 &params,
                 &mut |row| {
@@ -210,7 +210,7 @@ impl Index {
             let params: Vec<&dyn sql::Param> =
                 present.iter().map(|id| *id as &dyn sql::Param).collect();
             let mut edges = Vec::new();
-            conn.for_each(
+            conn.for_each_planned(
                 &format!(
                     "SELECT src, dst, kind, weight FROM memory_edges WHERE src IN ({list})
                      UNION ALL SELECT src, dst, kind, weight FROM memory_edges
@@ -516,6 +516,22 @@ impl Index {
     /// The highest node sequence number the index holds.
     pub fn max_seq(&self) -> i64 {
         self.max_seq
+    }
+
+    /// Gives a node written under a planned number the one the database gave it.
+    pub fn set_seq(&mut self, id: &str, seq: i64) {
+        if let Some(&slot) = self.by_id.get(id) {
+            if let Some(node) = self.slots[slot as usize].as_mut() {
+                node.seq = seq;
+            }
+        }
+        self.max_seq = self.max_seq.max(seq);
+    }
+
+    /// Records that every change up to `head` is in the index: a writer's own, taken in as it
+    /// wrote them (no other writer of the project commits in between).
+    pub fn caught_up_to(&mut self, head: i64) {
+        self.last_change = self.last_change.max(head);
     }
 
     fn set_vector(&mut self, slot: u32, vector: Option<Vector>) {

@@ -138,6 +138,81 @@ pub struct Memory {
     queued: Mutex<Vec<Arc<Job>>>,
 }
 
+/// A write group's planned statements not yet sent, and what each answer means.
+#[derive(Default)]
+struct Pending {
+    statements: Vec<(String, Vec<Value>)>,
+    steps: Vec<Step>,
+}
+
+/// What the answer to one planned statement tells the index.
+enum Step {
+    /// The node of the entry at (batch, position) was inserted: its sequence number.
+    Node(usize, usize),
+    /// A change was logged: its number.
+    Change,
+    /// The related links of the entry at (batch, position): a row per link made.
+    Related(usize, usize),
+    Other,
+}
+
+impl Pending {
+    fn add(&mut self, planned: write::Planned, at: (usize, usize), all: &mut [Vec<Written>]) {
+        for k in 0..planned.statements.len() {
+            self.steps.push(if k == write::NODE_AT {
+                Step::Node(at.0, at.1)
+            } else if planned.related_at == Some(k) {
+                Step::Related(at.0, at.1)
+            } else if planned.changes_at.contains(&k) {
+                Step::Change
+            } else {
+                Step::Other
+            });
+        }
+        self.statements.extend(planned.statements);
+        all[at.0].push(planned.written);
+    }
+
+    /// Sends what is pending (one round trip on a team store) and completes the index and
+    /// the answers with what comes back.
+    fn run(&mut self, tx: &dyn Sql, index: &mut Index, all: &mut [Vec<Written>]) -> Result<()> {
+        if self.statements.is_empty() {
+            return Ok(());
+        }
+        let params: Vec<Vec<&dyn store::sql::Param>> = self
+            .statements
+            .iter()
+            .map(|(_, values)| values.iter().map(|v| v as &dyn store::sql::Param).collect())
+            .collect();
+        let statements: Vec<(&str, &[&dyn store::sql::Param])> = self
+            .statements
+            .iter()
+            .zip(&params)
+            .map(|((sql, _), params)| (sql.as_str(), params.as_slice()))
+            .collect();
+        let answers = tx.query_all(&statements)?;
+        for (step, rows) in self.steps.iter().zip(&answers) {
+            let first = || -> Result<i64> {
+                rows.first()
+                    .ok_or_else(|| MemoryError::from(StoreError::Decode("no row returned".into())))?
+                    .get::<i64>(0)
+                    .map_err(MemoryError::from)
+            };
+            match *step {
+                Step::Node(batch, position) => {
+                    index.set_seq(&all[batch][position].id, first()?);
+                }
+                Step::Change => index.caught_up_to(first()?),
+                Step::Related(batch, position) => all[batch][position].links = rows.len(),
+                Step::Other => {}
+            }
+        }
+        self.statements.clear();
+        self.steps.clear();
+        Ok(())
+    }
+}
+
 /// A batch of entries waiting to be written, and, once written, what its writer said.
 struct Job {
     entries: Vec<NewEntry>,
@@ -502,36 +577,14 @@ impl Memory {
             // Each entry is planned against the index (which takes it in at once, so the
             // next one links to it, replaces it or takes the next id), and the group's
             // statements run together: one round trip on a team store instead of several per
-            // entry. A refresh at the end takes in what the database made of them.
+            // entry. What the database answers (the nodes' sequence numbers, the change log's,
+            // the links made) completes the index without reading the rows back.
             let mut seq = write::next_seq(tx, index)?;
-            let mut pending: Vec<(String, Vec<Value>)> = Vec::new();
-            let mut counts: Vec<usize> = Vec::new();
-            let run = |pending: &mut Vec<(String, Vec<Value>)>, counts: &mut Vec<usize>| {
-                if pending.is_empty() {
-                    return Ok::<(), MemoryError>(());
-                }
-                let statements: Vec<(&str, Vec<&dyn store::sql::Param>)> = pending
-                    .iter()
-                    .map(|(sql, values)| {
-                        (
-                            sql.as_str(),
-                            values.iter().map(|v| v as &dyn store::sql::Param).collect(),
-                        )
-                    })
-                    .collect();
-                let statements: Vec<(&str, &[&dyn store::sql::Param])> = statements
-                    .iter()
-                    .map(|(sql, params)| (*sql, params.as_slice()))
-                    .collect();
-                counts.extend(tx.execute_all(&statements)?);
-                pending.clear();
-                Ok(())
-            };
-            let mut all = Vec::with_capacity(batches.len());
-            let mut related = Vec::new();
+            let mut pending = Pending::default();
+            let mut all: Vec<Vec<Written>> = Vec::with_capacity(batches.len());
             let mut done = 0;
             for entries in batches {
-                let mut written = Vec::with_capacity(entries.len());
+                all.push(Vec::with_capacity(entries.len()));
                 for entry in entries.iter() {
                     let scope = Scope {
                         project: if entry.global { None } else { project },
@@ -541,7 +594,7 @@ impl Memory {
                     // hold what the group planned before.
                     let mut targets = (Vec::new(), Vec::new());
                     if !entry.supersedes.is_empty() || !entry.depends_on.is_empty() {
-                        run(&mut pending, &mut counts)?;
+                        pending.run(tx, index, &mut all)?;
                         for (from, to) in [
                             (&entry.supersedes, &mut targets.0),
                             (&entry.depends_on, &mut targets.1),
@@ -553,22 +606,15 @@ impl Memory {
                     }
                     let planned = write::plan(index, &scope, entry, seq, targets.0, targets.1);
                     seq += 1;
-                    let base = counts.len() + pending.len();
-                    related.push(planned.related_at.map(|at| base + at));
-                    pending.extend(planned.statements);
-                    written.push(planned.written);
+                    let at = (all.len() - 1, all[all.len() - 1].len());
+                    pending.add(planned, at, &mut all);
                     done += 1;
                     if let Some(progress) = batch.progress.as_mut() {
                         progress(done, total);
                     }
                 }
-                all.push(written);
             }
-            run(&mut pending, &mut counts)?;
-            for (written, at) in all.iter_mut().flatten().zip(related) {
-                written.links = at.and_then(|at| counts.get(at).copied()).unwrap_or(0);
-            }
-            index.refresh(tx)?;
+            pending.run(tx, index, &mut all)?;
             if let Some((key, path)) = mark {
                 store::set_meta(tx, key, &path.to_string_lossy())?;
             }

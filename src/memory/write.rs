@@ -141,9 +141,16 @@ pub(super) fn plan_links(index: &Index, entry: &NewEntry, scope: &Scope) -> Vec<
 pub(super) struct Planned {
     pub written: Written,
     pub statements: Vec<(String, Vec<Value>)>,
-    /// Which of `statements` adds the related links (its count is `written.links`).
+    /// Which of `statements` adds the related links (the rows it returns are `written.links`).
     pub related_at: Option<usize>,
+    /// Which of `statements` log a change (each returns the change's number).
+    pub changes_at: Vec<usize>,
 }
+
+/// What the database answers to a planned statement that the index needs: the first of an
+/// entry's statements inserts its node (returning its sequence number), a change-log insert
+/// returns the change's number, a related-links insert returns a row per link made.
+pub(super) const NODE_AT: usize = 0;
 
 /// Plans an entry with its supersessions and links against `index`, which is current with
 /// the transaction and holds what the group planned before it (see [`Planned`]). `seq` is
@@ -202,7 +209,7 @@ pub(super) fn plan(
         (
             "INSERT INTO memory_nodes(id, project_id, tenant, kind, subject, subject_key, body, tags,
                  confidence, source, created_at)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)"
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11) RETURNING seq"
                 .into(),
             vec![
                 id.value(),
@@ -228,6 +235,7 @@ pub(super) fn plan(
         ),
         (LOG_CHANGE.into(), vec![id.value()]),
     ];
+    let mut changes_at = vec![2];
     let mut related_at = None;
     if !related.is_empty() {
         related_at = Some(statements.len());
@@ -242,6 +250,7 @@ pub(super) fn plan(
             "UPDATE memory_nodes SET superseded_by = ?1 WHERE id = ?2".into(),
             vec![id.value(), old.value()],
         ));
+        changes_at.push(statements.len());
         statements.push((LOG_CHANGE.into(), vec![old.value()]));
         for dependent in index.dependents(old) {
             if invalidated.iter().any(|(d, _)| *d == dependent) {
@@ -254,6 +263,7 @@ pub(super) fn plan(
                     .into(),
                 vec![id.value(), note.value(), dependent.value()],
             ));
+            changes_at.push(statements.len());
             statements.push((LOG_CHANGE.into(), vec![dependent.value()]));
             invalidated.push((dependent, note));
         }
@@ -292,6 +302,7 @@ pub(super) fn plan(
         },
         statements,
         related_at,
+        changes_at,
     }
 }
 
@@ -299,7 +310,7 @@ pub(super) fn plan(
 const VECTOR_UPSERT: &str = "INSERT INTO memory_vectors(node_id, model, vector) VALUES (?1, ?2, ?3)
      ON CONFLICT(node_id) DO UPDATE SET model = excluded.model, vector = excluded.vector";
 /// Logs a touched node for every index to replay.
-const LOG_CHANGE: &str = "INSERT INTO memory_changes(node_id) VALUES (?1)";
+const LOG_CHANGE: &str = "INSERT INTO memory_changes(node_id) VALUES (?1) RETURNING seq";
 
 /// Stores the meaning of an entry's text (subject and body), in
 /// the transaction that writes it (its text joined as [`super::model::Node::text`] does). Text
@@ -328,7 +339,7 @@ fn edges(src: &str, edges: &[(String, EdgeKind, f64)]) -> (String, Vec<Value>) {
             "INSERT OR IGNORE INTO memory_edges(src, dst, kind, weight)
              SELECT ?1, v.column1, v.column2, CAST(v.column3 AS DOUBLE PRECISION)
              FROM (VALUES {}) AS v
-             WHERE EXISTS (SELECT 1 FROM memory_nodes n WHERE n.id = v.column1)",
+             WHERE EXISTS (SELECT 1 FROM memory_nodes n WHERE n.id = v.column1) RETURNING 1",
             rows.join(", ")
         ),
         params,

@@ -299,20 +299,28 @@ impl PgProject {
         } else {
             String::new()
         };
-        rt.block_on(client.batch_execute(&format!(
-            "BEGIN; SET LOCAL ROLE car_app; SELECT set_config('car.project', '{}', true){lock}",
-            self.project
-        )))
-        .map_err(StoreError::from)?;
-        let value = match work(&PgTx { tx: client, rt }) {
+        let tx = PgTx {
+            tx: client,
+            rt,
+            begin: std::cell::Cell::new(Some(format!(
+                "BEGIN; SET LOCAL ROLE car_app; SELECT set_config('car.project', '{}', true){lock}",
+                self.project
+            ))),
+        };
+        let value = match work(&tx) {
             Ok(value) => value,
             Err(e) => {
-                if rt.block_on(client.batch_execute("ROLLBACK")).is_ok() {
+                if !tx.began() || rt.block_on(client.batch_execute("ROLLBACK")).is_ok() {
                     open.release();
                 }
                 return Err(e);
             }
         };
+        if !tx.began() {
+            // Nothing was asked of the database.
+            open.release();
+            return Ok(value);
+        }
         rt.block_on(client.batch_execute("COMMIT"))
             .map_err(StoreError::from)?;
         open.release();

@@ -269,6 +269,15 @@ pub trait Sql {
             .collect()
     }
 
+    /// Runs statements in order; returns the rows each returned (`RETURNING`). On PostgreSQL
+    /// they go to the server together, as [`Sql::execute_all`]'s do.
+    fn query_all(&self, statements: &[(&str, &[&dyn Param])]) -> Result<Vec<Vec<Row>>, StoreError> {
+        statements
+            .iter()
+            .map(|(sql, params)| self.query(sql, params))
+            .collect()
+    }
+
     /// Calls `each` with every row, in order.
     fn for_each(
         &self,
@@ -276,6 +285,19 @@ pub trait Sql {
         params: &[&dyn Param],
         each: &mut dyn FnMut(Row) -> Result<(), StoreError>,
     ) -> Result<(), StoreError>;
+
+    /// [`Sql::for_each`] for a statement planned for these very values and not kept: one
+    /// whose text varies with its parameters (an `IN` list of keys). On PostgreSQL a kept
+    /// statement's plan can be the generic one made while the table was small (a filter over
+    /// the project's rows where an index lookup is right), kept as the table grows.
+    fn for_each_planned(
+        &self,
+        sql: &str,
+        params: &[&dyn Param],
+        each: &mut dyn FnMut(Row) -> Result<(), StoreError>,
+    ) -> Result<(), StoreError> {
+        self.for_each(sql, params, each)
+    }
 
     /// Every row.
     fn query(&self, sql: &str, params: &[&dyn Param]) -> Result<Vec<Row>, StoreError> {
@@ -468,6 +490,38 @@ pub struct PgTx<'a> {
     /// A connection inside a transaction its owner began and will end.
     pub(super) tx: &'a deadpool_postgres::ClientWrapper,
     pub(super) rt: &'a tokio::runtime::Handle,
+    /// The statements that begin the transaction, until they are sent: they go with the
+    /// transaction's first statement, in its round trip.
+    pub(super) begin: std::cell::Cell<Option<String>>,
+}
+
+impl PgTx<'_> {
+    /// Runs `work` on the connection, after the transaction's opening statements when they
+    /// are still to be sent (written before `work`'s, answered in order: one round trip).
+    fn run<T>(
+        &self,
+        work: impl std::future::Future<Output = Result<T, tokio_postgres::Error>>,
+    ) -> Result<T, tokio_postgres::Error> {
+        let begin = self.begin.take();
+        self.rt.block_on(async {
+            match begin {
+                Some(begin) => {
+                    let (_, value) =
+                        futures_util::future::try_join(self.tx.batch_execute(&begin), work).await?;
+                    Ok(value)
+                }
+                None => work.await,
+            }
+        })
+    }
+
+    /// Whether anything was sent (the transaction began).
+    pub(super) fn began(&self) -> bool {
+        let begin = self.begin.take();
+        let began = begin.is_none();
+        self.begin.set(begin);
+        began
+    }
 }
 
 fn refs(values: &[Value]) -> Vec<&(dyn tokio_postgres::types::ToSql + Sync)> {
@@ -490,7 +544,7 @@ impl Sql for PgTx<'_> {
         // Every statement prepared first (those new to this connection in one round trip), then
         // all executed together: tokio-postgres writes each before reading any answer, in the
         // order they are polled, so the server runs them in order and the client waits once.
-        let counts = self.rt.block_on(async {
+        let counts = self.run(async {
             let statements = futures_util::future::try_join_all(
                 prepared.iter().map(|(sql, _)| self.tx.prepare_cached(sql)),
             )
@@ -507,10 +561,43 @@ impl Sql for PgTx<'_> {
         Ok(counts.into_iter().map(|n| n as usize).collect())
     }
 
+    fn query_all(&self, statements: &[(&str, &[&dyn Param])]) -> Result<Vec<Vec<Row>>, StoreError> {
+        let prepared: Vec<(String, Vec<Value>)> = statements
+            .iter()
+            .map(|(sql, params)| (to_postgres(sql), values_of(params)))
+            .collect();
+        // As execute_all: every statement prepared, then all sent before any answer is read.
+        let answers = self.run(async {
+            let statements = futures_util::future::try_join_all(
+                prepared.iter().map(|(sql, _)| self.tx.prepare_cached(sql)),
+            )
+            .await?;
+            let values: Vec<_> = prepared.iter().map(|(_, values)| refs(values)).collect();
+            futures_util::future::try_join_all(
+                statements
+                    .iter()
+                    .zip(&values)
+                    .map(|(stmt, values)| self.tx.query(stmt, values)),
+            )
+            .await
+        })?;
+        answers
+            .into_iter()
+            .map(|rows| {
+                let mut out = Vec::with_capacity(rows.len());
+                pg_rows(rows, &mut |row| {
+                    out.push(row);
+                    Ok(())
+                })?;
+                Ok(out)
+            })
+            .collect()
+    }
+
     fn execute(&self, sql: &str, params: &[&dyn Param]) -> Result<usize, StoreError> {
         let sql = to_postgres(sql);
         let values = values_of(params);
-        let n = self.rt.block_on(async {
+        let n = self.run(async {
             let stmt = self.tx.prepare_cached(&sql).await?;
             self.tx.execute(&stmt, &refs(&values)).await
         })?;
@@ -525,26 +612,70 @@ impl Sql for PgTx<'_> {
     ) -> Result<(), StoreError> {
         let sql = to_postgres(sql);
         let values = values_of(params);
-        let rows = self.rt.block_on(async {
+        let rows = self.run(async {
             let stmt = self.tx.prepare_cached(&sql).await?;
             self.tx.query(&stmt, &refs(&values)).await
         })?;
-        let mut names: Option<std::sync::Arc<[String]>> = None;
-        for row in rows {
-            let names = names
-                .get_or_insert_with(|| row.columns().iter().map(|c| c.name().to_string()).collect())
-                .clone();
-            let mut cells = Vec::with_capacity(row.len());
-            for i in 0..row.len() {
-                cells.push(row.try_get::<_, Value>(i)?);
-            }
-            each(Row {
-                names,
-                values: cells,
-            })?;
-        }
-        Ok(())
+        pg_rows(rows, each)
     }
+
+    fn for_each_planned(
+        &self,
+        sql: &str,
+        params: &[&dyn Param],
+        each: &mut dyn FnMut(Row) -> Result<(), StoreError>,
+    ) -> Result<(), StoreError> {
+        use tokio_postgres::types::Type;
+        let sql = to_postgres(sql);
+        let values = values_of(params);
+        // Typed parameters let the statement go in the same round trip as its values
+        // (parse, bind, execute: the server plans it for them); a NULL has no type to give.
+        let typed: Option<Vec<(&(dyn tokio_postgres::types::ToSql + Sync), Type)>> = values
+            .iter()
+            .map(|v| {
+                let ty = match v {
+                    Value::Int(_) => Type::INT8,
+                    Value::Real(_) => Type::FLOAT8,
+                    Value::Text(_) => Type::TEXT,
+                    Value::Blob(_) => Type::BYTEA,
+                    Value::Null => return None,
+                };
+                Some((v as &(dyn tokio_postgres::types::ToSql + Sync), ty))
+            })
+            .collect();
+        let rows = self.run(async {
+            match &typed {
+                Some(typed) => self.tx.query_typed(&sql, typed).await,
+                None => {
+                    let stmt = self.tx.prepare(&sql).await?;
+                    self.tx.query(&stmt, &refs(&values)).await
+                }
+            }
+        })?;
+        pg_rows(rows, each)
+    }
+}
+
+/// Hands PostgreSQL's rows to `each` as [`Row`]s.
+fn pg_rows(
+    rows: Vec<tokio_postgres::Row>,
+    each: &mut dyn FnMut(Row) -> Result<(), StoreError>,
+) -> Result<(), StoreError> {
+    let mut names: Option<std::sync::Arc<[String]>> = None;
+    for row in rows {
+        let names = names
+            .get_or_insert_with(|| row.columns().iter().map(|c| c.name().to_string()).collect())
+            .clone();
+        let mut cells = Vec::with_capacity(row.len());
+        for i in 0..row.len() {
+            cells.push(row.try_get::<_, Value>(i)?);
+        }
+        each(Row {
+            names,
+            values: cells,
+        })?;
+    }
+    Ok(())
 }
 
 /// Rewrites a statement in SQLite's dialect into PostgreSQL's (see the module's list). Quoted
@@ -619,7 +750,11 @@ pub fn to_postgres(sql: &str) -> String {
     if ignore {
         let trimmed = out.trim_end().trim_end_matches(';').len();
         out.truncate(trimmed);
-        out.push_str(" ON CONFLICT DO NOTHING");
+        // Before a RETURNING clause, which comes last.
+        match out.to_ascii_uppercase().rfind(" RETURNING ") {
+            Some(at) => out.insert_str(at, " ON CONFLICT DO NOTHING"),
+            None => out.push_str(" ON CONFLICT DO NOTHING"),
+        }
     }
     out
 }
@@ -641,6 +776,10 @@ mod tests {
         assert_eq!(
             to_postgres("INSERT OR IGNORE INTO e(src, dst) SELECT ?1, ?2 WHERE EXISTS (SELECT 1)"),
             "INSERT INTO e(src, dst) SELECT $1, $2 WHERE EXISTS (SELECT 1) ON CONFLICT DO NOTHING"
+        );
+        assert_eq!(
+            to_postgres("INSERT OR IGNORE INTO e(src) SELECT ?1 WHERE TRUE RETURNING 1"),
+            "INSERT INTO e(src) SELECT $1 WHERE TRUE ON CONFLICT DO NOTHING RETURNING 1"
         );
         assert_eq!(
             to_postgres(

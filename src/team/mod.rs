@@ -41,6 +41,11 @@ const MIGRATIONS: &[(i32, &str, &str)] = &[
         "auth changes",
         include_str!("migrations/0006_auth_changes.sql"),
     ),
+    (
+        7,
+        "node lookups",
+        include_str!("migrations/0007_node_lookups.sql"),
+    ),
 ];
 
 /// The advisory lock every migrating instance takes (an arbitrary constant: "CAR" and 1).
