@@ -176,6 +176,18 @@ impl Pending {
     /// Sends what is pending (one round trip on a team store) and completes the index and
     /// the answers with what comes back.
     fn run(&mut self, tx: &dyn Sql, index: &mut Index, all: &mut [Vec<Written>]) -> Result<()> {
+        self.finish(tx, index, all, false)
+    }
+
+    /// [`Pending::run`]; with `last`, these are the transaction's last statements (see
+    /// [`Sql::commit_with`]).
+    fn finish(
+        &mut self,
+        tx: &dyn Sql,
+        index: &mut Index,
+        all: &mut [Vec<Written>],
+        last: bool,
+    ) -> Result<()> {
         if self.statements.is_empty() {
             return Ok(());
         }
@@ -190,7 +202,11 @@ impl Pending {
             .zip(&params)
             .map(|((sql, _), params)| (sql.as_str(), params.as_slice()))
             .collect();
-        let answers = tx.query_all(&statements)?;
+        let answers = if last {
+            tx.commit_with(&statements)?
+        } else {
+            tx.query_all(&statements)?
+        };
         for (step, rows) in self.steps.iter().zip(&answers) {
             let first = || -> Result<i64> {
                 rows.first()
@@ -614,7 +630,8 @@ impl Memory {
                     }
                 }
             }
-            pending.run(tx, index, &mut all)?;
+            // The last statements carry the commit on a team store, unless a mark follows.
+            pending.finish(tx, index, &mut all, mark.is_none())?;
             if let Some((key, path)) = mark {
                 store::set_meta(tx, key, &path.to_string_lossy())?;
             }

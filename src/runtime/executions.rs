@@ -168,13 +168,21 @@ pub struct Finished {
 
 /// Records a finished call: updates the keyed row, or inserts the row of an unkeyed call.
 pub fn finish(store: &Store, done: &Finished) -> store::Result<()> {
-    store.append(|tx| finish_in(tx, done))
+    store.append(|tx| finish_all(tx, &[done], Last::Commit))
 }
 
 /// [`finish`] inside a transaction: the row, and for a keyed call that did not complete
 /// (`release`), its key given back so the client can retry.
 pub(crate) fn finish_in(tx: &dyn Sql, done: &Finished) -> store::Result<()> {
-    finish_all(tx, &[done])
+    finish_all(tx, &[done], Last::More)
+}
+
+/// Whether a transaction's statements are its last (on a team store the commit goes with
+/// them) or more follow.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Last {
+    Commit,
+    More,
 }
 
 /// The columns one finished call writes, in the order [`finish_all`] binds them.
@@ -182,7 +190,7 @@ const FINISHED_COLUMNS: usize = 13;
 
 /// [`finish_in`] for many calls in one statement (a group the journal commits at once: one
 /// round trip to a team database, not one per call).
-fn finish_all(tx: &dyn Sql, all: &[&Finished]) -> store::Result<()> {
+fn finish_all(tx: &dyn Sql, all: &[&Finished], last: Last) -> store::Result<()> {
     if all.is_empty() {
         return Ok(());
     }
@@ -221,25 +229,30 @@ fn finish_all(tx: &dyn Sql, all: &[&Finished]) -> store::Result<()> {
         .flatten()
         .map(|v| v as &dyn crate::store::sql::Param)
         .collect();
-    tx.execute(
-        &format!(
-            "INSERT INTO executions(id, tool, status, request_id, face, started_at, duration_ms,
-                 error, result, session, host, subject, author)
-             VALUES {}
-             ON CONFLICT(id) DO UPDATE SET status = excluded.status,
-                 duration_ms = excluded.duration_ms, error = excluded.error,
-                 result = excluded.result, session = excluded.session, host = excluded.host,
-                 subject = excluded.subject, author = excluded.author",
-            rows.join(", ")
-        ),
-        &params,
-    )?;
-    for done in all.iter().filter(|d| d.release) {
-        tx.execute(
-            "UPDATE executions SET idem_key = NULL WHERE id = ?1",
-            args![done.id],
-        )?;
+    let insert = format!(
+        "INSERT INTO executions(id, tool, status, request_id, face, started_at, duration_ms,
+             error, result, session, host, subject, author)
+         VALUES {}
+         ON CONFLICT(id) DO UPDATE SET status = excluded.status,
+             duration_ms = excluded.duration_ms, error = excluded.error,
+             result = excluded.result, session = excluded.session, host = excluded.host,
+             subject = excluded.subject, author = excluded.author",
+        rows.join(", ")
+    );
+    let released: Vec<[&dyn crate::store::sql::Param; 1]> = all
+        .iter()
+        .filter(|d| d.release)
+        .map(|done| [&done.id as &dyn crate::store::sql::Param])
+        .collect();
+    let mut statements: Vec<(&str, &[&dyn crate::store::sql::Param])> =
+        vec![(insert.as_str(), params.as_slice())];
+    for id in &released {
+        statements.push(("UPDATE executions SET idem_key = NULL WHERE id = ?1", id));
     }
+    match last {
+        Last::Commit => tx.commit_with(&statements)?,
+        Last::More => tx.query_all(&statements)?,
+    };
     Ok(())
 }
 
@@ -323,7 +336,7 @@ fn write_groups(store: &Store, queue: &std::sync::mpsc::Receiver<Pending>) {
         // writer goes on with the next group.
         let written = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
             let rows: Vec<&Finished> = group.iter().map(|p| &p.done).collect();
-            store.append(|tx| finish_all(tx, &rows))
+            store.append(|tx| finish_all(tx, &rows, Last::Commit))
         }))
         .unwrap_or_else(|_| {
             Err(store::StoreError::Task(

@@ -278,6 +278,16 @@ pub trait Sql {
             .collect()
     }
 
+    /// [`Sql::query_all`] as the transaction's last statements: on PostgreSQL the commit goes
+    /// with them, in the same round trip (the transaction's opening statements too, when
+    /// these are its first). Nothing may run on the transaction after them.
+    fn commit_with(
+        &self,
+        statements: &[(&str, &[&dyn Param])],
+    ) -> Result<Vec<Vec<Row>>, StoreError> {
+        self.query_all(statements)
+    }
+
     /// Calls `each` with every row, in order.
     fn for_each(
         &self,
@@ -493,6 +503,8 @@ pub struct PgTx<'a> {
     /// The statements that begin the transaction, until they are sent: they go with the
     /// transaction's first statement, in its round trip.
     pub(super) begin: std::cell::Cell<Option<String>>,
+    /// Committed with its last statements ([`Sql::commit_with`]).
+    pub(super) committed: std::cell::Cell<bool>,
 }
 
 impl PgTx<'_> {
@@ -513,6 +525,52 @@ impl PgTx<'_> {
                 None => work.await,
             }
         })
+    }
+
+    /// Runs `statements` together, then COMMIT when `commit`: every statement prepared, then
+    /// all sent before any answer is read (as execute_all's). A failed statement makes the
+    /// COMMIT a rollback.
+    fn pipeline(
+        &self,
+        statements: &[(&str, &[&dyn Param])],
+        commit: bool,
+    ) -> Result<Vec<Vec<Row>>, StoreError> {
+        let prepared: Vec<(String, Vec<Value>)> = statements
+            .iter()
+            .map(|(sql, params)| (to_postgres(sql), values_of(params)))
+            .collect();
+        let answers = self.run(async {
+            let statements = futures_util::future::try_join_all(
+                prepared.iter().map(|(sql, _)| self.tx.prepare_cached(sql)),
+            )
+            .await?;
+            let values: Vec<_> = prepared.iter().map(|(_, values)| refs(values)).collect();
+            let queries = futures_util::future::try_join_all(
+                statements
+                    .iter()
+                    .zip(&values)
+                    .map(|(stmt, values)| self.tx.query(stmt, values)),
+            );
+            if commit {
+                let (answers, ()) =
+                    futures_util::future::try_join(queries, self.tx.batch_execute("COMMIT"))
+                        .await?;
+                Ok(answers)
+            } else {
+                queries.await
+            }
+        })?;
+        answers
+            .into_iter()
+            .map(|rows| {
+                let mut out = Vec::with_capacity(rows.len());
+                pg_rows(rows, &mut |row| {
+                    out.push(row);
+                    Ok(())
+                })?;
+                Ok(out)
+            })
+            .collect()
     }
 
     /// Whether anything was sent (the transaction began).
@@ -562,36 +620,16 @@ impl Sql for PgTx<'_> {
     }
 
     fn query_all(&self, statements: &[(&str, &[&dyn Param])]) -> Result<Vec<Vec<Row>>, StoreError> {
-        let prepared: Vec<(String, Vec<Value>)> = statements
-            .iter()
-            .map(|(sql, params)| (to_postgres(sql), values_of(params)))
-            .collect();
-        // As execute_all: every statement prepared, then all sent before any answer is read.
-        let answers = self.run(async {
-            let statements = futures_util::future::try_join_all(
-                prepared.iter().map(|(sql, _)| self.tx.prepare_cached(sql)),
-            )
-            .await?;
-            let values: Vec<_> = prepared.iter().map(|(_, values)| refs(values)).collect();
-            futures_util::future::try_join_all(
-                statements
-                    .iter()
-                    .zip(&values)
-                    .map(|(stmt, values)| self.tx.query(stmt, values)),
-            )
-            .await
-        })?;
-        answers
-            .into_iter()
-            .map(|rows| {
-                let mut out = Vec::with_capacity(rows.len());
-                pg_rows(rows, &mut |row| {
-                    out.push(row);
-                    Ok(())
-                })?;
-                Ok(out)
-            })
-            .collect()
+        self.pipeline(statements, false)
+    }
+
+    fn commit_with(
+        &self,
+        statements: &[(&str, &[&dyn Param])],
+    ) -> Result<Vec<Vec<Row>>, StoreError> {
+        let rows = self.pipeline(statements, true)?;
+        self.committed.set(true);
+        Ok(rows)
     }
 
     fn execute(&self, sql: &str, params: &[&dyn Param]) -> Result<usize, StoreError> {
