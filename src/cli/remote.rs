@@ -67,6 +67,33 @@ pub(crate) async fn call(
     Ok(answer??)
 }
 
+/// A command that maps to a tool, on the team server: the tool it called and its structured
+/// result. `call` is the command's tool call, `None` for a command of this machine's only
+/// (`also` says which commands a team server answers).
+pub(crate) async fn tool_command(
+    env: &Env,
+    server: Result<Server, Failure>,
+    name: &str,
+    call: Result<Option<(&'static str, Value)>, Failure>,
+    also: &str,
+) -> (&'static str, Result<Value, Failure>) {
+    let call = call.and_then(|call| {
+        call.ok_or_else(|| {
+            Failure::usage(format!(
+                "`car {}` works on this machine; against a team server use {also}",
+                name.replace('.', " ")
+            ))
+        })
+    });
+    match (call, server) {
+        (Ok((tool, args)), Ok(server)) => (
+            tool,
+            self::call(env, &server, tool, args).await.map(|a| a.value),
+        ),
+        (Err(e), _) | (_, Err(e)) => ("", Err(e)),
+    }
+}
+
 /// A project command on the team server: `tool` with `{action, args}`, the words as typed
 /// after the command; the envelope's `data`.
 pub(crate) async fn project_command(

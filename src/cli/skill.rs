@@ -251,23 +251,14 @@ fn human(tool: &str, data: &Value) -> String {
 pub async fn run(env: &Env, command: SkillCommand) -> ExitCode {
     let name = command_name(&command);
     if let Some(server) = remote::server(env) {
-        let call = as_tool_call(&command).and_then(|call| {
-            call.ok_or_else(|| {
-                Failure::usage(format!(
-                    "`car {}` works on this machine's skill files; against a team server use skill add, find, list or report",
-                    name.replace('.', " ")
-                ))
-            })
-        });
-        let (tool, result) = match (call, server) {
-            (Ok((tool, args)), Ok(server)) => (
-                tool,
-                remote::call(env, &server, tool, args)
-                    .await
-                    .map(|a| a.value),
-            ),
-            (Err(e), _) | (_, Err(e)) => ("", Err(e)),
-        };
+        let (tool, result) = remote::tool_command(
+            env,
+            server,
+            name,
+            as_tool_call(&command),
+            "skill add, find, list or report",
+        )
+        .await;
         return finish(env.json, name, result, |data| human(tool, data));
     }
     let (app, call) = match prepare(env, name, || as_tool_call(&command)) {

@@ -260,17 +260,9 @@ pub trait Sql {
     /// Runs a statement; returns how many rows it changed.
     fn execute(&self, sql: &str, params: &[&dyn Param]) -> Result<usize, StoreError>;
 
-    /// Runs statements in order; returns how many rows each changed. On PostgreSQL they go to
-    /// the server together (one round trip, not one each); the first failure stops the rest.
-    fn execute_all(&self, statements: &[(&str, &[&dyn Param])]) -> Result<Vec<usize>, StoreError> {
-        statements
-            .iter()
-            .map(|(sql, params)| self.execute(sql, params))
-            .collect()
-    }
-
     /// Runs statements in order; returns the rows each returned (`RETURNING`). On PostgreSQL
-    /// they go to the server together, as [`Sql::execute_all`]'s do.
+    /// they go to the server together (one round trip, not one each); the first failure stops
+    /// the rest.
     fn query_all(&self, statements: &[(&str, &[&dyn Param])]) -> Result<Vec<Vec<Row>>, StoreError> {
         statements
             .iter()
@@ -527,9 +519,11 @@ impl PgTx<'_> {
         })
     }
 
-    /// Runs `statements` together, then COMMIT when `commit`: every statement prepared, then
-    /// all sent before any answer is read (as execute_all's). A failed statement makes the
-    /// COMMIT a rollback.
+    /// Runs `statements` together, then COMMIT when `commit`. Every statement is prepared
+    /// first (those new to this connection in one round trip), then all are executed together:
+    /// tokio-postgres writes each request before reading any answer, in the order they are
+    /// polled, so the server runs them in order and the client waits once. A failed statement
+    /// makes the COMMIT a rollback.
     fn pipeline(
         &self,
         statements: &[(&str, &[&dyn Param])],
@@ -592,31 +586,6 @@ fn refs(values: &[Value]) -> Vec<&(dyn tokio_postgres::types::ToSql + Sync)> {
 impl Sql for PgTx<'_> {
     fn dialect(&self) -> Dialect {
         Dialect::Postgres
-    }
-
-    fn execute_all(&self, statements: &[(&str, &[&dyn Param])]) -> Result<Vec<usize>, StoreError> {
-        let prepared: Vec<(String, Vec<Value>)> = statements
-            .iter()
-            .map(|(sql, params)| (to_postgres(sql), values_of(params)))
-            .collect();
-        // Every statement prepared first (those new to this connection in one round trip), then
-        // all executed together: tokio-postgres writes each before reading any answer, in the
-        // order they are polled, so the server runs them in order and the client waits once.
-        let counts = self.run(async {
-            let statements = futures_util::future::try_join_all(
-                prepared.iter().map(|(sql, _)| self.tx.prepare_cached(sql)),
-            )
-            .await?;
-            let values: Vec<_> = prepared.iter().map(|(_, values)| refs(values)).collect();
-            futures_util::future::try_join_all(
-                statements
-                    .iter()
-                    .zip(&values)
-                    .map(|(stmt, values)| self.tx.execute(stmt, values)),
-            )
-            .await
-        })?;
-        Ok(counts.into_iter().map(|n| n as usize).collect())
     }
 
     fn query_all(&self, statements: &[(&str, &[&dyn Param])]) -> Result<Vec<Vec<Row>>, StoreError> {

@@ -1500,6 +1500,37 @@ fn car_team_push_copies_a_project_once_and_the_cli_works_on_the_team_board() {
         "{text}"
     );
 
+    // A command of this machine's only says so, and which ones the server answers.
+    let (code, doc) = as_member(
+        &home,
+        &keyring,
+        None,
+        &["--server", &web, "memory", "export", "-o", "-"],
+    );
+    assert_eq!(
+        (code, doc["error"]["code"].as_str()),
+        (2, Some("usage")),
+        "{doc}"
+    );
+    assert!(
+        doc["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("memory add, query"),
+        "{doc}"
+    );
+    let (code, doc) = as_member(
+        &home,
+        &keyring,
+        None,
+        &["--server", &web, "task", "import", "x.jsonl"],
+    );
+    assert_eq!(
+        (code, doc["error"]["code"].as_str()),
+        (2, Some("usage")),
+        "{doc}"
+    );
+
     // Work done locally since goes up with the next push; the rest is not sent again.
     local(&["task", "complete", "CTX-0001"]);
     local(&[
