@@ -143,7 +143,10 @@ pub(crate) async fn project(
 /// every command takes (`--json`, `--server`, `--home`, `--project`): what the server's tool
 /// parses with the same definitions.
 pub(crate) fn words_after(command: &str) -> Vec<String> {
-    let argv: Vec<String> = std::env::args().skip(1).collect();
+    let argv: Vec<String> = std::env::args_os()
+        .skip(1)
+        .map(|a| a.to_string_lossy().into_owned())
+        .collect();
     strip_global(&argv, command)
 }
 
@@ -160,7 +163,7 @@ fn strip_global(argv: &[String], command: &str) -> Vec<String> {
         let flag = word.split('=').next().unwrap_or_default();
         match flag {
             "--json" => continue,
-            "--server" | "--home" | "--database" => {
+            "--server" | "--home" => {
                 if !word.contains('=') {
                     iter.next();
                 }

@@ -176,18 +176,6 @@ impl Pending {
     /// Sends what is pending (one round trip on a team store) and completes the index and
     /// the answers with what comes back.
     fn run(&mut self, tx: &dyn Sql, index: &mut Index, all: &mut [Vec<Written>]) -> Result<()> {
-        self.finish(tx, index, all, false)
-    }
-
-    /// [`Pending::run`]; with `last`, these are the transaction's last statements (see
-    /// [`Sql::commit_with`]).
-    fn finish(
-        &mut self,
-        tx: &dyn Sql,
-        index: &mut Index,
-        all: &mut [Vec<Written>],
-        last: bool,
-    ) -> Result<()> {
         if self.statements.is_empty() {
             return Ok(());
         }
@@ -202,11 +190,7 @@ impl Pending {
             .zip(&params)
             .map(|((sql, _), params)| (sql.as_str(), params.as_slice()))
             .collect();
-        let answers = if last {
-            tx.commit_with(&statements)?
-        } else {
-            tx.query_all(&statements)?
-        };
+        let answers = tx.query_all(&statements)?;
         for (step, rows) in self.steps.iter().zip(&answers) {
             let first = || -> Result<i64> {
                 rows.first()
@@ -630,8 +614,7 @@ impl Memory {
                     }
                 }
             }
-            // The last statements carry the commit on a team store, unless a mark follows.
-            pending.finish(tx, index, &mut all, mark.is_none())?;
+            pending.run(tx, index, &mut all)?;
             if let Some((key, path)) = mark {
                 store::set_meta(tx, key, &path.to_string_lossy())?;
             }
@@ -802,7 +785,9 @@ impl Memory {
     pub fn list_entries(&self, after_seq: i64, limit: usize) -> Result<Vec<Node>> {
         let scope = self.scope("");
         self.read(|index| {
-            index
+            // Slots are not in sequence order (a catch-up adds nodes by id): sorted first, so
+            // a page ends at its last seq and the next starts right after it.
+            let mut found: Vec<&Node> = index
                 .nodes()
                 .map(|(_, n)| n)
                 .filter(|n| {
@@ -811,9 +796,9 @@ impl Memory {
                         && n.is_current()
                         && scope.sees(n.project, &n.tenant)
                 })
-                .take(limit)
-                .cloned()
-                .collect()
+                .collect();
+            found.sort_by_key(|n| n.seq);
+            found.into_iter().take(limit).cloned().collect()
         })
     }
 

@@ -253,7 +253,8 @@ pub(super) fn plan(
         changes_at.push(statements.len());
         statements.push((LOG_CHANGE.into(), vec![old.value()]));
         for dependent in index.dependents(old) {
-            if invalidated.iter().any(|(d, _)| *d == dependent) {
+            // One this entry also replaces is not current any more: nothing to flag.
+            if superseded.contains(&dependent) || invalidated.iter().any(|(d, _)| *d == dependent) {
                 continue;
             }
             let note = format!("its premise {old} was superseded by {id}");

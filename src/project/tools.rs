@@ -334,8 +334,10 @@ impl ProjectTools {
             .flatten()
             .filter_map(|a| a.as_str().map(str::to_string))
             .collect();
+        // Flags only: after `--` every word is a value (a title may start with anything).
         if let Some(flag) = extra
             .iter()
+            .take_while(|a| *a != "--")
             .find(|a| ["--home", "--project"].iter().any(|f| a.starts_with(f)))
         {
             return Err(ToolError::InvalidArguments(format!(

@@ -206,8 +206,21 @@ impl Dispatcher {
             } else {
                 None
             },
-            // A keyed call that did not complete gives its key back so the client can retry.
-            release: keyed && matches!(status, ExecStatus::Cancelled | ExecStatus::Timeout),
+            // A keyed call that did not complete, or that nothing ran for (denied, or its
+            // arguments refused), gives its key back: the client can retry, and a retry after
+            // the grant or the arguments are fixed runs instead of replaying the refusal.
+            release: keyed
+                && (matches!(
+                    status,
+                    ExecStatus::Cancelled | ExecStatus::Timeout | ExecStatus::Denied
+                ) || matches!(
+                    &result,
+                    Err(ToolError::InvalidArguments(_))
+                        | Err(ToolError::Reported {
+                            code: "usage" | "invalid_arguments" | "denied",
+                            ..
+                        })
+                )),
             session: context.session_id().map(str::to_string),
             host: context.host_name().map(str::to_string),
             author: context.author_name().map(str::to_string),

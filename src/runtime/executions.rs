@@ -168,21 +168,13 @@ pub struct Finished {
 
 /// Records a finished call: updates the keyed row, or inserts the row of an unkeyed call.
 pub fn finish(store: &Store, done: &Finished) -> store::Result<()> {
-    store.append(|tx| finish_all(tx, &[done], Last::Commit))
+    store.append(|tx| finish_all(tx, &[done]))
 }
 
 /// [`finish`] inside a transaction: the row, and for a keyed call that did not complete
 /// (`release`), its key given back so the client can retry.
 pub(crate) fn finish_in(tx: &dyn Sql, done: &Finished) -> store::Result<()> {
-    finish_all(tx, &[done], Last::More)
-}
-
-/// Whether a transaction's statements are its last (on a team store the commit goes with
-/// them) or more follow.
-#[derive(Clone, Copy, PartialEq, Eq)]
-enum Last {
-    Commit,
-    More,
+    finish_all(tx, &[done])
 }
 
 /// The columns one finished call writes, in the order [`finish_all`] binds them.
@@ -190,7 +182,7 @@ const FINISHED_COLUMNS: usize = 13;
 
 /// [`finish_in`] for many calls in one statement (a group the journal commits at once: one
 /// round trip to a team database, not one per call).
-fn finish_all(tx: &dyn Sql, all: &[&Finished], last: Last) -> store::Result<()> {
+fn finish_all(tx: &dyn Sql, all: &[&Finished]) -> store::Result<()> {
     if all.is_empty() {
         return Ok(());
     }
@@ -249,10 +241,7 @@ fn finish_all(tx: &dyn Sql, all: &[&Finished], last: Last) -> store::Result<()> 
     for id in &released {
         statements.push(("UPDATE executions SET idem_key = NULL WHERE id = ?1", id));
     }
-    match last {
-        Last::Commit => tx.commit_with(&statements)?,
-        Last::More => tx.query_all(&statements)?,
-    };
+    tx.query_all(&statements)?;
     Ok(())
 }
 
@@ -336,7 +325,7 @@ fn write_groups(store: &Store, queue: &std::sync::mpsc::Receiver<Pending>) {
         // writer goes on with the next group.
         let written = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
             let rows: Vec<&Finished> = group.iter().map(|p| &p.done).collect();
-            store.append(|tx| finish_all(tx, &rows, Last::Commit))
+            store.append(|tx| finish_all(tx, &rows))
         }))
         .unwrap_or_else(|_| {
             Err(store::StoreError::Task(

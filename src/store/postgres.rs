@@ -306,7 +306,6 @@ impl PgProject {
                 "BEGIN; SET LOCAL ROLE car_app; SELECT set_config('car.project', '{}', true){lock}",
                 self.project
             ))),
-            committed: std::cell::Cell::new(false),
         };
         let value = match work(&tx) {
             Ok(value) => value,
@@ -317,8 +316,8 @@ impl PgProject {
                 return Err(e);
             }
         };
-        if !tx.began() || tx.committed.get() {
-            // Nothing was asked of the database, or it committed with its last statements.
+        if !tx.began() {
+            // Nothing was asked of the database.
             open.release();
             return Ok(value);
         }

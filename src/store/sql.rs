@@ -270,16 +270,6 @@ pub trait Sql {
             .collect()
     }
 
-    /// [`Sql::query_all`] as the transaction's last statements: on PostgreSQL the commit goes
-    /// with them, in the same round trip (the transaction's opening statements too, when
-    /// these are its first). Nothing may run on the transaction after them.
-    fn commit_with(
-        &self,
-        statements: &[(&str, &[&dyn Param])],
-    ) -> Result<Vec<Vec<Row>>, StoreError> {
-        self.query_all(statements)
-    }
-
     /// Calls `each` with every row, in order.
     fn for_each(
         &self,
@@ -495,8 +485,6 @@ pub struct PgTx<'a> {
     /// The statements that begin the transaction, until they are sent: they go with the
     /// transaction's first statement, in its round trip.
     pub(super) begin: std::cell::Cell<Option<String>>,
-    /// Committed with its last statements ([`Sql::commit_with`]).
-    pub(super) committed: std::cell::Cell<bool>,
 }
 
 impl PgTx<'_> {
@@ -519,16 +507,13 @@ impl PgTx<'_> {
         })
     }
 
-    /// Runs `statements` together, then COMMIT when `commit`. Every statement is prepared
+    /// Runs `statements` together. Every statement is prepared
     /// first (those new to this connection in one round trip), then all are executed together:
     /// tokio-postgres writes each request before reading any answer, in the order they are
-    /// polled, so the server runs them in order and the client waits once. A failed statement
-    /// makes the COMMIT a rollback.
-    fn pipeline(
-        &self,
-        statements: &[(&str, &[&dyn Param])],
-        commit: bool,
-    ) -> Result<Vec<Vec<Row>>, StoreError> {
+    /// polled, so the server runs them in order and the client waits once. (The COMMIT is not
+    /// sent with them: past 30 statements a request that fails to encode does not stop the
+    /// ones after it from being sent, and the commit would take them without it.)
+    fn pipeline(&self, statements: &[(&str, &[&dyn Param])]) -> Result<Vec<Vec<Row>>, StoreError> {
         let prepared: Vec<(String, Vec<Value>)> = statements
             .iter()
             .map(|(sql, params)| (to_postgres(sql), values_of(params)))
@@ -539,20 +524,13 @@ impl PgTx<'_> {
             )
             .await?;
             let values: Vec<_> = prepared.iter().map(|(_, values)| refs(values)).collect();
-            let queries = futures_util::future::try_join_all(
+            futures_util::future::try_join_all(
                 statements
                     .iter()
                     .zip(&values)
                     .map(|(stmt, values)| self.tx.query(stmt, values)),
-            );
-            if commit {
-                let (answers, ()) =
-                    futures_util::future::try_join(queries, self.tx.batch_execute("COMMIT"))
-                        .await?;
-                Ok(answers)
-            } else {
-                queries.await
-            }
+            )
+            .await
         })?;
         answers
             .into_iter()
@@ -589,16 +567,7 @@ impl Sql for PgTx<'_> {
     }
 
     fn query_all(&self, statements: &[(&str, &[&dyn Param])]) -> Result<Vec<Vec<Row>>, StoreError> {
-        self.pipeline(statements, false)
-    }
-
-    fn commit_with(
-        &self,
-        statements: &[(&str, &[&dyn Param])],
-    ) -> Result<Vec<Vec<Row>>, StoreError> {
-        let rows = self.pipeline(statements, true)?;
-        self.committed.set(true);
-        Ok(rows)
+        self.pipeline(statements)
     }
 
     fn execute(&self, sql: &str, params: &[&dyn Param]) -> Result<usize, StoreError> {

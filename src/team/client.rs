@@ -50,6 +50,19 @@ impl Server {
                 "--server {text:?} must be an http:// or https:// address, e.g. https://car.example.com/mcp/web"
             )));
         }
+        // The token travels in a header: in clear text only to this machine.
+        let host = url.host_str().unwrap_or_default();
+        let loopback = host == "localhost"
+            || host
+                .trim_start_matches('[')
+                .trim_end_matches(']')
+                .parse::<std::net::IpAddr>()
+                .is_ok_and(|ip| ip.is_loopback());
+        if url.scheme() == "http" && !loopback {
+            return Err(ClientError::Invalid(format!(
+                "--server {text:?}: use https:// (the token would travel in clear text); http:// is for a server on this machine"
+            )));
+        }
         if url.path() == "/" || url.path().is_empty() {
             url.set_path("/mcp");
         }
@@ -335,7 +348,14 @@ mod tests {
         let project = Server::parse("https://car.example.com/mcp/web").unwrap();
         assert_eq!(project.url(), "https://car.example.com/mcp/web");
         assert_eq!(project.account(), "team/https://car.example.com/token");
-        for bad in ["car.example.com", "ftp://x/mcp", "https://u:p@x/mcp", ""] {
+        assert!(Server::parse("http://localhost:9/mcp/web").is_ok());
+        for bad in [
+            "car.example.com",
+            "ftp://x/mcp",
+            "https://u:p@x/mcp",
+            "",
+            "http://car.example.com/mcp/web",
+        ] {
             assert!(Server::parse(bad).is_err(), "{bad}");
         }
     }

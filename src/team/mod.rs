@@ -46,6 +46,11 @@ const MIGRATIONS: &[(i32, &str, &str)] = &[
         "node lookups",
         include_str!("migrations/0007_node_lookups.sql"),
     ),
+    (
+        8,
+        "project memory",
+        include_str!("migrations/0008_project_memory.sql"),
+    ),
 ];
 
 /// The advisory lock every migrating instance takes (an arbitrary constant: "CAR" and 1).
@@ -856,6 +861,62 @@ mod store_tests {
             .unwrap_err()
             .to_string();
         assert!(err.contains("row-level security"), "{err}");
+    }
+
+    /// Migration 0008: memory a team server wrote without a project takes its team project,
+    /// so a new fact with its subject replaces it, and another instance's index follows.
+    #[test]
+    fn memory_written_without_a_project_becomes_its_team_projects() {
+        let team = super::testing::TestTeam::new();
+        let project = team_project_of(&team);
+        let store = Arc::new(team.store());
+        let other = Memory::open(Arc::new(team.store()), None, None).unwrap();
+        // As a server before this release wrote it: no project.
+        team.rt.block_on(async {
+            let (client, connection) = tokio_postgres::connect(&team.url, tokio_postgres::NoTls)
+                .await
+                .unwrap();
+            tokio::spawn(connection);
+            client
+                .batch_execute(&format!(
+                    "INSERT INTO memory_nodes(team_project, id, project_id, tenant, kind, subject,
+                         subject_key, body, created_at)
+                     VALUES ({project}, 'fact-1', NULL, '', 'pattern', 'deploy', 'deploy',
+                         'deploys on fridays', 'then');
+                     INSERT INTO memory_changes(team_project, node_id) VALUES ({project}, 'fact-1');"
+                ))
+                .await
+                .unwrap();
+            client
+                .batch_execute(include_str!("migrations/0008_project_memory.sql"))
+                .await
+                .unwrap();
+        });
+        let memory = Memory::open(store, None, None).unwrap();
+        assert_eq!(
+            memory.get("fact-1", "").unwrap().unwrap().project,
+            Some(project)
+        );
+        let written = memory
+            .write(NewEntry::new(
+                Kind::Pattern,
+                "deploy",
+                "deploys on tuesdays",
+            ))
+            .unwrap();
+        assert_eq!(written.superseded, ["fact-1"]);
+        let until = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        while ids_of(&other.query("deploy", "", 5).unwrap()) != [written.id.clone()] {
+            assert!(
+                std::time::Instant::now() < until,
+                "the other instance never followed"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
+    }
+
+    fn ids_of(hits: &[crate::memory::QueryHit]) -> Vec<String> {
+        hits.iter().map(|h| h.id.clone()).collect()
     }
 
     fn team_project_of(team: &super::testing::TestTeam) -> i64 {

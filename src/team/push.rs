@@ -68,7 +68,7 @@ pub struct Pushed {
     pub tasks: Count,
     /// Task dependencies and parents.
     pub links: Count,
-    /// Task statuses other than open (done, cancelled, blocked, claimed).
+    /// Task statuses, each as it was at its last change.
     pub statuses: Count,
     pub decisions: Count,
     /// Items the server refused; the rest went up.
@@ -228,16 +228,16 @@ pub async fn push(
     let mut ids: HashMap<String, String> = HashMap::new();
     for detail in &tasks {
         let task = &detail.task;
-        let mut words = vec![
-            task.title.clone(),
-            "--description".into(),
-            detail.description.clone(),
-            "--priority".into(),
-            task.priority.to_string(),
-        ];
-        for label in &task.labels {
-            words.extend(["--label".into(), label.clone()]);
+        // Every value after `=` and the title after `--`: text that starts with a dash (a
+        // Markdown bullet, `-Wall`) is a value, never taken for a flag.
+        let mut words = vec![format!("--priority={}", task.priority)];
+        if !detail.description.is_empty() {
+            words.push(format!("--description={}", detail.description));
         }
+        for label in &task.labels {
+            words.push(format!("--label={label}"));
+        }
+        words.extend(["--".into(), task.title.clone()]);
         let item = &task.display_id;
         match task_call(client, "create", words, &key(&format!("task/{item}"))).await? {
             Ok(answer) => match answer.value["data"]["displayId"].as_str() {
@@ -278,7 +278,7 @@ pub async fn push(
             steps.push((
                 format!("{item} is part of {}", parent.0),
                 "update",
-                vec![remote.clone(), "--parent".into(), parent.1.clone()],
+                vec![remote.clone(), format!("--parent={}", parent.1)],
                 format!("task/{item}/parent/{}", parent.0),
             ));
         }
@@ -301,36 +301,45 @@ pub async fn push(
                 Err(failed) => refuse(&mut pushed.refused, &what, failed),
             }
         }
+        // Keyed by the status and when the task last changed, so a task that moved since the
+        // last push (blocked again, claimed anew) goes up as it is now. An open task is open
+        // on the server when created; one reopened locally after a push stays as it was there.
         let status = match task.status {
             TaskStatus::Open | TaskStatus::Ready => None,
-            TaskStatus::Done => Some(("complete", vec![remote.clone()])),
-            TaskStatus::Cancelled => Some((
-                "update",
-                vec![remote.clone(), "--status".into(), "cancelled".into()],
-            )),
+            TaskStatus::Done => Some(("update", vec![remote.clone(), "--status=done".into()])),
+            TaskStatus::Cancelled => {
+                Some(("update", vec![remote.clone(), "--status=cancelled".into()]))
+            }
             TaskStatus::Blocked => Some((
                 "block",
                 vec![
                     remote.clone(),
-                    "--reason".into(),
-                    task.blocked_reason
-                        .clone()
-                        .unwrap_or_else(|| "blocked".into()),
+                    format!(
+                        "--reason={}",
+                        task.blocked_reason.as_deref().unwrap_or("blocked")
+                    ),
                 ],
             )),
             TaskStatus::Claimed => Some((
                 "claim",
                 vec![
                     remote.clone(),
-                    "--agent".into(),
-                    task.claimed_by.clone().unwrap_or_else(|| "unknown".into()),
+                    format!(
+                        "--agent={}",
+                        task.claimed_by.as_deref().unwrap_or("unknown")
+                    ),
                 ],
             )),
         };
         if let Some((action, words)) = status {
-            let item_key = key(&format!("task/{item}/status/{}", task.status));
+            let item_key = key(&format!(
+                "task/{item}/status/{}/{}",
+                task.status, task.updated_at
+            ));
             match task_call(client, action, words, &item_key).await? {
                 Ok(answer) => pushed.statuses.add(&answer, false),
+                // Already so on the server (claimed, done): nothing to change.
+                Err(failed) if failed.code == "conflict" => pushed.statuses.already += 1,
                 Err(failed) => refuse(
                     &mut pushed.refused,
                     &format!("{item} {}", task.status),
@@ -348,21 +357,22 @@ pub async fn push(
     let mut adrs: HashMap<String, String> = HashMap::new();
     for decision in &decisions {
         let item = &decision.display_id;
-        let mut words = vec![
-            decision.title.clone(),
-            "--decision".into(),
-            decision.decision.clone(),
-            "--context".into(),
-            decision.context.clone(),
-            "--consequences".into(),
-            decision.consequences.clone(),
-        ];
+        let mut words = vec![format!("--decision={}", decision.decision)];
+        for (flag, text) in [
+            ("context", &decision.context),
+            ("consequences", &decision.consequences),
+        ] {
+            if !text.is_empty() {
+                words.push(format!("--{flag}={text}"));
+            }
+        }
         if decision.status == DecisionStatus::Proposed {
-            words.extend(["--status".into(), "proposed".into()]);
+            words.push("--status=proposed".into());
         }
         if let Some(replaced) = decision.supersedes.as_ref().and_then(|s| adrs.get(s)) {
-            words.extend(["--supersedes".into(), replaced.clone()]);
+            words.push(format!("--supersedes={replaced}"));
         }
+        words.extend(["--".into(), decision.title.clone()]);
         let recorded = client
             .call(
                 "decision_logger",
@@ -378,15 +388,15 @@ pub async fn push(
                         decision.status,
                         DecisionStatus::Rejected | DecisionStatus::Deprecated
                     ) {
-                        let mut words = vec![
-                            remote.to_string(),
-                            "--status".into(),
-                            decision.status.as_str().into(),
-                        ];
+                        let mut words =
+                            vec![remote.to_string(), format!("--status={}", decision.status)];
                         if let Some(note) = &decision.resolution {
-                            words.extend(["--note".into(), note.clone()]);
+                            words.push(format!("--note={note}"));
                         }
-                        let item_key = key(&format!("decision/{item}/status/{}", decision.status));
+                        let item_key = key(&format!(
+                            "decision/{item}/status/{}/{}",
+                            decision.status, decision.updated_at
+                        ));
                         if let Err(failed) = client
                             .call(
                                 "decision_logger",

@@ -1255,6 +1255,14 @@ fn car_team_push_copies_a_project_once_and_the_cli_works_on_the_team_board() {
     ]);
     local(&["task", "create", "Drop the old exporter"]);
     local(&["task", "create", "Pick a queue"]);
+    // Text that starts with a dash is text, not a flag, when it goes up.
+    local(&["task", "create", "--", "-Wall warnings in CI"]);
+    local(&[
+        "task",
+        "update",
+        "CTX-0005",
+        "--description=- a bullet: fix them all",
+    ]);
     local(&["task", "complete", "CTX-0003"]);
     local(&[
         "task",
@@ -1393,7 +1401,7 @@ fn car_team_push_copies_a_project_once_and_the_cli_works_on_the_team_board() {
         .collect()
     };
     // The global preference stays personal; everything else goes up.
-    assert_eq!(counts(&first), expect([1, 1, 1, 1, 4, 1, 2, 2]), "{first}");
+    assert_eq!(counts(&first), expect([1, 1, 1, 1, 5, 1, 2, 2]), "{first}");
     assert_eq!(first["data"]["refused"], serde_json::json!([]));
 
     // Run twice: nothing doubles; the second push is answered from the server's record.
@@ -1426,8 +1434,9 @@ fn car_team_push_copies_a_project_once_and_the_cli_works_on_the_team_board() {
             )
         })
         .collect();
-    assert_eq!(board.len(), 4, "{tasks}");
+    assert_eq!(board.len(), 5, "{tasks}");
     for (title, status) in [
+        ("-Wall warnings in CI", "ready"),
         ("Wire the billing API", "ready"),
         ("Write the docs", "open"),
         ("Drop the old exporter", "done"),
@@ -1439,8 +1448,11 @@ fn car_team_push_copies_a_project_once_and_the_cli_works_on_the_team_board() {
         );
     }
     let ready = remote(&["task", "ready"]);
-    assert_eq!(ready.as_array().unwrap().len(), 1, "{ready}");
-    assert_eq!(ready[0]["title"], "Wire the billing API");
+    assert_eq!(ready.as_array().unwrap().len(), 2, "{ready}");
+    assert_eq!(
+        ready[0]["title"], "Wire the billing API",
+        "the P1 first: {ready}"
+    );
     let docs_task = board
         .iter()
         .find(|b| b.1 == "Write the docs")
@@ -1545,7 +1557,11 @@ fn car_team_push_copies_a_project_once_and_the_cli_works_on_the_team_board() {
     assert_eq!(third["data"]["facts"]["sent"], 1, "{third}");
     assert_eq!(third["data"]["tasks"]["sent"], 0, "{third}");
     let ready = remote(&["task", "ready"]);
-    assert_eq!(ready[0]["title"], "Write the docs", "{ready}");
+    let titles = ready.to_string();
+    assert!(
+        titles.contains("Write the docs") && !titles.contains("Wire the billing"),
+        "{ready}"
+    );
     let recalled = remote(&["memory", "query", "how do deploys reach production"]);
     assert!(
         recalled.to_string().contains("10% of traffic"),
@@ -1584,8 +1600,39 @@ fn car_team_push_copies_a_project_once_and_the_cli_works_on_the_team_board() {
             .as_array()
             .unwrap()
             .len(),
-        4
+        5
     );
+    // A refusal is not replayed: once the reader may write, the same request id runs.
+    let fact = serde_json::json!({"subject": "carol's note", "body": "carol writes now"});
+    let (_, denied) = server.call_keyed(
+        "/mcp/web",
+        Some(&carol),
+        "memory_add_fact",
+        fact.clone(),
+        Some("carol-1"),
+    );
+    assert_eq!(denied["result"]["isError"], true, "{denied}");
+    assert_eq!(team(&home, &db, &["grant", "carol", "web", "member"]).0, 0);
+    let mut written = Value::Null;
+    for _ in 0..200 {
+        let (_, answer) = server.call_keyed(
+            "/mcp/web",
+            Some(&carol),
+            "memory_add_fact",
+            fact.clone(),
+            Some("carol-1"),
+        );
+        if answer["result"]["isError"] == false {
+            written = answer;
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    assert_ne!(
+        written["result"]["_meta"]["car/replayed"], true,
+        "{written}"
+    );
+    assert!(answered(&written).contains("carol's note"), "{written}");
     // A project the token has no grant on is the same 404 as one that does not exist.
     let (code, doc) = as_member(
         &home,
