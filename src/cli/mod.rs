@@ -84,7 +84,13 @@ pub struct GlobalArgs {
     /// memory, skill, task, progress, decision, status, context, checkpoint and resume commands
     /// then read and write the team's project, with the token from `car team login`
     /// (or CAR_TOKEN); the other commands work on this machine.
-    #[arg(long, global = true, env = "CAR_SERVER", hide_env_values = true, value_name = "URL")]
+    #[arg(
+        long,
+        global = true,
+        env = "CAR_SERVER",
+        hide_env_values = true,
+        value_name = "URL"
+    )]
     pub server: Option<String>,
 }
 

@@ -40,7 +40,7 @@ impl std::fmt::Debug for Resolved {
 }
 
 /// How CAR introduces itself to the servers it connects to.
-fn client_info() -> ClientConfig {
+pub(crate) fn client_info() -> ClientConfig {
     serde_json::from_value(json!({
         "protocolVersion": "2025-11-25",
         "capabilities": {},

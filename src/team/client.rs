@@ -146,22 +146,16 @@ pub struct TeamClient {
     service: RunningService<RoleClient, ClientConfig>,
 }
 
-fn client_info() -> ClientConfig {
-    serde_json::from_value(json!({
-        "protocolVersion": "2025-11-25",
-        "capabilities": {},
-        "clientInfo": {"name": "car", "title": "CAR", "version": env!("CARGO_PKG_VERSION")}
-    }))
-    .unwrap_or_default()
-}
-
 impl TeamClient {
     /// Connects and completes the MCP handshake with `token`.
     pub async fn connect(server: &Server, token: &str) -> Result<TeamClient, ClientError> {
         let client = http_client(token)?;
         let config = StreamableHttpClientTransportConfig::with_uri(server.url());
         let transport = StreamableHttpClientTransport::with_client(client.clone(), config);
-        match client_info().serve(transport).await {
+        match crate::connectors::client::client_info()
+            .serve(transport)
+            .await
+        {
             Ok(service) => Ok(TeamClient {
                 server: server.clone(),
                 service,
