@@ -1362,43 +1362,35 @@ fn car_team_push_copies_a_project_once_and_the_cli_works_on_the_team_board() {
     let push = || as_member(&home, &keyring, None, &["--server", &web, "team", "push"]);
     let (code, first) = push();
     assert_eq!(code, 0, "{first}");
+    const KINDS: [&str; 8] = [
+        "facts",
+        "knowledge",
+        "procedures",
+        "skills",
+        "tasks",
+        "links",
+        "statuses",
+        "decisions",
+    ];
     let counts = |doc: &Value| -> Vec<(String, u64, u64)> {
-        [
-            "facts",
-            "knowledge",
-            "procedures",
-            "skills",
-            "tasks",
-            "links",
-            "statuses",
-            "decisions",
-        ]
-        .iter()
-        .map(|k| {
-            let c = &doc["data"][k];
-            (
-                k.to_string(),
-                c["sent"].as_u64().unwrap(),
-                c["already"].as_u64().unwrap(),
-            )
-        })
-        .collect()
+        KINDS
+            .iter()
+            .map(|k| {
+                let c = &doc["data"][k];
+                (
+                    k.to_string(),
+                    c["sent"].as_u64().unwrap(),
+                    c["already"].as_u64().unwrap(),
+                )
+            })
+            .collect()
     };
     let expect = |sent: [u64; 8]| -> Vec<(String, u64, u64)> {
-        [
-            "facts",
-            "knowledge",
-            "procedures",
-            "skills",
-            "tasks",
-            "links",
-            "statuses",
-            "decisions",
-        ]
-        .iter()
-        .zip(sent)
-        .map(|(k, n)| (k.to_string(), n, 0))
-        .collect()
+        KINDS
+            .iter()
+            .zip(sent)
+            .map(|(k, n)| (k.to_string(), n, 0))
+            .collect()
     };
     // The global preference stays personal; everything else goes up.
     assert_eq!(counts(&first), expect([1, 1, 1, 1, 5, 1, 2, 2]), "{first}");
