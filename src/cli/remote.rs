@@ -55,12 +55,7 @@ pub(crate) async fn connect(env: &Env, server: &Server) -> Result<TeamClient, Fa
 }
 
 /// One tool call on the team server: its structured result.
-pub(crate) async fn call(
-    env: &Env,
-    server: &Server,
-    tool: &str,
-    args: Value,
-) -> Result<Answer, Failure> {
+async fn call(env: &Env, server: &Server, tool: &str, args: Value) -> Result<Answer, Failure> {
     let client = connect(env, server).await?;
     let answer = client.call(tool, args, None).await;
     client.close().await;
@@ -94,20 +89,6 @@ pub(crate) async fn tool_command(
     }
 }
 
-/// A project command on the team server: `tool` with `{action, args}`, the words as typed
-/// after the command; the envelope's `data`.
-pub(crate) async fn project_command(
-    env: &Env,
-    server: &Server,
-    tool: &str,
-    action: &str,
-    args: Vec<String>,
-) -> Result<Value, Failure> {
-    let answer = call(env, server, tool, json!({"action": action, "args": args})).await?;
-    let mut envelope = answer.value;
-    Ok(envelope["data"].take())
-}
-
 /// The envelope's data read back as the command's own outcome, for its renderer.
 pub(crate) fn typed<T: serde::de::DeserializeOwned>(data: Value) -> Result<T, Failure> {
     serde_json::from_value(data).map_err(|e| {
@@ -136,7 +117,9 @@ pub(crate) async fn project(
         }
         None => words.remove(0),
     };
-    project_command(env, &server, tool, &action, words).await
+    let answer = call(env, &server, tool, json!({"action": action, "args": words})).await?;
+    let mut envelope = answer.value;
+    Ok(envelope["data"].take())
 }
 
 /// The words of this command line after `command` (`task`, `status`, …), without the flags
