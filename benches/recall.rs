@@ -46,6 +46,7 @@ struct Loaded {
 
 fn load(cases: &[Case], distractors: &[(String, String)]) -> Loaded {
     let memory = Memory::in_memory().unwrap();
+    memory.embed_on_write();
     let fact = |(s, b): &(String, String)| NewEntry::new(Kind::Pattern, s, b);
     let stale: Vec<NewEntry> = cases
         .iter()
@@ -260,6 +261,7 @@ fn calibrate(seed: u64, n_cases: usize, n_distractors: usize) -> (f64, Vec<serde
 /// CAR, found by BM25, cases), recall@5.
 fn paraphrase_recall(seed: u64) -> (usize, usize, usize) {
     let memory = Memory::in_memory().unwrap();
+    memory.embed_on_write();
     let cases = paraphrase::cases();
     let mut notes = paraphrase::distractors(5_000, seed);
     for (i, case) in cases.iter().enumerate() {

@@ -122,8 +122,8 @@ fi
 echo "==> cargo fmt --check"
 cargo fmt --all -- --check
 
-echo "==> cargo clippy --all-targets -- -D warnings"
-cargo clippy --all-targets --quiet -- -D warnings
+echo "==> cargo clippy --workspace --all-targets -- -D warnings"
+cargo clippy --workspace --all-targets --quiet -- -D warnings
 
 # PostgreSQL for the team store's tests: a temporary cluster (scripts/pg-temp.sh), stopped and
 # removed when the tests end. Tests create a database each.
@@ -146,6 +146,6 @@ if [ "$(uname -s)" = Linux ] && [ -z "${CAR_TEST_STATIC_GATE:-}" ]; then
   export CAR_TEST_STATIC_GATE="${CARGO_TARGET_DIR:-$PWD/target}/$gate_target/debug/car-gate"
 fi
 
-echo "==> cargo test"
-cargo test
+echo "==> cargo test --workspace"
+cargo test --workspace
 

@@ -132,7 +132,7 @@ fn meaning_check(memory: &Memory) -> Check {
         Ok(missing) => Check::new(
             "meaning",
             true,
-            format!("{model}; {missing} entries still to embed (a backfill is under way; queries embed them meanwhile)"),
+            format!("{model}; {missing} entries still to embed (a server embeds them in the background, `car memory import` at once; until then they are found by their words)"),
         ),
         Err(e) => Check::new("meaning", false, format!("{model}; {e}")),
     }

@@ -434,6 +434,23 @@ fn local(env: &Env, memory: &Memory, command: MemoryCommand) -> Result<Local, Fa
             let written = memory.import_notes(&notes, &mut report);
             bar.finish();
             let written = written?;
+            // Then their meaning, on every core, so the next question finds them by it.
+            let bar = super::progress::Reporter::new("memory.embed", env.json);
+            let mut next = step;
+            let mut report = |done: usize, total: usize| {
+                if bar.is_bar() {
+                    bar.update("embed", done as u64, Some(total as u64));
+                } else if total > step && (done >= next || done == total) {
+                    next = done + step;
+                    super::console::stderr_line(
+                        &json!({"type": "progress", "phase": "embed", "done": done, "total": total})
+                        .to_string(),
+                    );
+                }
+            };
+            let embedded = memory.settle(&mut report);
+            bar.finish();
+            embedded?;
             Ok(Local::Imported(Imported {
                 path: file.display().to_string(),
                 imported: written.len(),

@@ -274,8 +274,15 @@ impl From<crate::store::StoreError> for Failure {
 /// Opens the store and memory of a project and builds the runtime over them, behind the
 /// policy engine of `<CAR_HOME>/policies` and every enclosing `.car/policies` (loaded once).
 /// CAR for this command, opened through the composition root.
+/// A command is one short process: what it writes to memory is embedded before it answers
+/// (a server embeds in the background instead), so the next command finds it by meaning.
 pub(crate) fn open_app(env: &Env) -> Result<App, Failure> {
-    App::open(&env.home, &env.project_root).map_err(|e| Failure::new("open", e.to_string()))
+    let app =
+        App::open(&env.home, &env.project_root).map_err(|e| Failure::new("open", e.to_string()))?;
+    if let Some(memory) = app.memory() {
+        memory.embed_on_write();
+    }
+    Ok(app)
 }
 
 /// The project this command works on, in the store under CAR_HOME.

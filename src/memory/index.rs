@@ -396,7 +396,7 @@ impl Index {
         stem
     }
 
-    /// Adds or replaces a node; its vector is the stored one, or made from its text.
+    /// Adds or replaces a node with its stored vector, if it has one yet.
     fn upsert(&mut self, node: Node, vector: Option<Vector>) {
         self.tally(&node, 1);
         self.max_seq = self.max_seq.max(node.seq);
@@ -414,8 +414,10 @@ impl Index {
                 self.unpost(slot);
                 self.post(slot, &terms);
             }
-            if !same_text || self.vector_scales[slot as usize] == 0.0 {
-                self.set_vector(slot, vector.or_else(|| embed::embed(&node.text())));
+            // A vector comes with the row once the embedder has stored it; until then the
+            // entry is found by its words alone (a changed text's old meaning is dropped).
+            if !same_text || vector.is_some() {
+                self.set_vector(slot, vector);
             }
             self.pairs[slot as usize] = pairs_of(&node);
             self.slots[slot as usize] = Some(node);
@@ -423,7 +425,6 @@ impl Index {
             return;
         }
         let slot = self.slots.len() as u32;
-        let vector = vector.or_else(|| embed::embed(&node.text()));
         self.post(slot, &terms);
         self.by_id.insert(node.id.clone(), slot);
         if matches!(node.kind, Kind::Pattern | Kind::Constraint) {
@@ -547,6 +548,17 @@ impl Index {
                 self.vector_scales[slot as usize] = 0.0;
             }
         }
+    }
+
+    /// The cosine similarity of a slot's meaning to `query`'s; `None` while it has no vector.
+    pub fn similarity(&self, query: &Vector, slot: u32) -> Option<f32> {
+        let dims = embed::dims();
+        let scale = *self.vector_scales.get(slot as usize)?;
+        if scale == 0.0 || query.values.len() != dims {
+            return None;
+        }
+        let values = &self.vector_values[slot as usize * dims..(slot as usize + 1) * dims];
+        Some(embed::dot(&query.values, values) as f32 * scale * query.scale)
     }
 
     /// The `n` slots whose meaning is nearest `query`'s among those `admit` lets through, as

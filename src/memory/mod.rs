@@ -136,6 +136,11 @@ pub struct Memory {
     index: RwLock<Index>,
     /// Batches waiting for the writer that holds the index lock to write them with its own.
     queued: Mutex<Vec<Arc<Job>>>,
+    /// Embeds written entries off the write path.
+    embedder: Arc<Embedder>,
+    /// Embed what a write wrote before it returns (a short-lived process), not in the
+    /// background.
+    embed_on_write: std::sync::atomic::AtomicBool,
 }
 
 /// A write group's planned statements not yet sent, and what each answer means.
@@ -245,10 +250,9 @@ struct Batch<'a> {
     progress: Option<&'a mut dyn FnMut(usize, usize)>,
 }
 
-/// The meta key naming the model every entry has a vector of (unset: a backfill is due).
-const VECTORS_MODEL: &str = "memory_vectors_model";
-/// Entries embedded per backfill transaction: short enough that a writer waits milliseconds.
-const BACKFILL_CHUNK: usize = 256;
+/// Entries embedded per transaction: a few hundred milliseconds of the model's work, read
+/// before and stored after it, so neither writers nor readers wait for the model.
+const EMBED_CHUNK: usize = 32;
 
 /// How many entries lack a vector of this build's model.
 pub fn missing_vectors(store: &Store) -> Result<usize> {
@@ -265,46 +269,90 @@ pub fn missing_vectors(store: &Store) -> Result<usize> {
     Ok(n as usize)
 }
 
-fn mark_vectors_complete(tx: &dyn Sql) -> Result<()> {
-    store::set_meta(tx, VECTORS_MODEL, embed::model_id())?;
-    Ok(())
-}
+/// Stores a vector if its entry still exists with the text it was made from, replacing one of
+/// another model.
+const VECTOR_STORE: &str = "INSERT INTO memory_vectors(node_id, model, vector)
+     SELECT ?1, ?2, ?3 WHERE EXISTS
+       (SELECT 1 FROM memory_nodes WHERE id = ?1 AND subject || ' ' || body = ?4)
+     ON CONFLICT(node_id) DO UPDATE SET model = excluded.model, vector = excluded.vector";
 
-/// Embeds every entry that lacks a vector of this build's model, [`BACKFILL_CHUNK`] per
-/// transaction, calling `progress(done, total)` after each; returns how many it embedded. Safe
-/// to run in several processes at once (each chunk re-reads what is missing).
-pub fn backfill_vectors(store: &Store, progress: &mut dyn FnMut(usize, usize)) -> Result<usize> {
+/// Embeds every entry that lacks a vector of this build's model, [`EMBED_CHUNK`] at a time: the
+/// texts are read, embedded outside any transaction (on up to `threads` threads), then stored in
+/// a short transaction with a change-log row each, so every index (in this process and in
+/// others) takes the new vectors in. Text with nothing to embed stores the zero vector (no
+/// meaning), so it is not retried. `lock` is held for each chunk: the embedders of one process
+/// take turns instead of embedding the same entries. Calls `progress(done, total)` after each
+/// chunk; returns how many it embedded. Safe to run in several processes at once.
+fn embed_missing(
+    store: &Store,
+    lock: &Mutex<()>,
+    threads: usize,
+    progress: &mut dyn FnMut(usize, usize),
+) -> Result<usize> {
     let total = missing_vectors(store)?;
     let mut done = 0;
     loop {
-        let embedded = store.transaction::<usize, MemoryError>(|tx| {
-            let rows: Vec<(String, String)> = tx
-                .query(
-                    "SELECT n.id, n.subject || ' ' || n.body FROM memory_nodes n WHERE NOT EXISTS
-                       (SELECT 1 FROM memory_vectors v WHERE v.node_id = n.id AND v.model = ?1)
-                     ORDER BY n.seq LIMIT ?2",
-                    args![embed::model_id(), BACKFILL_CHUNK],
-                )?
-                .iter()
-                .map(|r| Ok((r.get(0)?, r.get(1)?)))
-                .collect::<Result<_>>()?;
-            let mut stored = 0;
-            for (id, text) in &rows {
-                write::store_vector(tx, id, text)?;
-                stored += 1;
-            }
-            if rows.is_empty() {
-                mark_vectors_complete(tx)?;
-            }
-            Ok(stored)
+        let _turn = lock.lock().unwrap_or_else(|p| p.into_inner());
+        let rows: Vec<(String, String)> = store.read(|sql| {
+            sql.query(
+                "SELECT n.id, n.subject || ' ' || n.body FROM memory_nodes n WHERE NOT EXISTS
+                   (SELECT 1 FROM memory_vectors v WHERE v.node_id = n.id AND v.model = ?1)
+                 ORDER BY n.seq LIMIT ?2",
+                args![embed::model_id(), EMBED_CHUNK],
+            )?
+            .iter()
+            .map(|r| Ok((r.get(0)?, r.get(1)?)))
+            .collect::<Result<_>>()
         })?;
-        if embedded == 0 {
+        if rows.is_empty() {
             break;
         }
-        done += embedded;
+        let vectors = embed_all(&rows, threads.max(1));
+        store.transaction::<(), MemoryError>(|tx| {
+            for ((id, text), vector) in rows.iter().zip(&vectors) {
+                let stored = tx.execute(
+                    VECTOR_STORE,
+                    args![id, embed::model_id(), vector.to_bytes(), text],
+                )?;
+                if stored > 0 {
+                    tx.execute("INSERT INTO memory_changes(node_id) VALUES (?1)", args![id])?;
+                }
+            }
+            Ok(())
+        })?;
+        done += rows.len();
         progress(done.min(total.max(done)), total.max(done));
     }
     Ok(done)
+}
+
+/// The vectors of `rows`' texts, split over `threads` threads.
+fn embed_all(rows: &[(String, String)], threads: usize) -> Vec<embed::Vector> {
+    let one = |text: &String| embed::embed(text).unwrap_or_else(embed::Vector::zero);
+    if threads <= 1 || rows.len() < 2 {
+        return rows.iter().map(|(_, text)| one(text)).collect();
+    }
+    let per = rows.len().div_ceil(threads);
+    std::thread::scope(|scope| {
+        let parts: Vec<_> = rows
+            .chunks(per)
+            .map(|part| scope.spawn(move || part.iter().map(|(_, t)| one(t)).collect::<Vec<_>>()))
+            .collect();
+        parts
+            .into_iter()
+            .flat_map(|part| part.join().unwrap_or_else(|p| std::panic::resume_unwind(p)))
+            .collect()
+    })
+}
+
+/// The background embedder of one memory: a thread that embeds what lacks a vector and stops
+/// when nothing does; a write that arrives meanwhile makes it look again.
+#[derive(Default)]
+struct Embedder {
+    /// (a thread is running, it must look again before it stops)
+    state: Mutex<(bool, bool)>,
+    /// Held while a chunk is embedded (see [`embed_missing`]).
+    turn: Arc<Mutex<()>>,
 }
 
 /// The meta key that records that `assistant.json` was imported.
@@ -329,6 +377,8 @@ impl Memory {
             project,
             index: RwLock::new(Index::default()),
             queued: Mutex::default(),
+            embedder: Arc::default(),
+            embed_on_write: Default::default(),
         };
         if let Some(path) = assistant_json {
             if path.exists() && memory.store.meta(ASSISTANT_IMPORTED)?.is_none() {
@@ -342,44 +392,75 @@ impl Memory {
                 tracing::info!(path = %path.display(), count = notes.len(), "imported assistant.json");
             }
         }
-        memory.start_backfill()?;
         Ok(memory)
     }
 
-    /// Gives every entry written before this build's model (by an older release, or under
-    /// another model) its vector, on a background thread, in small transactions: queries go on
-    /// meanwhile (the index embeds what the store lacks on its own), and a process that exits
-    /// half-way leaves the rest to the next one. Nothing to do costs one `meta` read.
-    fn start_backfill(&self) -> Result<()> {
-        if self.store.meta(VECTORS_MODEL)?.as_deref() == Some(embed::model_id()) {
-            return Ok(());
-        }
-        if missing_vectors(&self.store)? == 0 {
-            self.tx(mark_vectors_complete)?;
-            return Ok(());
+    /// Starts the background embedder unless it is running (then it looks again before it
+    /// stops). Called after every write and by [`Memory::warm`]: entries written before this
+    /// build's model (an older release, another model) get their vectors too. Queries go on
+    /// meanwhile; an entry without its vector yet is found by its words.
+    fn kick_embedder(&self) {
+        let embedder = Arc::clone(&self.embedder);
+        {
+            let mut state = embedder.state.lock().unwrap_or_else(|p| p.into_inner());
+            if state.0 {
+                state.1 = true;
+                return;
+            }
+            *state = (true, false);
         }
         let store = Arc::clone(&self.store);
-        std::thread::Builder::new()
-            .name("car-embed-backfill".into())
-            .spawn(move || {
+        let spawned = std::thread::Builder::new()
+            .name("car-embedder".into())
+            .spawn(move || loop {
                 let mut last_logged = std::time::Instant::now();
-                let result = backfill_vectors(&store, &mut |done, total| {
+                let result = embed_missing(&store, &embedder.turn, 1, &mut |done, total| {
                     if done == total || last_logged.elapsed().as_secs() >= 2 {
                         last_logged = std::time::Instant::now();
-                        tracing::info!(done, total, "embedding memory entries written before this model");
+                        tracing::debug!(done, total, "embedding memory entries");
                     }
                 });
-                if let Err(e) = result {
-                    tracing::warn!(error = %e, "the memory embedding backfill stopped; the next start resumes it");
+                if let Err(e) = &result {
+                    tracing::warn!(error = %e, "the memory embedder stopped; the next write or start resumes it");
                 }
-            })
-            .map_err(|e| MemoryError::Invalid(format!("could not start the embedding backfill: {e}")))?;
-        Ok(())
+                let mut state = embedder.state.lock().unwrap_or_else(|p| p.into_inner());
+                if state.1 && result.is_ok() {
+                    state.1 = false;
+                    continue;
+                }
+                *state = (false, false);
+                break;
+            });
+        if let Err(e) = spawned {
+            *self
+                .embedder
+                .state
+                .lock()
+                .unwrap_or_else(|p| p.into_inner()) = (false, false);
+            tracing::warn!(error = %e, "could not start the memory embedder");
+        }
+    }
+
+    /// Makes every later write embed what it wrote before it returns (see [`Memory::settle`]):
+    /// for a process that exits right after.
+    pub fn embed_on_write(&self) {
+        self.embed_on_write
+            .store(true, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    /// Embeds, in this thread and on every core, what lacks a vector of this build's model,
+    /// calling `progress(done, total)` after each chunk; returns how many it embedded. A
+    /// command that writes and then exits calls it, so what it wrote is found by meaning at
+    /// once.
+    pub fn settle(&self, progress: &mut dyn FnMut(usize, usize)) -> Result<usize> {
+        let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
+        embed_missing(&self.store, &self.embedder.turn, threads, progress)
     }
 
     /// Builds the in-memory index now (a server calls this right after start-up so the first
     /// query does not pay for it).
     pub fn warm(&self) -> Result<()> {
+        self.kick_embedder();
         self.read(|_| ())
     }
 
@@ -624,6 +705,17 @@ impl Memory {
             *index = Index::default();
         }
         let mut all = result?;
+        // A batch with progress (an import) settles with its own progress.
+        if all.iter().any(|w| !w.is_empty()) && batch.progress.is_none() {
+            if self
+                .embed_on_write
+                .load(std::sync::atomic::Ordering::Relaxed)
+            {
+                self.settle(&mut |_, _| {})?;
+            } else {
+                self.kick_embedder();
+            }
+        }
         self.save_snapshot_if_due(index);
         let counts = write::count_entries(index, &self.scope(""));
         for w in all.iter_mut().flatten() {

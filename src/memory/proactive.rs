@@ -239,7 +239,7 @@ fn decide(index: &Index, scope: &Scope, request: &InterveneRequest) -> Decision 
         kinds: &kinds,
     };
     let k = request.max_candidates.clamp(1, 32);
-    let hits: Vec<Hit> = retrieve::retrieve(index, &text, &filter, k);
+    let hits: Vec<Hit> = retrieve::lexical(index, &text, &filter, k);
     let mut candidates: Vec<Candidate> = hits
         .iter()
         .filter_map(|hit| {

