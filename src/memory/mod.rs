@@ -1189,6 +1189,9 @@ mod tests {
     #[test]
     fn a_query_that_cannot_wait_leaves_a_stale_index_to_the_one_that_can() {
         let (_dir, a, b) = two_processes();
+        // a embeds before its write returns: no vector (and change) of a background embedder
+        // lands between b's queries below.
+        a.embed_on_write();
         a.write(NewEntry::new(
             Kind::Pattern,
             "release",
