@@ -22,6 +22,7 @@ pub mod hooks;
 pub mod logging;
 pub mod mcp;
 mod memory;
+pub mod multicall;
 mod output;
 mod plan;
 mod policy;

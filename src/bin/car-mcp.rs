@@ -1,4 +1,6 @@
-//! `car-mcp`: the stdio MCP server.
+//! `car-mcp`: the stdio MCP server. A launcher: it starts the `car` binary beside it under its own name
+//! (see `car::multicall`), so CAR and its embedding model are stored once.
+
 fn main() -> std::process::ExitCode {
-    car::mcp::process::main()
+    car::multicall::launch("car-mcp")
 }

@@ -1,10 +1,6 @@
-//! `car-server`: the shared engine over streamable HTTP MCP.
-
-// Many clients at once allocate from many threads: mimalloc's per-thread heaps spare the
-// contention glibc's arenas have under that load (measured with scripts/bench-http.sh).
-#[global_allocator]
-static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+//! `car-server`: the shared engine over streamable HTTP MCP. A launcher: it starts the `car` binary beside it under its own name
+//! (see `car::multicall`), so CAR and its embedding model are stored once.
 
 fn main() -> std::process::ExitCode {
-    car::server::process::main()
+    car::multicall::launch("car-server")
 }

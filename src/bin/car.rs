@@ -1,4 +1,5 @@
-//! `car`: the command line.
+//! `car`: the command line, and the program behind `car-mcp`, `car-server` and
+//! `car-memgine-eval`, which start it under their own names (see `car::multicall`).
 
 // GCC's unwinder linked into `car` itself rather than loaded from libgcc_s.so.1: `car
 // policy-check-hook` is a new process before every tool call of every host, and loading libgcc_s
@@ -11,6 +12,17 @@
 #[link(name = "gcc_eh", kind = "static", modifiers = "-bundle")]
 unsafe extern "C" {}
 
+// car-server's many clients allocate from many threads at once: mimalloc's per-thread heaps
+// spare the contention glibc's arenas have under that load (measured with
+// scripts/bench-http.sh).
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 fn main() -> std::process::ExitCode {
-    car::cli::main()
+    match car::multicall::invoked_as() {
+        Some("car-mcp") => car::mcp::process::main(),
+        Some("car-server") => car::server::process::main(),
+        Some("car-memgine-eval") => car::eval::cli::main(),
+        _ => car::cli::main(),
+    }
 }

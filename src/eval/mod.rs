@@ -5,6 +5,8 @@
 //! (transcript replay within the same budget, and no memory). `--contexts` exports every
 //! context for an external LLM judge.
 
+pub mod cli;
+
 mod phrase;
 mod replay;
 mod score;

@@ -475,3 +475,35 @@ fn completions_and_man_pages_come_from_the_command_tree() {
         assert!(!text.contains(&home_text), "{name} shows CAR_HOME's value");
     }
 }
+
+#[test]
+fn a_launcher_runs_car_under_its_name_and_says_so_when_car_is_missing() {
+    // Beside `car`, each launcher is the program it names.
+    for (launcher, name) in [
+        (crate::support::CAR_MCP, "car-mcp"),
+        (crate::support::CAR_SERVER, "car-server"),
+    ] {
+        let out = std::process::Command::new(launcher)
+            .arg("--version")
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{out:?}");
+        assert!(
+            String::from_utf8_lossy(&out.stdout).starts_with(&format!("{name} ")),
+            "{out:?}"
+        );
+    }
+    // Alone, it says what is missing and how to fix it, and exits 2.
+    let alone = tempfile::tempdir().unwrap();
+    let copy = alone.path().join("car-mcp");
+    std::fs::copy(crate::support::CAR_MCP, &copy).unwrap();
+    let out = std::process::Command::new(&copy).output().unwrap();
+    assert_eq!(out.status.code(), Some(2), "{out:?}");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.starts_with("car-mcp: runs the `car` binary beside it")
+            && stderr.contains("reinstall CAR"),
+        "{stderr}"
+    );
+    assert!(out.stdout.is_empty());
+}
