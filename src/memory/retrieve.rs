@@ -315,7 +315,14 @@ pub fn retrieve(index: &Index, query: &str, filter: &Filter<'_>, k: usize) -> Ve
     }
     let depth = k.max(FUSE_DEPTH);
     let mut lexical = lexical(index, query, filter, depth);
-    let asked = embed::embed(query);
+    // When the best term match covers the question's every word, the terms have answered it:
+    // meaning could only be gated out (see below), and the question is not embedded (the
+    // model's few milliseconds are most of a query's cost).
+    let covered = lexical
+        .first()
+        .and_then(|best| index.node(best.slot))
+        .is_some_and(|node| grounding(index, query, node) >= COVERED);
+    let asked = if covered { None } else { embed::embed(query) };
     let meaning = match &asked {
         Some(asked) => by_meaning(index, asked, filter, depth),
         None => Vec::new(),
@@ -386,6 +393,9 @@ pub fn retrieve(index: &Index, query: &str, filter: &Filter<'_>, k: usize) -> Ve
 const LEXICAL_REFERENCE: usize = 3;
 /// How much nearer than the best term matches an entry must be for its meaning rank to count.
 const MEANING_MARGIN: f32 = 0.05;
+/// The share of the question's term weight the best term match must cover for meaning to be
+/// skipped.
+const COVERED: f64 = 0.999;
 /// How deep each ranking is read before fusion.
 const FUSE_DEPTH: usize = 50;
 /// Reciprocal-rank fusion's constant: small, so the top of each ranking dominates.
