@@ -417,38 +417,16 @@ fn local(env: &Env, memory: &Memory, command: MemoryCommand) -> Result<Local, Fa
         }
         MemoryCommand::Import { file } => {
             let notes = Memory::read_notes(&file).map_err(|e| Failure::usage(e.to_string()))?;
-            // Progress of a long import: a bar on a terminal; otherwise JSON Lines on stderr,
-            // about every 2% of the notes.
+            // Progress of a long import, in two phases (writing the notes, then embedding
+            // them on every core so the next question finds them by meaning): a bar on a
+            // terminal; otherwise JSON Lines on stderr, about every 2% of the notes.
             let step = (notes.len() / 50).max(1000);
             let bar = super::progress::Reporter::new("memory.import", env.json);
-            let mut report = |done: usize, total: usize| {
-                if bar.is_bar() {
-                    bar.update("import", done as u64, Some(total as u64));
-                } else if total > step && (done.is_multiple_of(step) || done == total) {
-                    super::console::stderr_line(
-                        &json!({"type": "progress", "phase": "import", "done": done, "total": total})
-                        .to_string(),
-                    );
-                }
-            };
-            let written = memory.import_notes(&notes, &mut report);
+            let written = memory.import_notes(&notes, &mut phase_progress(&bar, "import", step));
             bar.finish();
             let written = written?;
-            // Then their meaning, on every core, so the next question finds them by it.
             let bar = super::progress::Reporter::new("memory.embed", env.json);
-            let mut next = step;
-            let mut report = |done: usize, total: usize| {
-                if bar.is_bar() {
-                    bar.update("embed", done as u64, Some(total as u64));
-                } else if total > step && (done >= next || done == total) {
-                    next = done + step;
-                    super::console::stderr_line(
-                        &json!({"type": "progress", "phase": "embed", "done": done, "total": total})
-                        .to_string(),
-                    );
-                }
-            };
-            let embedded = memory.settle(&mut report);
+            let embedded = memory.settle(&mut phase_progress(&bar, "embed", step));
             bar.finish();
             embedded?;
             Ok(Local::Imported(Imported {
@@ -468,5 +446,26 @@ fn local(env: &Env, memory: &Memory, command: MemoryCommand) -> Result<Local, Fa
             "failed",
             "internal: a tool command reached the local path",
         )),
+    }
+}
+
+/// The progress callback of one phase of `car memory import`: it moves `bar` or, off a
+/// terminal, prints a JSON line each time another `step` entries are done, and at the end.
+fn phase_progress<'a>(
+    bar: &'a super::progress::Reporter,
+    phase: &'static str,
+    step: usize,
+) -> impl FnMut(usize, usize) + 'a {
+    let mut next = step;
+    move |done: usize, total: usize| {
+        if bar.is_bar() {
+            bar.update(phase, done as u64, Some(total as u64));
+        } else if total > step && (done >= next || done == total) {
+            next = done + step;
+            super::console::stderr_line(
+                &json!({"type": "progress", "phase": phase, "done": done, "total": total})
+                    .to_string(),
+            );
+        }
     }
 }

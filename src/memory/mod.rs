@@ -282,14 +282,19 @@ const VECTOR_STORE: &str = "INSERT INTO memory_vectors(node_id, model, vector)
 /// others) takes the new vectors in. Text with nothing to embed stores the zero vector (no
 /// meaning), so it is not retried. `lock` is held for each chunk: the embedders of one process
 /// take turns instead of embedding the same entries. Calls `progress(done, total)` after each
-/// chunk; returns how many it embedded. Safe to run in several processes at once.
+/// chunk (when given: counting what is missing reads every entry, which a background pass after
+/// each write should not); returns how many it embedded. Safe to run in several processes at
+/// once.
 fn embed_missing(
     store: &Store,
     lock: &Mutex<()>,
     threads: usize,
-    progress: &mut dyn FnMut(usize, usize),
+    mut progress: Option<&mut dyn FnMut(usize, usize)>,
 ) -> Result<usize> {
-    let total = missing_vectors(store)?;
+    let total = match progress {
+        Some(_) => missing_vectors(store)?,
+        None => 0,
+    };
     let mut done = 0;
     loop {
         let _turn = lock.lock().unwrap_or_else(|p| p.into_inner());
@@ -321,7 +326,9 @@ fn embed_missing(
             Ok(())
         })?;
         done += rows.len();
-        progress(done.min(total.max(done)), total.max(done));
+        if let Some(progress) = progress.as_mut() {
+            progress(done.min(total.max(done)), total.max(done));
+        }
     }
     Ok(done)
 }
@@ -413,13 +420,10 @@ impl Memory {
         let spawned = std::thread::Builder::new()
             .name("car-embedder".into())
             .spawn(move || loop {
-                let mut last_logged = std::time::Instant::now();
-                let result = embed_missing(&store, &embedder.turn, 1, &mut |done, total| {
-                    if done == total || last_logged.elapsed().as_secs() >= 2 {
-                        last_logged = std::time::Instant::now();
-                        tracing::debug!(done, total, "embedding memory entries");
-                    }
-                });
+                let result = embed_missing(&store, &embedder.turn, 1, None);
+                if let Ok(embedded) = &result {
+                    tracing::debug!(embedded, "embedded memory entries in the background");
+                }
                 if let Err(e) = &result {
                     tracing::warn!(error = %e, "the memory embedder stopped; the next write or start resumes it");
                 }
@@ -454,7 +458,7 @@ impl Memory {
     /// once.
     pub fn settle(&self, progress: &mut dyn FnMut(usize, usize)) -> Result<usize> {
         let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
-        embed_missing(&self.store, &self.embedder.turn, threads, progress)
+        embed_missing(&self.store, &self.embedder.turn, threads, Some(progress))
     }
 
     /// Builds the in-memory index now (a server calls this right after start-up so the first
