@@ -2,8 +2,11 @@
 # The team server on PostgreSQL against the one-person car-server on SQLite, in one run, with
 # one client (examples/http_load.rs, plain HTTP POSTs, bearer token for the team):
 #   1. writes: 10,000 memory_add_fact calls (distinct facts) from C concurrent clients, each
-#      store in turn; calls per second over the time they took;
-#   2. reads: memory_query with 500 different several-word questions over those 10,000 facts,
+#      store in turn, ROUNDS rounds (new facts each round; the order of the stores alternates);
+#      calls per second over the time they took; after each storm, the time until the server's
+#      background embedder has embedded them all (it runs in the idle scheduling class; the next
+#      storm starts once it is done);
+#   2. reads: memory_query with 500 different several-word questions over all those facts,
 #      C clients for S seconds, ROUNDS rounds alternating the two servers; p50/p99 and calls/s;
 #   3. freshness across instances: a fact written through team instance A, polled for through
 #      instance B until found (every ms), 200 times; p50/p99 in ms.
@@ -25,13 +28,14 @@ cleanup() { kill "${pids[@]}" 2>/dev/null || true; rm -rf "$work"; }
 start_temp_pg
 trap 'cleanup; stop_temp_pg' EXIT
 
-python3 - "$work" <<'PY'
+python3 - "$work" "$rounds" <<'PY'
 import json, random, sys
 random.seed(7)
 work = sys.argv[1]
 words = "payout ledger invoice deploy release migration schema cache token session webhook queue backup snapshot config secret certificate build artifact index search billing refund account tenant region cluster metrics alerts logs".split()
-facts = [{"subject": f"service-{i}", "body": f"service-{i} {random.choice(words)} {random.choice(words)} nightly for team-{random.choice(words)}"} for i in range(10000)]
-json.dump(facts, open(f"{work}/facts.json", "w"))
+for r in range(1, int(sys.argv[2]) + 1):
+    facts = [{"subject": f"service-{r}-{i}", "body": f"service-{r}-{i} {random.choice(words)} {random.choice(words)} nightly for team-{random.choice(words)}"} for i in range(10000)]
+    json.dump(facts, open(f"{work}/facts-{r}.json", "w"))
 questions = [{"query": f"which team owns the service that runs the {random.choice(words)} {random.choice(words)} job nightly, and who handles its {random.choice(words)}?"} for _ in range(500)]
 json.dump(questions, open(f"{work}/questions.json", "w"))
 PY
@@ -67,9 +71,32 @@ load() { # URL TOOL ARGS [extra env…]
     env "$@" "$target/examples/http_load" "$url" "$tool" "@$args" "$clients" "$seconds" raw
 }
 
-echo "== writes: 10,000 memory_add_fact, $clients clients" >&2
-load "$sqlite_url" memory_add_fact "$work/facts.json" HTTP_LOAD_COUNT=10000 | tee "$work/w-sqlite.json"
-load "$team_a" memory_add_fact "$work/facts.json" HTTP_LOAD_COUNT=10000 HTTP_LOAD_TOKEN="$token" | tee "$work/w-team.json"
+unembedded() { # sqlite|team: entries without a vector
+    local lacks="SELECT count(*) FROM memory_nodes n WHERE NOT EXISTS (SELECT 1 FROM memory_vectors v WHERE v.node_id = n.id)"
+    if [ "$1" = sqlite ]; then
+        python3 -c 'import sqlite3,sys; print(sqlite3.connect(sys.argv[1]).execute(sys.argv[2]).fetchone()[0])' "$work/sqlite/car.db" "$lacks"
+    else
+        "$PG_BIN/psql" -At "$db_url" -c "$lacks"
+    fi
+}
+wait_embedded() { # sqlite|team OUT: seconds until every entry has its vector
+    local start=$(date +%s.%N)
+    while [ "$(unembedded "$1")" != 0 ]; do sleep 0.2; done
+    python3 -c "import sys; print('{\"embedded_after_s\": %.1f}' % (float(sys.argv[2]) - float(sys.argv[1])))" "$start" "$(date +%s.%N)" | tee "$2"
+}
+
+echo "== writes: 10,000 memory_add_fact, $clients clients, $rounds rounds" >&2
+write_sqlite() { # ROUND
+    load "$sqlite_url" memory_add_fact "$work/facts-$1.json" HTTP_LOAD_COUNT=10000 | tee "$work/w-sqlite-$1.json"
+    wait_embedded sqlite "$work/e-sqlite-$1.json"
+}
+write_team() { # ROUND
+    load "$team_a" memory_add_fact "$work/facts-$1.json" HTTP_LOAD_COUNT=10000 HTTP_LOAD_TOKEN="$token" | tee "$work/w-team-$1.json"
+    wait_embedded team "$work/e-team-$1.json"
+}
+for round in $(seq "$rounds"); do
+    if [ $((round % 2)) = 1 ]; then write_sqlite "$round"; write_team "$round"; else write_team "$round"; write_sqlite "$round"; fi
+done
 
 echo "== reads: memory_query, 500 questions, $clients clients × ${seconds}s, $rounds rounds" >&2
 for round in $(seq "$rounds"); do
@@ -109,18 +136,24 @@ python3 - "$work" "$rounds" <<'PY'
 import json, statistics, sys
 work, rounds = sys.argv[1], int(sys.argv[2])
 load = lambda name: json.load(open(f"{work}/{name}.json"))
-ws, wt = load("w-sqlite"), load("w-team")
+ws = [load(f"w-sqlite-{r}") for r in range(1, rounds + 1)]
+wt = [load(f"w-team-{r}") for r in range(1, rounds + 1)]
 rs = [load(f"r-sqlite-{r}") for r in range(1, rounds + 1)]
 rt = [load(f"r-team-{r}") for r in range(1, rounds + 1)]
 med = lambda runs, key: statistics.median(r[key] for r in runs)
 f = load("fresh")
+es = [load(f"e-sqlite-{r}") for r in range(1, rounds + 1)]
+et = [load(f"e-team-{r}") for r in range(1, rounds + 1)]
 print()
 print("| measure | SQLite daemon | team server (PostgreSQL) | ratio team/SQLite |")
 print("|---|---|---|---|")
-print(f"| writes/s (10k memory_add_fact, {ws['clients']} clients) | {ws['calls_per_second']:.0f} | {wt['calls_per_second']:.0f} | {wt['calls_per_second']/ws['calls_per_second']:.2f}× |")
+print(f"| writes/s (10k memory_add_fact, {ws[0]['clients']} clients, median of {rounds}) | {med(ws,'calls_per_second'):.0f} | {med(wt,'calls_per_second'):.0f} | {med(wt,'calls_per_second')/med(ws,'calls_per_second'):.2f}× |")
+each = lambda runs: " / ".join("%.0f" % r["calls_per_second"] for r in runs)
+print(f"| writes/s, each round | {each(ws)} | {each(wt)} | |")
+print(f"| then all embedded after (s, median) | {med(es,'embedded_after_s'):.1f} | {med(et,'embedded_after_s'):.1f} | |")
 print(f"| memory_query p50 ms (median of {rounds}) | {med(rs,'p50_ms'):.2f} | {med(rt,'p50_ms'):.2f} | {med(rt,'p50_ms')/med(rs,'p50_ms'):.2f}× |")
 print(f"| memory_query p99 ms | {med(rs,'p99_ms'):.2f} | {med(rt,'p99_ms'):.2f} | {med(rt,'p99_ms')/med(rs,'p99_ms'):.2f}× |")
 print(f"| memory_query calls/s | {med(rs,'calls_per_second'):.0f} | {med(rt,'calls_per_second'):.0f} | {med(rt,'calls_per_second')/med(rs,'calls_per_second'):.2f}× |")
-print(f"| errors (writes, reads) | {ws['errors']}, {sum(r['errors'] for r in rs)} | {wt['errors']}, {sum(r['errors'] for r in rt)} | |")
+print(f"| errors (writes, reads) | {sum(w['errors'] for w in ws)}, {sum(r['errors'] for r in rs)} | {sum(w['errors'] for w in wt)}, {sum(r['errors'] for r in rt)} | |")
 print(f"| cross-instance freshness p50 / p99 / max ms ({f['samples']} writes) | — | {f['p50_ms']:.1f} / {f['p99_ms']:.1f} / {f['max_ms']:.1f} | |")
 PY

@@ -85,7 +85,7 @@ pub struct Index {
 const REFRESH_CHUNK: usize = 500;
 
 /// `?first, ?first+1, …` for `n` parameters.
-fn placeholders(first: usize, n: usize) -> String {
+pub(super) fn placeholders(first: usize, n: usize) -> String {
     (first..first + n)
         .map(|i| format!("?{i}"))
         .collect::<Vec<_>>()

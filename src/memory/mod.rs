@@ -276,40 +276,43 @@ const VECTOR_STORE: &str = "INSERT INTO memory_vectors(node_id, model, vector)
        (SELECT 1 FROM memory_nodes WHERE id = ?1 AND subject || ' ' || body = ?4)
      ON CONFLICT(node_id) DO UPDATE SET model = excluded.model, vector = excluded.vector";
 
-/// Embeds every entry that lacks a vector of this build's model, [`EMBED_CHUNK`] at a time: the
-/// texts are read, embedded outside any transaction (on up to `threads` threads), then stored in
-/// a short transaction with a change-log row each, so every index (in this process and in
-/// others) takes the new vectors in. Text with nothing to embed stores the zero vector (no
-/// meaning), so it is not retried. `lock` is held for each chunk: the embedders of one process
-/// take turns instead of embedding the same entries. Calls `progress(done, total)` after each
-/// chunk (when given: counting what is missing reads every entry, which a background pass after
-/// each write should not); returns how many it embedded. Safe to run in several processes at
-/// once.
+/// Embeds the entries that lack a vector of this build's model — those of `only`, or every
+/// entry — [`EMBED_CHUNK`] at a time: the texts are read, embedded outside any transaction (on
+/// up to `threads` threads), then stored in a short transaction with a change-log row each, so
+/// every index (in this process and in others) takes the new vectors in. Text with nothing to
+/// embed stores the zero vector (no meaning), so it is not retried. `lock` is held for each
+/// chunk: the embedders of one process take turns instead of embedding the same entries. Calls
+/// `progress(done, total)` after each chunk (when given: counting what is missing reads every
+/// entry, which a background pass after each write should not); returns how many it embedded.
+/// Safe to run in several processes at once.
 fn embed_missing(
     store: &Store,
     lock: &Mutex<()>,
     threads: usize,
+    only: Option<&[String]>,
     mut progress: Option<&mut dyn FnMut(usize, usize)>,
 ) -> Result<usize> {
-    let total = match progress {
-        Some(_) => missing_vectors(store)?,
-        None => 0,
+    let total = match (&progress, only) {
+        (None, _) => 0,
+        (Some(_), Some(ids)) => ids.len(),
+        (Some(_), None) => missing_vectors(store)?,
     };
+    let mut chunks = only.map(|ids| ids.chunks(EMBED_CHUNK));
     let mut done = 0;
     loop {
+        let chunk = match chunks.as_mut() {
+            Some(chunks) => match chunks.next() {
+                Some(chunk) => Some(chunk),
+                None => break,
+            },
+            None => None,
+        };
         let _turn = lock.lock().unwrap_or_else(|p| p.into_inner());
-        let rows: Vec<(String, String)> = store.read(|sql| {
-            sql.query(
-                "SELECT n.id, n.subject || ' ' || n.body FROM memory_nodes n WHERE NOT EXISTS
-                   (SELECT 1 FROM memory_vectors v WHERE v.node_id = n.id AND v.model = ?1)
-                 ORDER BY n.seq LIMIT ?2",
-                args![embed::model_id(), EMBED_CHUNK],
-            )?
-            .iter()
-            .map(|r| Ok((r.get(0)?, r.get(1)?)))
-            .collect::<Result<_>>()
-        })?;
+        let rows = unembedded(store, chunk)?;
         if rows.is_empty() {
+            if chunk.is_some() {
+                continue;
+            }
             break;
         }
         let vectors = embed_all(&rows, threads.max(1));
@@ -333,6 +336,37 @@ fn embed_missing(
     Ok(done)
 }
 
+/// The (id, text) of entries without a vector of this build's model: those among `ids`, or the
+/// first [`EMBED_CHUNK`] by sequence. Planned for its values each time: on PostgreSQL a kept
+/// plan made while the tables were small walks every vector of the project once they are not
+/// (measured: 30 ms a chunk at 30,000 entries).
+fn unembedded(store: &Store, ids: Option<&[String]>) -> Result<Vec<(String, String)>> {
+    const LACKS: &str =
+        "SELECT n.id, n.subject || ' ' || n.body FROM memory_nodes n WHERE NOT EXISTS
+           (SELECT 1 FROM memory_vectors v WHERE v.node_id = n.id AND v.model = ?1)";
+    let model = embed::model_id();
+    let (query, params): (String, Vec<&dyn store::sql::Param>) = match ids {
+        Some(ids) => {
+            let mut params: Vec<&dyn store::sql::Param> = vec![&model];
+            params.extend(ids.iter().map(|id| id as &dyn store::sql::Param));
+            let list = index::placeholders(2, ids.len());
+            (format!("{LACKS} AND n.id IN ({list})"), params)
+        }
+        None => (
+            format!("{LACKS} ORDER BY n.seq LIMIT ?2"),
+            vec![&model, &EMBED_CHUNK],
+        ),
+    };
+    store.read(|sql| {
+        let mut rows = Vec::new();
+        sql.for_each_planned(&query, &params, &mut |r| {
+            rows.push((r.get(0)?, r.get(1)?));
+            Ok(())
+        })?;
+        Ok(rows)
+    })
+}
+
 /// The vectors of `rows`' texts, split over `threads` threads.
 fn embed_all(rows: &[(String, String)], threads: usize) -> Vec<embed::Vector> {
     let one = |text: &String| embed::embed(text).unwrap_or_else(embed::Vector::zero);
@@ -352,14 +386,49 @@ fn embed_all(rows: &[(String, String)], threads: usize) -> Vec<embed::Vector> {
     })
 }
 
-/// The background embedder of one memory: a thread that embeds what lacks a vector and stops
-/// when nothing does; a write that arrives meanwhile makes it look again.
+/// The background embedder of one memory: a thread that embeds what writes wrote (or, at
+/// start-up, everything that lacks a vector) and stops when nothing is left; work that arrives
+/// meanwhile is taken before it stops.
 #[derive(Default)]
 struct Embedder {
-    /// (a thread is running, it must look again before it stops)
-    state: Mutex<(bool, bool)>,
+    state: Mutex<EmbedWork>,
     /// Held while a chunk is embedded (see [`embed_missing`]).
     turn: Arc<Mutex<()>>,
+}
+
+/// What the background embedder has to do.
+#[derive(Default)]
+struct EmbedWork {
+    /// A thread is running.
+    running: bool,
+    /// Look at every entry (start-up, or after a failure), not only at `ids`.
+    scan: bool,
+    /// Entries written since the thread last looked.
+    ids: Vec<String>,
+}
+
+/// Puts the calling thread (and the threads it starts) in Linux's idle scheduling class: it runs
+/// only on a core nothing else wants, and any other thread that wakes takes the core from it at
+/// once (`nice` 19 is not enough: a nice thread keeps its slice until the scheduler's next
+/// tick, which cost the team server's writes 40% while it embedded — measured). Returns how
+/// many threads the embedder may then use: every core where the class could be set, one
+/// elsewhere.
+fn lower_priority() -> usize {
+    #[cfg(target_os = "linux")]
+    {
+        // SAFETY: sched_param is plain integers (more of them on musl); all zero is priority 0,
+        // the only one the idle class takes. sched_setscheduler only reads it; the id is this
+        // thread's own.
+        let lowered = unsafe {
+            let param: libc::sched_param = std::mem::zeroed();
+            let tid = libc::syscall(libc::SYS_gettid) as libc::pid_t;
+            libc::sched_setscheduler(tid, libc::SCHED_IDLE, &param) == 0
+        };
+        if lowered {
+            return std::thread::available_parallelism().map_or(1, |n| n.get());
+        }
+    }
+    1
 }
 
 /// The meta key that records that `assistant.json` was imported.
@@ -402,45 +471,65 @@ impl Memory {
         Ok(memory)
     }
 
-    /// Starts the background embedder unless it is running (then it looks again before it
-    /// stops). Called after every write and by [`Memory::warm`]: entries written before this
-    /// build's model (an older release, another model) get their vectors too. Queries go on
-    /// meanwhile; an entry without its vector yet is found by its words.
-    fn kick_embedder(&self) {
+    /// Hands the background embedder the entries a write wrote (`Some`), or asks it to look at
+    /// every entry (`None`: [`Memory::warm`] at start-up, so entries written before this build's
+    /// model — an older release, another model — get their vectors too), starting its thread
+    /// unless it runs. The thread runs in the idle class ([`lower_priority`]). Queries go on meanwhile; an entry
+    /// without its vector yet is found by its words. On a team store each instance embeds what
+    /// it wrote, so instances do not embed the same entries.
+    fn kick_embedder(&self, ids: Option<Vec<String>>) {
         let embedder = Arc::clone(&self.embedder);
         {
-            let mut state = embedder.state.lock().unwrap_or_else(|p| p.into_inner());
-            if state.0 {
-                state.1 = true;
+            let mut work = embedder.state.lock().unwrap_or_else(|p| p.into_inner());
+            match ids {
+                Some(ids) => work.ids.extend(ids),
+                None => work.scan = true,
+            }
+            if work.running {
                 return;
             }
-            *state = (true, false);
+            work.running = true;
         }
         let store = Arc::clone(&self.store);
         let spawned = std::thread::Builder::new()
             .name("car-embedder".into())
-            .spawn(move || loop {
-                let result = embed_missing(&store, &embedder.turn, 1, None);
-                if let Ok(embedded) = &result {
-                    tracing::debug!(embedded, "embedded memory entries in the background");
+            .spawn(move || {
+                let threads = lower_priority();
+                loop {
+                    let (scan, ids) = {
+                        let mut work = embedder.state.lock().unwrap_or_else(|p| p.into_inner());
+                        if !work.scan && work.ids.is_empty() {
+                            work.running = false;
+                            break;
+                        }
+                        (std::mem::take(&mut work.scan), std::mem::take(&mut work.ids))
+                    };
+                    let only = (!scan).then_some(ids.as_slice());
+                    match embed_missing(&store, &embedder.turn, threads, only, None) {
+                        Ok(embedded) => {
+                            tracing::debug!(embedded, scan, "embedded memory entries in the background")
+                        }
+                        Err(e) => {
+                            tracing::warn!(error = %e, "the memory embedder stopped; the next write or start resumes it");
+                            let mut work = embedder.state.lock().unwrap_or_else(|p| p.into_inner());
+                            *work = EmbedWork {
+                                running: false,
+                                scan: true,
+                                ids: Vec::new(),
+                            };
+                            break;
+                        }
+                    }
                 }
-                if let Err(e) = &result {
-                    tracing::warn!(error = %e, "the memory embedder stopped; the next write or start resumes it");
-                }
-                let mut state = embedder.state.lock().unwrap_or_else(|p| p.into_inner());
-                if state.1 && result.is_ok() {
-                    state.1 = false;
-                    continue;
-                }
-                *state = (false, false);
-                break;
             });
         if let Err(e) = spawned {
-            *self
+            let mut work = self
                 .embedder
                 .state
                 .lock()
-                .unwrap_or_else(|p| p.into_inner()) = (false, false);
+                .unwrap_or_else(|p| p.into_inner());
+            work.running = false;
+            work.scan = true;
             tracing::warn!(error = %e, "could not start the memory embedder");
         }
     }
@@ -458,13 +547,19 @@ impl Memory {
     /// once.
     pub fn settle(&self, progress: &mut dyn FnMut(usize, usize)) -> Result<usize> {
         let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
-        embed_missing(&self.store, &self.embedder.turn, threads, Some(progress))
+        embed_missing(
+            &self.store,
+            &self.embedder.turn,
+            threads,
+            None,
+            Some(progress),
+        )
     }
 
     /// Builds the in-memory index now (a server calls this right after start-up so the first
     /// query does not pay for it).
     pub fn warm(&self) -> Result<()> {
-        self.kick_embedder();
+        self.kick_embedder(None);
         self.read(|_| ())
     }
 
@@ -717,7 +812,8 @@ impl Memory {
             {
                 self.settle(&mut |_, _| {})?;
             } else {
-                self.kick_embedder();
+                let ids = all.iter().flatten().map(|w| w.id.clone()).collect();
+                self.kick_embedder(Some(ids));
             }
         }
         self.save_snapshot_if_due(index);
@@ -1262,6 +1358,56 @@ mod tests {
             std::thread::sleep(std::time::Duration::from_millis(5));
         }
     }
+
+    on_both_stores!(
+        the_background_embedder_takes_what_a_write_wrote_and_a_start_takes_the_rest,
+        |stores: &Stores| {
+            let (a, b) = (stores.open(), stores.open());
+            let has_vector = |id: &str| -> bool {
+                a.store()
+                    .read(|sql| {
+                        sql.value::<i64>(
+                            "SELECT count(*) FROM memory_vectors WHERE node_id = ?1",
+                            args![id],
+                        )
+                    })
+                    .unwrap()
+                    .unwrap_or(0)
+                    > 0
+            };
+            // An entry of an older release: written, then its vector taken away.
+            a.embed_on_write();
+            a.write(NewEntry::new(
+                Kind::Pattern,
+                "release",
+                "release on tuesdays",
+            ))
+            .unwrap();
+            assert!(has_vector("fact-1"));
+            a.store()
+                .transaction::<_, MemoryError>(|tx| {
+                    tx.execute("DELETE FROM memory_vectors", args![])?;
+                    Ok(())
+                })
+                .unwrap();
+            // b's write returns before its entry is embedded; its embedder embeds that entry and
+            // does not walk every entry for others.
+            let written = b
+                .write(NewEntry::new(
+                    Kind::Pattern,
+                    "deploys",
+                    "deploys need a canary",
+                ))
+                .unwrap();
+            eventually("the write's entry embedded", || has_vector(&written.id));
+            assert!(!has_vector("fact-1"));
+            assert_eq!(missing_vectors(b.store()).unwrap(), 1);
+            // Starting up looks at every entry.
+            b.warm().unwrap();
+            eventually("the older entry embedded", || has_vector("fact-1"));
+            assert_eq!(missing_vectors(b.store()).unwrap(), 0);
+        }
+    );
 
     on_both_stores!(
         another_instance_sees_writes_supersessions_and_deletes,
