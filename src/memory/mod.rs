@@ -276,12 +276,18 @@ const VECTOR_STORE: &str = "INSERT INTO memory_vectors(node_id, model, vector)
        (SELECT 1 FROM memory_nodes WHERE id = ?1 AND subject || ' ' || body = ?4)
      ON CONFLICT(node_id) DO UPDATE SET model = excluded.model, vector = excluded.vector";
 
+/// Logs a change for an entry whose vector of this model is stored (after [`VECTOR_STORE`]),
+/// so every index takes the vector in.
+const VECTOR_CHANGE: &str = "INSERT INTO memory_changes(node_id)
+     SELECT ?1 WHERE EXISTS (SELECT 1 FROM memory_vectors WHERE node_id = ?1 AND model = ?2)";
+
 /// Embeds the entries that lack a vector of this build's model — those of `only`, or every
 /// entry — [`EMBED_CHUNK`] at a time: the texts are read, embedded outside any transaction (on
 /// up to `threads` threads), then stored in a short transaction with a change-log row each, so
 /// every index (in this process and in others) takes the new vectors in. Text with nothing to
-/// embed stores the zero vector (no meaning), so it is not retried. `lock` is held for each
-/// chunk: the embedders of one process take turns instead of embedding the same entries. Calls
+/// embed stores the zero vector (no meaning), so it is not retried. An `idle` caller (see
+/// [`idle_class`]) stores at normal priority. `lock` is held for each chunk: the embedders of
+/// one process take turns instead of embedding the same entries. Calls
 /// `progress(done, total)` after each chunk (when given: counting what is missing reads every
 /// entry, which a background pass after each write should not); returns how many it embedded.
 /// Safe to run in several processes at once.
@@ -289,6 +295,7 @@ fn embed_missing(
     store: &Store,
     lock: &Mutex<()>,
     threads: usize,
+    idle: bool,
     only: Option<&[String]>,
     mut progress: Option<&mut dyn FnMut(usize, usize)>,
 ) -> Result<usize> {
@@ -316,18 +323,31 @@ fn embed_missing(
             break;
         }
         let vectors = embed_all(&rows, threads.max(1));
-        store.transaction::<(), MemoryError>(|tx| {
-            for ((id, text), vector) in rows.iter().zip(&vectors) {
-                let stored = tx.execute(
-                    VECTOR_STORE,
-                    args![id, embed::model_id(), vector.to_bytes(), text],
-                )?;
-                if stored > 0 {
-                    tx.execute("INSERT INTO memory_changes(node_id) VALUES (?1)", args![id])?;
-                }
-            }
+        // An idle thread stores at normal priority: the transaction holds the project's write
+        // lock on a team store, and a writer must not wait for a thread that gets no CPU.
+        if idle {
+            idle_class(false);
+        }
+        let model = embed::model_id();
+        let bytes: Vec<Vec<u8>> = vectors.iter().map(embed::Vector::to_bytes).collect();
+        let params: Vec<[&dyn store::sql::Param; 4]> = rows
+            .iter()
+            .zip(&bytes)
+            .map(|((id, text), bytes)| [id as _, &model as _, bytes as _, text as _])
+            .collect();
+        let statements: Vec<(&str, &[&dyn store::sql::Param])> = params
+            .iter()
+            .flat_map(|p| [(VECTOR_STORE, &p[..]), (VECTOR_CHANGE, &p[..2])])
+            .collect();
+        // One round trip for the chunk (the transaction holds a team project's write lock).
+        let stored = store.transaction::<_, MemoryError>(|tx| {
+            tx.query_all(&statements)?;
             Ok(())
-        })?;
+        });
+        if idle {
+            idle_class(true);
+        }
+        stored?;
         done += rows.len();
         if let Some(progress) = progress.as_mut() {
             progress(done.min(total.max(done)), total.max(done));
@@ -407,28 +427,33 @@ struct EmbedWork {
     ids: Vec<String>,
 }
 
-/// Puts the calling thread (and the threads it starts) in Linux's idle scheduling class: it runs
-/// only on a core nothing else wants, and any other thread that wakes takes the core from it at
-/// once (`nice` 19 is not enough: a nice thread keeps its slice until the scheduler's next
-/// tick, which cost the team server's writes 40% while it embedded — measured). Returns how
-/// many threads the embedder may then use: every core where the class could be set, one
-/// elsewhere.
-fn lower_priority() -> usize {
+/// Puts the calling thread (and the threads it starts from then on) in Linux's idle scheduling
+/// class (`idle`), or back in the normal one; returns whether it could. An idle thread runs only
+/// on a core nothing else wants, and any other thread that wakes takes the core from it at once
+/// (`nice` 19 is not enough: a nice thread keeps its slice until the scheduler's next tick,
+/// which cost the team server's writes 40% while it embedded — measured).
+fn idle_class(idle: bool) -> bool {
     #[cfg(target_os = "linux")]
     {
         // SAFETY: sched_param is plain integers (more of them on musl); all zero is priority 0,
-        // the only one the idle class takes. sched_setscheduler only reads it; the id is this
+        // the only one either class takes. sched_setscheduler only reads it; the id is this
         // thread's own.
-        let lowered = unsafe {
+        unsafe {
             let param: libc::sched_param = std::mem::zeroed();
             let tid = libc::syscall(libc::SYS_gettid) as libc::pid_t;
-            libc::sched_setscheduler(tid, libc::SCHED_IDLE, &param) == 0
-        };
-        if lowered {
-            return std::thread::available_parallelism().map_or(1, |n| n.get());
+            let policy = if idle {
+                libc::SCHED_IDLE
+            } else {
+                libc::SCHED_OTHER
+            };
+            libc::sched_setscheduler(tid, policy, &param) == 0
         }
     }
-    1
+    #[cfg(not(target_os = "linux"))]
+    {
+        let _ = idle;
+        false
+    }
 }
 
 /// The meta key that records that `assistant.json` was imported.
@@ -494,7 +519,12 @@ impl Memory {
         let spawned = std::thread::Builder::new()
             .name("car-embedder".into())
             .spawn(move || {
-                let threads = lower_priority();
+                // Every core where the embedding only takes what is left; one elsewhere.
+                let idle = idle_class(true);
+                let threads = match idle {
+                    true => std::thread::available_parallelism().map_or(1, |n| n.get()),
+                    false => 1,
+                };
                 loop {
                     let (scan, ids) = {
                         let mut work = embedder.state.lock().unwrap_or_else(|p| p.into_inner());
@@ -505,7 +535,7 @@ impl Memory {
                         (std::mem::take(&mut work.scan), std::mem::take(&mut work.ids))
                     };
                     let only = (!scan).then_some(ids.as_slice());
-                    match embed_missing(&store, &embedder.turn, threads, only, None) {
+                    match embed_missing(&store, &embedder.turn, threads, idle, only, None) {
                         Ok(embedded) => {
                             tracing::debug!(embedded, scan, "embedded memory entries in the background")
                         }
@@ -551,6 +581,7 @@ impl Memory {
             &self.store,
             &self.embedder.turn,
             threads,
+            false,
             None,
             Some(progress),
         )
@@ -804,6 +835,7 @@ impl Memory {
             *index = Index::default();
         }
         let mut all = result?;
+        self.store.grew(all.iter().map(Vec::len).sum());
         // A batch with progress (an import) settles with its own progress.
         if all.iter().any(|w| !w.is_empty()) && batch.progress.is_none() {
             if self

@@ -338,6 +338,14 @@ impl Store {
         }
     }
 
+    /// Tells the store that `entries` memory entries were written (a team store refreshes its
+    /// planner statistics as a project grows: [`postgres::PgProject::grew`]).
+    pub fn grew(&self, entries: usize) {
+        if let Backend::Postgres(pg) = &self.backend {
+            pg.grew(entries);
+        }
+    }
+
     /// The newest change to memory any writer has made: on SQLite read from the log; on a team
     /// store known from the database's notifications, so a current index costs no round trip.
     pub fn memory_head(&self) -> Result<i64> {
