@@ -115,6 +115,12 @@ pub fn dot(a: &[i8], b: &[i8]) -> i32 {
     car_encoder::dot_i8(a, b)
 }
 
+/// The dot products of `query` with each of `rows`' vectors, into `out` (see
+/// [`car_encoder::dots_i8`]).
+pub fn dots(query: &[i8], rows: &[i8], out: &mut Vec<i32>) {
+    car_encoder::dots_i8(query, rows, out)
+}
+
 struct Model {
     ids: HashMap<&'static str, u32>,
     encoder: Encoder<'static>,

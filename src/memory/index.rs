@@ -576,16 +576,13 @@ impl Index {
         }
         let mut best: Vec<(u32, f32)> = Vec::with_capacity(n + 1);
         let mut floor = f32::MIN;
-        for (slot, (&scale, values)) in self
-            .vector_scales
-            .iter()
-            .zip(self.vector_values.chunks_exact(dims))
-            .enumerate()
-        {
+        let mut dots = Vec::new();
+        embed::dots(&query.values, &self.vector_values, &mut dots);
+        for (slot, (&scale, &dot)) in self.vector_scales.iter().zip(&dots).enumerate() {
             if scale == 0.0 {
                 continue;
             }
-            let similarity = embed::dot(&query.values, values) as f32 * scale * query.scale;
+            let similarity = dot as f32 * scale * query.scale;
             if best.len() == n && similarity <= floor {
                 continue;
             }
