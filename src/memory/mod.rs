@@ -771,6 +771,7 @@ impl Memory {
         let mark = batch.mark;
         let total: usize = batches.iter().map(|b| b.len()).sum();
         let project = self.project;
+        let began = std::time::Instant::now();
         // Catch up with other writers before taking SQLite's write lock, so little is left to
         // replay while holding it. A team store's writers queue on a lock of their project
         // only, and the transaction's own refresh costs no more than a catch-up would.
@@ -835,6 +836,12 @@ impl Memory {
             *index = Index::default();
         }
         let mut all = result?;
+        tracing::debug!(
+            batches = batches.len(),
+            entries = total,
+            ms = began.elapsed().as_secs_f64() * 1e3,
+            "wrote a memory write group"
+        );
         self.store.grew(all.iter().map(Vec::len).sum());
         // A batch with progress (an import) settles with its own progress.
         if all.iter().any(|w| !w.is_empty()) && batch.progress.is_none() {
