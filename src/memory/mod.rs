@@ -499,9 +499,9 @@ impl Memory {
     /// Hands the background embedder the entries a write wrote (`Some`), or asks it to look at
     /// every entry (`None`: [`Memory::warm`] at start-up, so entries written before this build's
     /// model — an older release, another model — get their vectors too), starting its thread
-    /// unless it runs. The thread runs in the idle class ([`lower_priority`]). Queries go on meanwhile; an entry
-    /// without its vector yet is found by its words. On a team store each instance embeds what
-    /// it wrote, so instances do not embed the same entries.
+    /// unless it runs. The thread runs in the idle scheduling class ([`idle_class`]). Queries
+    /// go on meanwhile; an entry without its vector yet is found by its words. On a team store
+    /// each instance embeds what it wrote, so instances do not embed the same entries.
     fn kick_embedder(&self, ids: Option<Vec<String>>) {
         let embedder = Arc::clone(&self.embedder);
         {
