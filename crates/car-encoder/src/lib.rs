@@ -726,6 +726,20 @@ mod avx512 {
                 acc[3] = _mm512_fmadd_ps(a, w3, acc[3]);
             }
         }
+        add_scaled(&acc, scales, out, m, row, column);
+    }
+
+    /// `out[row + r][column..column + 64] += acc[r] × scales[column..column + 64]`: a block's
+    /// sums, scaled back from the int8 weights, into the output (the bf16 kernel's too).
+    #[inline(always)]
+    pub(super) unsafe fn add_scaled<const R: usize>(
+        acc: &[[__m512; 4]; R],
+        scales: &[f32],
+        out: &mut [f32],
+        m: usize,
+        row: usize,
+        column: usize,
+    ) {
         let sp = scales.as_ptr().add(column);
         for (r, acc) in acc.iter().enumerate() {
             let op = out.as_mut_ptr().add((row + r) * m + column);
@@ -846,15 +860,7 @@ mod bf16 {
                 acc[3] = _mm512_dpbf16_ps(acc[3], a, w3);
             }
         }
-        let sp = scales.as_ptr().add(column);
-        for (r, acc) in acc.iter().enumerate() {
-            let op = out.as_mut_ptr().add((row + r) * m + column);
-            for (j, sum) in acc.iter().enumerate() {
-                let o = op.add(j * 16);
-                let scale = _mm512_loadu_ps(sp.add(j * 16));
-                _mm512_storeu_ps(o, _mm512_fmadd_ps(*sum, scale, _mm512_loadu_ps(o)));
-            }
-        }
+        super::avx512::add_scaled(&acc, scales, out, m, row, column);
     }
 }
 
