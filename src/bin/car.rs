@@ -14,7 +14,10 @@ unsafe extern "C" {}
 
 // car-server's many clients allocate from many threads at once: mimalloc's per-thread heaps
 // spare the contention glibc's arenas have under that load (measured with
-// scripts/bench-http.sh).
+// scripts/bench-http.sh). It asks for no transparent huge pages (`no_thp`): it gives memory
+// back to the kernel 10 ms after it is freed, and each 2 MiB page touched again was zeroed whole
+// (`perf` on a team write storm: 13% of car-server's time in `clear_page_erms`; writes/s 1,881
+// → 2,169, medians of five storms, docs/benchmarks.md).
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
