@@ -178,9 +178,16 @@ impl Pending {
         all[at.0].push(planned.written);
     }
 
-    /// Sends what is pending (one round trip on a team store) and completes the index and
-    /// the answers with what comes back.
-    fn run(&mut self, tx: &dyn Sql, index: &mut Index, all: &mut [Vec<Written>]) -> Result<()> {
+    /// Sends what is pending (one round trip on a team store, the commit's included when
+    /// `last`: see [`Sql::query_all_last`]) and completes the index and the answers with what
+    /// comes back.
+    fn run(
+        &mut self,
+        tx: &dyn Sql,
+        index: &mut Index,
+        all: &mut [Vec<Written>],
+        last: bool,
+    ) -> Result<()> {
         if self.statements.is_empty() {
             return Ok(());
         }
@@ -195,7 +202,10 @@ impl Pending {
             .zip(&params)
             .map(|((sql, _), params)| (sql.as_str(), params.as_slice()))
             .collect();
-        let answers = tx.query_all(&statements)?;
+        let answers = match last {
+            true => tx.query_all_last(&statements)?,
+            false => tx.query_all(&statements)?,
+        };
         for (step, rows) in self.steps.iter().zip(&answers) {
             let first = || -> Result<i64> {
                 rows.first()
@@ -343,7 +353,7 @@ fn embed_missing(
             .collect();
         // One round trip for the chunk (the transaction holds a team project's write lock).
         let stored = store.transaction::<_, MemoryError>(|tx| {
-            tx.query_all(&statements)?;
+            tx.query_all_last(&statements)?;
             Ok(())
         });
         if idle {
@@ -911,7 +921,7 @@ impl Memory {
                     // hold what the group planned before.
                     let mut targets = (Vec::new(), Vec::new());
                     if !entry.supersedes.is_empty() || !entry.depends_on.is_empty() {
-                        pending.run(tx, index, &mut all)?;
+                        pending.run(tx, index, &mut all, false)?;
                         for (from, to) in [
                             (&entry.supersedes, &mut targets.0),
                             (&entry.depends_on, &mut targets.1),
@@ -931,7 +941,10 @@ impl Memory {
                     }
                 }
             }
-            pending.run(tx, index, &mut all)?;
+            // The group's last statements carry the commit (one round trip fewer on a team
+            // store, where the project's writers queue on its lock), unless the import's
+            // mark is still to be set.
+            pending.run(tx, index, &mut all, mark.is_none())?;
             if let Some((key, path)) = mark {
                 store::set_meta(tx, key, &path.to_string_lossy())?;
             }

@@ -168,21 +168,22 @@ pub struct Finished {
 
 /// Records a finished call: updates the keyed row, or inserts the row of an unkeyed call.
 pub fn finish(store: &Store, done: &Finished) -> store::Result<()> {
-    store.append(|tx| finish_all(tx, &[done]))
+    store.append(|tx| finish_all(tx, &[done], true))
 }
 
 /// [`finish`] inside a transaction: the row, and for a keyed call that did not complete
 /// (`release`), its key given back so the client can retry.
 pub(crate) fn finish_in(tx: &dyn Sql, done: &Finished) -> store::Result<()> {
-    finish_all(tx, &[done])
+    finish_all(tx, &[done], false)
 }
 
 /// The columns one finished call writes, in the order [`finish_all`] binds them.
 const FINISHED_COLUMNS: usize = 13;
 
 /// [`finish_in`] for many calls in one statement (a group the journal commits at once: one
-/// round trip to a team database, not one per call).
-fn finish_all(tx: &dyn Sql, all: &[&Finished]) -> store::Result<()> {
+/// round trip to a team database, not one per call, the commit's included when `last`: the
+/// transaction's last statements, see [`Sql::query_all_last`]).
+fn finish_all(tx: &dyn Sql, all: &[&Finished], last: bool) -> store::Result<()> {
     if all.is_empty() {
         return Ok(());
     }
@@ -241,7 +242,11 @@ fn finish_all(tx: &dyn Sql, all: &[&Finished]) -> store::Result<()> {
     for id in &released {
         statements.push(("UPDATE executions SET idem_key = NULL WHERE id = ?1", id));
     }
-    tx.query_all(&statements)?;
+    if last {
+        tx.query_all_last(&statements)?;
+    } else {
+        tx.query_all(&statements)?;
+    }
     Ok(())
 }
 
@@ -325,7 +330,7 @@ fn write_groups(store: &Store, queue: &std::sync::mpsc::Receiver<Pending>) {
         // writer goes on with the next group.
         let written = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
             let rows: Vec<&Finished> = group.iter().map(|p| &p.done).collect();
-            store.append(|tx| finish_all(tx, &rows))
+            store.append(|tx| finish_all(tx, &rows, true))
         }))
         .unwrap_or_else(|_| {
             Err(store::StoreError::Task(

@@ -360,6 +360,7 @@ impl PgProject {
                 "BEGIN; SET LOCAL ROLE car_app; SELECT set_config('car.project', '{}', true){lock}",
                 self.project
             ))),
+            committed: std::cell::Cell::new(false),
         };
         let value = match work(&tx) {
             Ok(value) => value,
@@ -370,8 +371,8 @@ impl PgProject {
                 return Err(e);
             }
         };
-        if !tx.began() {
-            // Nothing was asked of the database.
+        if !tx.began() || tx.committed.get() {
+            // Nothing was asked of the database, or the commit went with the last statements.
             open.release();
             return Ok(value);
         }

@@ -270,6 +270,17 @@ pub trait Sql {
             .collect()
     }
 
+    /// [`Sql::query_all`] for a transaction's last statements: on PostgreSQL the commit goes
+    /// with them, in their round trip, so the transaction is over when this returns (nothing
+    /// may be asked of it after; its owner does not commit again). On SQLite the owner
+    /// commits after, as ever.
+    fn query_all_last(
+        &self,
+        statements: &[(&str, &[&dyn Param])],
+    ) -> Result<Vec<Vec<Row>>, StoreError> {
+        self.query_all(statements)
+    }
+
     /// Calls `each` with every row, in order.
     fn for_each(
         &self,
@@ -401,6 +412,23 @@ mod pg {
 
     type BoxError = Box<dyn std::error::Error + Sync + Send>;
 
+    /// Encodes `values` as `statement` takes them, to nowhere: whether sending them would fail.
+    pub(super) fn encodes(
+        statement: &tokio_postgres::Statement,
+        values: &[Value],
+    ) -> Result<(), BoxError> {
+        let types = statement.params();
+        if types.len() != values.len() {
+            return Err(format!("{} values for {} parameters", values.len(), types.len()).into());
+        }
+        let mut out = BytesMut::new();
+        for (value, ty) in values.iter().zip(types) {
+            out.clear();
+            value.to_sql_checked(ty, &mut out)?;
+        }
+        Ok(())
+    }
+
     impl ToSql for Value {
         fn to_sql(&self, ty: &Type, out: &mut BytesMut) -> Result<IsNull, BoxError> {
             let mismatch = || -> BoxError {
@@ -485,6 +513,8 @@ pub struct PgTx<'a> {
     /// The statements that begin the transaction, until they are sent: they go with the
     /// transaction's first statement, in its round trip.
     pub(super) begin: std::cell::Cell<Option<String>>,
+    /// The commit went with the last statements ([`Sql::query_all_last`]).
+    pub(super) committed: std::cell::Cell<bool>,
 }
 
 impl PgTx<'_> {
@@ -494,6 +524,10 @@ impl PgTx<'_> {
         &self,
         work: impl std::future::Future<Output = Result<T, tokio_postgres::Error>>,
     ) -> Result<T, tokio_postgres::Error> {
+        debug_assert!(
+            !self.committed.get(),
+            "a statement after the transaction's commit"
+        );
         let begin = self.begin.take();
         self.rt.block_on(async {
             match begin {
@@ -507,31 +541,50 @@ impl PgTx<'_> {
         })
     }
 
-    /// Runs `statements` together. Every statement is prepared
-    /// first (those new to this connection in one round trip), then all are executed together:
-    /// tokio-postgres writes each request before reading any answer, in the order they are
-    /// polled, so the server runs them in order and the client waits once. (The COMMIT is not
-    /// sent with them: past 30 statements a request that fails to encode does not stop the
-    /// ones after it from being sent, and the commit would take them without it.)
-    fn pipeline(&self, statements: &[(&str, &[&dyn Param])]) -> Result<Vec<Vec<Row>>, StoreError> {
+    /// Runs `statements` together, and the commit after them when `commit`. Every statement
+    /// is prepared first (those new to this connection in one round trip, apart), then all are
+    /// executed together: tokio-postgres writes each request before reading any answer, in the
+    /// order they are polled, so the server runs them in order and the client waits once. A
+    /// statement the server refuses aborts the transaction, and the commit then rolls it back.
+    /// Values that fail to encode would not be: their statement alone is not sent, the ones
+    /// after it are, and the commit would take them. So with `commit` every value is encoded
+    /// before anything is sent.
+    fn pipeline(
+        &self,
+        statements: &[(&str, &[&dyn Param])],
+        commit: bool,
+    ) -> Result<Vec<Vec<Row>>, StoreError> {
         let prepared: Vec<(String, Vec<Value>)> = statements
             .iter()
             .map(|(sql, params)| (to_postgres(sql), values_of(params)))
             .collect();
+        let kept = self.rt.block_on(futures_util::future::try_join_all(
+            prepared.iter().map(|(sql, _)| self.tx.prepare_cached(sql)),
+        ))?;
+        if commit {
+            for (statement, (sql, values)) in kept.iter().zip(&prepared) {
+                pg::encodes(statement, values).map_err(|e| {
+                    StoreError::Postgres(format!("cannot send the values of `{sql}`: {e}"))
+                })?;
+            }
+        }
+        let values: Vec<_> = prepared.iter().map(|(_, values)| refs(values)).collect();
         let answers = self.run(async {
-            let statements = futures_util::future::try_join_all(
-                prepared.iter().map(|(sql, _)| self.tx.prepare_cached(sql)),
-            )
-            .await?;
-            let values: Vec<_> = prepared.iter().map(|(_, values)| refs(values)).collect();
-            futures_util::future::try_join_all(
-                statements
-                    .iter()
+            let queries = futures_util::future::try_join_all(
+                kept.iter()
                     .zip(&values)
                     .map(|(stmt, values)| self.tx.query(stmt, values)),
-            )
-            .await
+            );
+            if commit {
+                let (answers, ()) =
+                    futures_util::future::try_join(queries, self.tx.batch_execute("COMMIT"))
+                        .await?;
+                Ok(answers)
+            } else {
+                queries.await
+            }
         })?;
+        self.committed.set(commit);
         answers
             .into_iter()
             .map(|rows| {
@@ -567,7 +620,14 @@ impl Sql for PgTx<'_> {
     }
 
     fn query_all(&self, statements: &[(&str, &[&dyn Param])]) -> Result<Vec<Vec<Row>>, StoreError> {
-        self.pipeline(statements)
+        self.pipeline(statements, false)
+    }
+
+    fn query_all_last(
+        &self,
+        statements: &[(&str, &[&dyn Param])],
+    ) -> Result<Vec<Vec<Row>>, StoreError> {
+        self.pipeline(statements, true)
     }
 
     fn execute(&self, sql: &str, params: &[&dyn Param]) -> Result<usize, StoreError> {

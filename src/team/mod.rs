@@ -816,6 +816,63 @@ mod store_tests {
     use crate::memory::{Kind, Memory, NewEntry};
     use crate::store::sql::args;
 
+    const META_INSERT: &str = "INSERT INTO meta(key, value) VALUES (?1, ?2)";
+
+    fn meta_of(store: &crate::store::Store, key: &str) -> Option<String> {
+        store
+            .read(|sql| sql.value::<String>("SELECT value FROM meta WHERE key = ?1", args![key]))
+            .unwrap()
+    }
+
+    /// A transaction's last statements with its commit (one round trip on a team store): all
+    /// of them or none, and the store goes on.
+    fn last_statements(
+        store: &crate::store::Store,
+        rows: &[(&str, &dyn crate::store::sql::Param)],
+    ) -> Result<(), crate::store::StoreError> {
+        let params: Vec<[&dyn crate::store::sql::Param; 2]> = rows
+            .iter()
+            .map(|(key, value)| [key as &dyn crate::store::sql::Param, *value])
+            .collect();
+        let statements: Vec<(&str, &[&dyn crate::store::sql::Param])> =
+            params.iter().map(|p| (META_INSERT, &p[..])).collect();
+        store.transaction(|tx| tx.query_all_last(&statements).map(drop))
+    }
+
+    crate::team::testing::on_both_stores!(
+        the_last_statements_commit_with_them_all_or_nothing,
+        |stores: &crate::team::testing::TestStore| {
+            let store = stores.store();
+            last_statements(&store, &[("a", &"1"), ("b", &"2")]).unwrap();
+            assert_eq!(meta_of(&store, "a").as_deref(), Some("1"));
+            assert_eq!(meta_of(&store, "b").as_deref(), Some("2"));
+            // The database refuses the second (its key is taken): the first is not kept.
+            let refused = last_statements(&store, &[("c", &"3"), ("a", &"again")]);
+            assert!(refused.is_err());
+            assert_eq!(meta_of(&store, "c"), None);
+            assert_eq!(meta_of(&store, "a").as_deref(), Some("1"));
+            // The connection went back clean: the next transaction commits.
+            last_statements(&store, &[("d", &"4")]).unwrap();
+            assert_eq!(meta_of(&store, "d").as_deref(), Some("4"));
+        }
+    );
+
+    /// A value PostgreSQL cannot take for its column fails before anything is sent: the
+    /// statements before it are not sent alone with the commit.
+    #[test]
+    fn a_value_that_cannot_be_sent_stops_the_last_statements_before_any_is_sent() {
+        let team = super::testing::TestTeam::new();
+        let store = team.store();
+        let bytes: Vec<u8> = vec![0xff, 0];
+        let err = last_statements(&store, &[("e", &"5"), ("f", &bytes)])
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("cannot send the values"), "{err}");
+        assert_eq!(meta_of(&store, "e"), None);
+        last_statements(&store, &[("g", &"7")]).unwrap();
+        assert_eq!(meta_of(&store, "g").as_deref(), Some("7"));
+    }
+
     #[test]
     fn a_project_store_sees_nothing_of_another_project_even_unfiltered() {
         let team = super::testing::TestTeam::new();
