@@ -14,17 +14,34 @@ unsafe extern "C" {}
 
 // car-server's many clients allocate from many threads at once: mimalloc's per-thread heaps
 // spare the contention glibc's arenas have under that load (measured with
-// scripts/bench-http.sh). It asks for no transparent huge pages (`no_thp`): it gives memory
-// back to the kernel 10 ms after it is freed, and each 2 MiB page touched again was zeroed whole
-// (`perf` on a team write storm: 13% of car-server's time in `clear_page_erms`; writes/s 1,881
-// → 2,169, medians of five storms, docs/benchmarks.md).
+// scripts/bench-http.sh).
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
+/// The servers take no transparent huge pages. mimalloc asks for them, gives memory back to the
+/// kernel 10 ms after it is freed, and each 2 MiB page touched again was zeroed whole (`perf` on
+/// a team write storm: 13% of car-server's time in `clear_page_erms`; writes/s 3,001–3,252
+/// against 4,016–4,212 without, three storms each, docs/benchmarks.md). Only the servers: a
+/// short-lived command such as the policy hook touches fewer pages with them (page faults 231
+/// without, 165–170 with). Processes the servers start inherit the setting.
+fn no_huge_pages() {
+    #[cfg(target_os = "linux")]
+    // SAFETY: PR_SET_THP_DISABLE takes plain integers and sets a flag of this process only.
+    unsafe {
+        libc::prctl(libc::PR_SET_THP_DISABLE, 1, 0, 0, 0);
+    }
+}
+
 fn main() -> std::process::ExitCode {
     match car::multicall::invoked_as() {
-        Some("car-mcp") => car::mcp::process::main(),
-        Some("car-server") => car::server::process::main(),
+        Some("car-mcp") => {
+            no_huge_pages();
+            car::mcp::process::main()
+        }
+        Some("car-server") => {
+            no_huge_pages();
+            car::server::process::main()
+        }
         Some("car-memgine-eval") => car::eval::cli::main(),
         _ => car::cli::main(),
     }

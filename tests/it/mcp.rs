@@ -770,3 +770,51 @@ fn tools_list_says_how_long_it_may_be_kept_where_the_revision_has_the_field() {
         mcp.finish();
     }
 }
+
+/// The value of `THP_enabled` in a process's status (Linux 5.0 and later).
+#[cfg(target_os = "linux")]
+fn huge_pages_allowed(pid: u32) -> bool {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    let line = status
+        .lines()
+        .find(|l| l.starts_with("THP_enabled:"))
+        .unwrap_or_else(|| panic!("no THP_enabled in {status}"));
+    line.split_whitespace().nth(1) == Some("1")
+}
+
+/// The servers take no transparent huge pages (their allocator gives memory back and touches it
+/// again, and each huge page was zeroed whole: docs/benchmarks.md); a short command such as the
+/// policy hook keeps the kernel's default, with which it touches fewer pages.
+#[test]
+#[cfg(target_os = "linux")]
+fn the_servers_take_no_transparent_huge_pages_and_the_hook_keeps_them() {
+    let home = TestHome::new();
+    let mut mcp = home.spawn_mcp();
+    mcp.initialize();
+    assert!(!huge_pages_allowed(mcp.pid()), "car-mcp");
+
+    let mut hook = home
+        .command(crate::support::CAR)
+        .arg("policy-check-hook")
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    // Once it waits for its payload it has started (state S, not running or loading).
+    let stat = format!("/proc/{}/stat", hook.id());
+    let until = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while !std::fs::read_to_string(&stat)
+        .unwrap()
+        .rsplit(") ")
+        .next()
+        .is_some_and(|rest| rest.starts_with('S'))
+    {
+        assert!(std::time::Instant::now() < until, "the hook never waited");
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+    let allowed = huge_pages_allowed(hook.id());
+    drop(hook.stdin.take());
+    hook.wait().unwrap();
+    assert!(allowed, "car policy-check-hook");
+}

@@ -245,6 +245,11 @@ pub struct McpProcess {
 }
 
 impl McpProcess {
+    /// The server's process id.
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
     /// Spawns with `RUST_LOG=debug`, so a log line on stdout would break the stream check.
     pub fn spawn(mut command: Command) -> McpProcess {
         let stderr = tempfile::NamedTempFile::new().unwrap();
