@@ -171,7 +171,20 @@ impl Index {
         if changed.is_empty() {
             return Ok(());
         }
-        let changed: Vec<String> = changed.into_iter().collect();
+        self.reload(conn, changed.into_iter().collect())?;
+        self.last_change = head;
+        Ok(())
+    }
+
+    /// The last change the index took in.
+    pub fn last_change(&self) -> i64 {
+        self.last_change
+    }
+
+    /// Reads the nodes `changed` (and their links) again as the database has them: a node it
+    /// no longer has leaves the index. Also what undoes a write planned into the index that
+    /// the database never took.
+    pub fn reload(&mut self, conn: &dyn Sql, changed: Vec<String>) -> store::Result<()> {
         for ids in changed.chunks(REFRESH_CHUNK) {
             // Nodes first, so edges between two changed nodes find both ends.
             let list = placeholders(1, ids.len());
@@ -231,7 +244,6 @@ impl Index {
                 self.link(&src, &dst, &kind, weight);
             }
         }
-        self.last_change = head;
         Ok(())
     }
 
@@ -517,6 +529,13 @@ impl Index {
     /// The highest node sequence number the index holds.
     pub fn max_seq(&self) -> i64 {
         self.max_seq
+    }
+
+    /// Takes the highest sequence number back to `seq`, what it was before a write planned
+    /// into the index that the database did not take (its nodes already removed), so the next
+    /// plan gives the ids that one would have had.
+    pub fn rewind_max_seq(&mut self, seq: i64) {
+        self.max_seq = self.max_seq.min(seq);
     }
 
     /// Gives a node written under a planned number the one the database gave it.

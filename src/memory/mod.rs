@@ -141,7 +141,19 @@ pub struct Memory {
     /// Embed what a write wrote before it returns (a short-lived process), not in the
     /// background.
     embed_on_write: std::sync::atomic::AtomicBool,
+    /// When a write planned ahead last found that another writer had changed memory first
+    /// (see [`Memory::plans_ahead`]).
+    moved_at: Mutex<Option<std::time::Instant>>,
+    /// Write groups planned ahead that the database took (for tests and logs).
+    planned_ahead: std::sync::atomic::AtomicU64,
+    /// Plan every team write group ahead, whatever the store has heard (tests of the retry).
+    #[cfg(test)]
+    ahead_regardless: std::sync::atomic::AtomicBool,
 }
+
+/// After a write planned ahead met another writer's change, groups catch up first for this
+/// long: that writer is likely still writing.
+const AHEAD_PAUSE: std::time::Duration = std::time::Duration::from_millis(100);
 
 /// A write group's planned statements not yet sent, and what each answer means.
 #[derive(Default)]
@@ -161,7 +173,18 @@ enum Step {
     Other,
 }
 
+/// Fails a team store's transaction (SQLSTATE [`store::postgres::MEMORY_MOVED`], before any
+/// statement after it runs) if a change was logged past the one given (migration 0009).
+const MEMORY_UNCHANGED: &str = "SELECT car_memory_unchanged(?1)";
+
 impl Pending {
+    /// Asks first that no change came after `last_change` (see [`MEMORY_UNCHANGED`]).
+    fn expect_unchanged(&mut self, last_change: i64) {
+        self.statements
+            .insert(0, (MEMORY_UNCHANGED.into(), vec![Value::Int(last_change)]));
+        self.steps.insert(0, Step::Other);
+    }
+
     fn add(&mut self, planned: write::Planned, at: (usize, usize), all: &mut [Vec<Written>]) {
         for k in 0..planned.statements.len() {
             self.steps.push(if k == write::NODE_AT {
@@ -592,6 +615,10 @@ impl Memory {
             queued: Mutex::default(),
             embedder: Arc::default(),
             embed_on_write: Default::default(),
+            moved_at: Mutex::default(),
+            planned_ahead: Default::default(),
+            #[cfg(test)]
+            ahead_regardless: Default::default(),
         };
         if let Some(path) = assistant_json {
             if path.exists() && memory.store.meta(ASSISTANT_IMPORTED)?.is_none() {
@@ -874,14 +901,78 @@ impl Memory {
         job.take().unwrap_or_else(|| Err(nothing_written()))
     }
 
+    /// Plans every team write group ahead from now on, whatever the store has heard.
+    #[cfg(test)]
+    pub(crate) fn plan_ahead_always(&self) {
+        self.ahead_regardless
+            .store(true, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    /// How many write groups planned ahead the database took.
+    #[cfg(test)]
+    pub(crate) fn groups_planned_ahead(&self) -> u64 {
+        self.planned_ahead
+            .load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// Whether a write group can be planned before its transaction begins, so that the whole
+    /// group is one round trip to a team database (see [`Memory::write_group`]): the index is
+    /// current with every change the store has heard of, no writer was found changing memory
+    /// first in the last [`AHEAD_PAUSE`], and the group needs nothing looked up in the
+    /// database (no explicit targets, no import mark, no progress to report twice).
+    fn plans_ahead(&self, index: &Index, batches: &[&[NewEntry]], batch: &Batch<'_>) -> bool {
+        #[cfg(test)]
+        if self
+            .ahead_regardless
+            .load(std::sync::atomic::Ordering::Relaxed)
+        {
+            return true;
+        }
+        batch.mark.is_none()
+            && batch.progress.is_none()
+            && self
+                .store
+                .notified_memory_head()
+                .is_some_and(|head| index.is_current(head))
+            && batches
+                .iter()
+                .flat_map(|entries| entries.iter())
+                .all(|e| e.supersedes.is_empty() && e.depends_on.is_empty())
+            && self
+                .moved_at
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .is_none_or(|at| at.elapsed() >= AHEAD_PAUSE)
+    }
+
     /// Writes `batches` in one transaction, holding the index lock (`index`): every entry or
     /// none. The index is rebuilt on next use after a failure (it may hold rows of the rolled
     /// back transaction).
+    ///
+    /// On a team store whose index is current as far as the store has heard
+    /// ([`Memory::plans_ahead`]), the group is planned before the transaction and sent whole,
+    /// its commit included, after a check that no change came past the index's last one
+    /// ([`MEMORY_UNCHANGED`]): one round trip instead of two. If one did (another instance, or
+    /// this one's embedder, wrote first), nothing was written: the entries the plan put in the
+    /// index are read again as the database has them, and the group is written the careful
+    /// way, catching up under the project's write lock before planning.
     fn write_group(
         &self,
         index: &mut Index,
         batches: &[&[NewEntry]],
+        batch: Batch<'_>,
+    ) -> Result<Vec<Vec<Written>>> {
+        let ahead = self.store.dialect() == store::sql::Dialect::Postgres
+            && self.plans_ahead(index, batches, &batch);
+        self.write_group_as(index, batches, batch, ahead)
+    }
+
+    fn write_group_as(
+        &self,
+        index: &mut Index,
+        batches: &[&[NewEntry]],
         mut batch: Batch<'_>,
+        ahead: bool,
     ) -> Result<Vec<Vec<Written>>> {
         let mark = batch.mark;
         let total: usize = batches.iter().map(|b| b.len()).sum();
@@ -893,6 +984,9 @@ impl Memory {
         if self.store.dialect() == store::sql::Dialect::Sqlite {
             self.catch_up(index)?;
         }
+        // What a group planned ahead put in the index: read again if the database refuses it.
+        let mut planned: Vec<String> = Vec::new();
+        let max_seq = index.max_seq();
         let result = self.tx(|tx| {
             if let Some((key, _)) = mark {
                 // Another process may have done this one-time write since we looked.
@@ -900,14 +994,18 @@ impl Memory {
                     return Ok(vec![Vec::new()]);
                 }
             }
-            index.refresh(tx)?;
+            let mut pending = Pending::default();
+            if ahead {
+                pending.expect_unchanged(index.last_change());
+            } else {
+                index.refresh(tx)?;
+            }
             // Each entry is planned against the index (which takes it in at once, so the
             // next one links to it, replaces it or takes the next id), and the group's
             // statements run together: one round trip on a team store instead of several per
             // entry. What the database answers (the nodes' sequence numbers, the change log's,
             // the links made) completes the index without reading the rows back.
             let mut seq = write::next_seq(tx, index)?;
-            let mut pending = Pending::default();
             let mut all: Vec<Vec<Written>> = Vec::with_capacity(batches.len());
             let mut done = 0;
             for entries in batches {
@@ -941,6 +1039,18 @@ impl Memory {
                     }
                 }
             }
+            if ahead {
+                planned = all
+                    .iter()
+                    .flatten()
+                    .flat_map(|w| {
+                        std::iter::once(&w.id)
+                            .chain(&w.superseded)
+                            .chain(&w.invalidated)
+                    })
+                    .cloned()
+                    .collect();
+            }
             // The group's last statements carry the commit (one round trip fewer on a team
             // store, where the project's writers queue on its lock), unless the import's
             // mark is still to be set.
@@ -950,13 +1060,34 @@ impl Memory {
             }
             Ok(all)
         });
-        if result.is_err() {
-            *index = Index::default();
+        match &result {
+            Err(MemoryError::Store(StoreError::MemoryMoved(why))) if ahead => {
+                tracing::debug!(reason = %why, "a write group planned ahead is planned again");
+                *self.moved_at.lock().unwrap_or_else(|p| p.into_inner()) =
+                    Some(std::time::Instant::now());
+                // The planned nodes go, and with them the numbers they took (the nodes read
+                // again take theirs back).
+                index.rewind_max_seq(max_seq);
+                let undone = self
+                    .store
+                    .read_consistent(|sql| index.reload(sql, planned).map_err(MemoryError::from));
+                if undone.is_err() {
+                    *index = Index::default();
+                }
+                return self.write_group_as(index, batches, Batch::default(), false);
+            }
+            Err(_) => *index = Index::default(),
+            Ok(_) if ahead => {
+                self.planned_ahead
+                    .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            }
+            Ok(_) => {}
         }
         let mut all = result?;
         tracing::debug!(
             batches = batches.len(),
             entries = total,
+            ahead,
             ms = began.elapsed().as_secs_f64() * 1e3,
             "wrote a memory write group"
         );

@@ -238,7 +238,15 @@ impl Dispatcher {
                 .and_then(Value::as_str)
                 .map(str::to_string),
         };
-        self.record(done).await?;
+        if let Err(e) = self.record(done).await {
+            // A call that failed already says why, and the log most likely failed for the same
+            // reason (the database went away): its error is the answer, the log's is logged. A
+            // call that worked is not answered as if nothing were wrong.
+            if status == ExecStatus::Ok {
+                return Err(e);
+            }
+            tracing::warn!(tool = name, error = %e, "could not record a failed call");
+        }
         Ok(CallOutcome {
             execution_id,
             status,

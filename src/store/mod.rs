@@ -104,12 +104,21 @@ pub enum StoreError {
     Task(String),
     #[error("the team database: {0}")]
     Postgres(String),
+    /// Another writer changed memory after the index a write was planned against: the write
+    /// was not made, and catching up and planning again makes it.
+    #[error("the team database: {0}")]
+    MemoryMoved(String),
     #[error("a value read from the database: {0}")]
     Decode(String),
 }
 
 impl From<tokio_postgres::Error> for StoreError {
     fn from(e: tokio_postgres::Error) -> Self {
+        if e.code()
+            .is_some_and(|code| code.code() == postgres::MEMORY_MOVED)
+        {
+            return StoreError::MemoryMoved(postgres::describe(&e));
+        }
         StoreError::Postgres(postgres::describe(&e))
     }
 }
@@ -352,6 +361,16 @@ impl Store {
         match &self.backend {
             Backend::Sqlite(_) => memory_head(&*self.conn()),
             Backend::Postgres(pg) => pg.memory_head(),
+        }
+    }
+
+    /// The newest change to memory known without asking the database: on a team store what
+    /// its notifications said (`None` while it is not listening or has heard nothing of its
+    /// project yet); `None` on SQLite.
+    pub fn notified_memory_head(&self) -> Option<i64> {
+        match &self.backend {
+            Backend::Sqlite(_) => None,
+            Backend::Postgres(pg) => pg.notified_memory_head(),
         }
     }
 

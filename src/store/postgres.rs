@@ -36,6 +36,10 @@ impl Drop for AbortOnDrop {
     }
 }
 
+/// The SQLSTATE of `car_memory_unchanged` (migration 0009): memory changed after the change a
+/// write was planned against.
+pub const MEMORY_MOVED: &str = "CAR01";
+
 /// The first key of the per-project write lock (`pg_advisory_xact_lock(key, project)`): "CAR\0".
 const WRITE_LOCK: i32 = 0x4341_5200;
 
@@ -380,6 +384,10 @@ impl PgProject {
             .map_err(StoreError::from)?;
         open.release();
         Ok(value)
+    }
+
+    pub(super) fn notified_memory_head(&self) -> Option<i64> {
+        self.heads.get(self.project)
     }
 
     pub(super) fn memory_head(&self) -> Result<i64> {

@@ -51,6 +51,11 @@ const MIGRATIONS: &[(i32, &str, &str)] = &[
         "project memory",
         include_str!("migrations/0008_project_memory.sql"),
     ),
+    (
+        9,
+        "memory unchanged",
+        include_str!("migrations/0009_memory_unchanged.sql"),
+    ),
 ];
 
 /// The advisory lock every migrating instance takes (an arbitrary constant: "CAR" and 1).
@@ -970,6 +975,101 @@ mod store_tests {
             );
             std::thread::sleep(std::time::Duration::from_millis(5));
         }
+    }
+
+    /// A write group planned before its transaction (one round trip) that another instance's
+    /// write overtook is not made as planned: the writer catches up and plans it again, so it
+    /// replaces that instance's fact with its subject, and nothing is written twice. Alone, a
+    /// writer plans ahead.
+    #[test]
+    fn a_write_planned_ahead_that_another_instance_overtook_is_planned_again() {
+        let team = super::testing::TestTeam::new();
+        let store = Arc::new(team.store());
+        let a = Memory::open(Arc::new(team.store()), None, None).unwrap();
+        let b = Memory::open(store.clone(), None, None).unwrap();
+        b.write(NewEntry::new(
+            Kind::Pattern,
+            "warm up",
+            "loads the index of b",
+        ))
+        .unwrap();
+        let first = a
+            .write(NewEntry::new(
+                Kind::Pattern,
+                "deploy window",
+                "web deploys on fridays",
+            ))
+            .unwrap();
+        // b's index has not taken a's fact in: planned ahead, b's write would add a second
+        // current fact on the subject.
+        b.plan_ahead_always();
+        let second = b
+            .write(NewEntry::new(
+                Kind::Pattern,
+                "deploy window",
+                "web deploys on tuesdays",
+            ))
+            .unwrap();
+        assert_eq!(second.superseded, [first.id]);
+        assert_eq!(second.id, "fact-3");
+        assert_eq!(b.groups_planned_ahead(), 0, "the overtaken plan was made");
+        assert_eq!(
+            ids_of(&b.query("deploy window", "", 5).unwrap()),
+            std::slice::from_ref(&second.id)
+        );
+        let nodes = || -> i64 {
+            store
+                .read(|sql| {
+                    sql.value::<i64>("SELECT count(*) FROM memory_nodes", &[])
+                        .map(Option::unwrap_or_default)
+                })
+                .unwrap()
+        };
+        assert_eq!(nodes(), 3);
+        // A plan that was not made takes no number: after a change that adds no entry (a
+        // delete through a), b's next id follows its last.
+        a.delete("fact-1", "").unwrap();
+        let fourth = b
+            .write(NewEntry::new(
+                Kind::Pattern,
+                "rollback",
+                "roll back with flags",
+            ))
+            .unwrap();
+        assert_eq!(fourth.id, "fact-4");
+        assert_eq!(nodes(), 3);
+        // Once current (its embedder's changes taken in), b's plans are made, and its index
+        // stays right.
+        let mut current = second.id;
+        let mut day = 0;
+        while b.groups_planned_ahead() == 0 {
+            day += 1;
+            assert!(day < 100, "no plan of b's was made");
+            let next = b
+                .write(NewEntry::new(
+                    Kind::Pattern,
+                    "deploy window",
+                    &format!("web deploys on day {day}"),
+                ))
+                .unwrap();
+            assert_eq!(next.superseded, [current]);
+            current = next.id;
+        }
+        assert_eq!(
+            ids_of(&b.query("deploy window", "", 5).unwrap()),
+            std::slice::from_ref(&current)
+        );
+        // a, writing alone, plans ahead once its notifications say its index is current.
+        let until = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        let mut n = 0;
+        while a.groups_planned_ahead() == 0 {
+            assert!(std::time::Instant::now() < until, "a never planned ahead");
+            a.write(NewEntry::new(Kind::Pattern, &format!("note {n}"), "alone"))
+                .unwrap();
+            n += 1;
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
+        assert_eq!(ids_of(&a.query("deploy window", "", 5).unwrap()), [current]);
     }
 
     fn ids_of(hits: &[crate::memory::QueryHit]) -> Vec<String> {
