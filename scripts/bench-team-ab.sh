@@ -1,0 +1,104 @@
+#!/usr/bin/env bash
+# Two builds of the team server against each other, interleaved, on one PostgreSQL: what a change
+# did to team writes, with the run-to-run drift of a shared machine cancelled out.
+#
+#   scripts/bench-team-ab.sh OLD_RELEASE_DIR NEW_RELEASE_DIR
+#
+# Each directory holds a release build's `car` and `car-server` (build an older commit with
+# `git worktree add /tmp/old REV && (cd /tmp/old && CARGO_TARGET_DIR=/tmp/old-target cargo
+# build --release --bin car --bin car-server)`, then pass /tmp/old-target/release). Both
+# servers run at once, each on a project of its own in one database, and take turns: ROUNDS
+# rounds (default 3) of COUNT (10,000) distinct memory_add_fact calls from CLIENTS (16) clients,
+# each round waiting until the server's background embedder has embedded everything. With
+# DELAY=0.001 the servers reach PostgreSQL through a proxy that holds every packet 1 ms each way
+# (a database across a network; the proxy is Python, so it limits throughput too: compare
+# latencies with CLIENTS=1). Prints writes/s, p50 and car-server's CPU (clock ticks) per round.
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+old=${1:?usage: scripts/bench-team-ab.sh OLD_RELEASE_DIR NEW_RELEASE_DIR}
+new=${2:?usage: scripts/bench-team-ab.sh OLD_RELEASE_DIR NEW_RELEASE_DIR}
+rounds=${ROUNDS:-3}
+count=${COUNT:-10000}
+clients=${CLIENTS:-16}
+cargo build --release --example http_load
+load_bin=${CARGO_TARGET_DIR:-$PWD/target}/release/examples/http_load
+work=$(mktemp -d)
+pids=()
+cleanup() { kill "${pids[@]}" 2>/dev/null || true; rm -rf "$work"; }
+. scripts/pg-temp.sh
+start_temp_pg
+trap 'cleanup; stop_temp_pg' EXIT
+
+python3 - "$work" "$rounds" "$count" <<'PY'
+import json, random, sys
+random.seed(7)
+work, rounds, count = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+words = "payout ledger invoice deploy release migration schema cache token session webhook queue backup snapshot config secret certificate build artifact index search billing refund account tenant region cluster metrics alerts logs".split()
+for r in range(rounds):
+    for side in ("old", "new"):
+        facts = [{"subject": f"service-{side}-{r}-{i}", "body": f"service-{side}-{r}-{i} {random.choice(words)} {random.choice(words)} nightly for team-{random.choice(words)}"} for i in range(count)]
+        json.dump(facts, open(f"{work}/facts-{side}-{r}.json", "w"))
+PY
+
+db_url=${PG_ADMIN_URL%/*}/car_bench
+"$PG_BIN/psql" -q "$PG_ADMIN_URL" -c "CREATE DATABASE car_bench"
+served_url=$db_url
+if [ -n "${DELAY:-}" ]; then
+    pg_port=${db_url##*:}
+    pg_port=${pg_port%%/*}
+    proxy_port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+    python3 - "$proxy_port" "$pg_port" "$DELAY" <<'PY' &
+import asyncio, socket, sys
+port, target, delay = int(sys.argv[1]), int(sys.argv[2]), float(sys.argv[3])
+async def pipe(reader, writer):
+    loop = asyncio.get_running_loop()
+    try:
+        while data := await reader.read(65536):
+            loop.call_later(delay, writer.write, data)  # each chunk held, none queued behind another
+    finally:
+        await asyncio.sleep(delay)
+        writer.close()
+async def handle(r, w):
+    tr, tw = await asyncio.open_connection("127.0.0.1", target)
+    for s in (w, tw):
+        s.get_extra_info("socket").setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    await asyncio.gather(pipe(r, tw), pipe(tr, w), return_exceptions=True)
+async def main():
+    async with await asyncio.start_server(handle, "127.0.0.1", port) as server:
+        await server.serve_forever()
+asyncio.run(main())
+PY
+    pids+=($!)
+    sleep 0.5
+    served_url=${db_url/:$pg_port\//:$proxy_port/}
+    echo "PostgreSQL through a proxy holding packets ${DELAY}s each way" >&2
+fi
+export CAR_DATABASE_URL=$db_url
+"$new/car" team project add old >/dev/null
+"$new/car" team project add new >/dev/null
+token=$("$new/car" --json team user add bench --grant old --grant new | python3 -c 'import json,sys; print(json.load(sys.stdin)["data"]["token"])')
+declare -A pid url
+for side in old new; do
+    dir=$old
+    [ "$side" = new ] && dir=$new
+    "$dir/car-server" --mcp-bind 127.0.0.1:0 --database "$served_url" 2>"$work/$side.log" &
+    pid[$side]=$!
+    pids+=($!)
+    for _ in $(seq 200); do grep -q "MCP at" "$work/$side.log" 2>/dev/null && break; sleep 0.05; done
+    url[$side]=$(sed -n 's/^car-server: MCP at \([^ ]*\).*/\1/p' "$work/$side.log")/$side
+done
+cpu() { awk '{print $14 + $15}' "/proc/$1/stat"; }
+unembedded() {
+    "$PG_BIN/psql" -At "$db_url" -c "SELECT count(*) FROM memory_nodes n WHERE NOT EXISTS (SELECT 1 FROM memory_vectors v WHERE v.node_id = n.id)"
+}
+for r in $(seq 0 $((rounds - 1))); do
+    sides=(old new)
+    [ $((r % 2)) = 1 ] && sides=(new old)
+    for side in "${sides[@]}"; do
+        before=$(cpu "${pid[$side]}")
+        out=$(HTTP_LOAD_COUNT=$count HTTP_LOAD_TOKEN="$token" "$load_bin" "${url[$side]}" memory_add_fact "@$work/facts-$side-$r.json" "$clients" 10 raw)
+        after=$(cpu "${pid[$side]}")
+        echo "$out" | python3 -c 'import json,sys; d=json.load(sys.stdin); print("%s round %s: %.0f writes/s, p50 %.2f ms, errors %d, car-server CPU %s ticks" % (sys.argv[1], sys.argv[2], d["calls_per_second"], d["p50_ms"], d["errors"], sys.argv[3]))' "$side" "$r" "$((after - before))"
+        while [ "$(unembedded)" != 0 ]; do sleep 0.2; done
+    done
+done
