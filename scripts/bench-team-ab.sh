@@ -22,12 +22,7 @@ count=${COUNT:-10000}
 clients=${CLIENTS:-16}
 cargo build --release --example http_load
 load_bin=${CARGO_TARGET_DIR:-$PWD/target}/release/examples/http_load
-work=$(mktemp -d)
-pids=()
-cleanup() { kill "${pids[@]}" 2>/dev/null || true; rm -rf "$work"; }
-. scripts/pg-temp.sh
-start_temp_pg
-trap 'cleanup; stop_temp_pg' EXIT
+. scripts/team-bench-common.sh
 
 python3 - "$work" "$rounds" "$count" <<'PY'
 import json, random, sys
@@ -84,13 +79,9 @@ for side in old new; do
     "$dir/car-server" --mcp-bind 127.0.0.1:0 --database "$served_url" 2>"$work/$side.log" &
     pid[$side]=$!
     pids+=($!)
-    for _ in $(seq 200); do grep -q "MCP at" "$work/$side.log" 2>/dev/null && break; sleep 0.05; done
-    url[$side]=$(sed -n 's/^car-server: MCP at \([^ ]*\).*/\1/p' "$work/$side.log")/$side
+    url[$side]=$(wait_url "$work/$side.log")/$side
 done
 cpu() { awk '{print $14 + $15}' "/proc/$1/stat"; }
-unembedded() {
-    "$PG_BIN/psql" -At "$db_url" -c "SELECT count(*) FROM memory_nodes n WHERE NOT EXISTS (SELECT 1 FROM memory_vectors v WHERE v.node_id = n.id)"
-}
 for r in $(seq 0 $((rounds - 1))); do
     sides=(old new)
     [ $((r % 2)) = 1 ] && sides=(new old)
@@ -99,6 +90,6 @@ for r in $(seq 0 $((rounds - 1))); do
         out=$(HTTP_LOAD_COUNT=$count HTTP_LOAD_TOKEN="$token" "$load_bin" "${url[$side]}" memory_add_fact "@$work/facts-$side-$r.json" "$clients" 10 raw)
         after=$(cpu "${pid[$side]}")
         echo "$out" | python3 -c 'import json,sys; d=json.load(sys.stdin); print("%s round %s: %.0f writes/s, p50 %.2f ms, errors %d, car-server CPU %s ticks" % (sys.argv[1], sys.argv[2], d["calls_per_second"], d["p50_ms"], d["errors"], sys.argv[3]))' "$side" "$r" "$((after - before))"
-        while [ "$(unembedded)" != 0 ]; do sleep 0.2; done
+        while [ "$(team_unembedded "$db_url")" != 0 ]; do sleep 0.2; done
     done
 done

@@ -21,12 +21,7 @@ seconds=${2:-10}
 rounds=${3:-3}
 cargo build --release --bin car --bin car-server --example http_load
 target=${CARGO_TARGET_DIR:-$PWD/target}/release
-work=$(mktemp -d)
-pids=()
-cleanup() { kill "${pids[@]}" 2>/dev/null || true; rm -rf "$work"; }
-. scripts/pg-temp.sh
-start_temp_pg
-trap 'cleanup; stop_temp_pg' EXIT
+. scripts/team-bench-common.sh
 
 python3 - "$work" "$rounds" <<'PY'
 import json, random, sys
@@ -39,11 +34,6 @@ for r in range(1, int(sys.argv[2]) + 1):
 questions = [{"query": f"which team owns the service that runs the {random.choice(words)} {random.choice(words)} job nightly, and who handles its {random.choice(words)}?"} for _ in range(500)]
 json.dump(questions, open(f"{work}/questions.json", "w"))
 PY
-
-wait_url() { # LOG: the MCP URL car-server prints
-    for _ in $(seq 200); do grep -q "MCP at" "$1" 2>/dev/null && break; sleep 0.05; done
-    sed -n 's/^car-server: MCP at \([^ ]*\).*/\1/p' "$1"
-}
 
 # The one-person daemon on SQLite.
 CAR_HOME=$work/sqlite "$target/car-server" --mcp-bind 127.0.0.1:0 --port 0 2>"$work/sqlite.log" &
@@ -72,11 +62,10 @@ load() { # URL TOOL ARGS [extra env…]
 }
 
 unembedded() { # sqlite|team: entries without a vector
-    local lacks="SELECT count(*) FROM memory_nodes n WHERE NOT EXISTS (SELECT 1 FROM memory_vectors v WHERE v.node_id = n.id)"
     if [ "$1" = sqlite ]; then
-        python3 -c 'import sqlite3,sys; print(sqlite3.connect(sys.argv[1]).execute(sys.argv[2]).fetchone()[0])' "$work/sqlite/car.db" "$lacks"
+        python3 -c 'import sqlite3,sys; print(sqlite3.connect(sys.argv[1]).execute(sys.argv[2]).fetchone()[0])' "$work/sqlite/car.db" "$LACKS_VECTOR"
     else
-        "$PG_BIN/psql" -At "$db_url" -c "$lacks"
+        team_unembedded "$db_url"
     fi
 }
 wait_embedded() { # sqlite|team OUT: seconds until every entry has its vector

@@ -144,7 +144,7 @@ pub struct Memory {
     /// When a write planned ahead last found that another writer had changed memory first
     /// (see [`Memory::plans_ahead`]).
     moved_at: Mutex<Option<std::time::Instant>>,
-    /// Write groups planned ahead that the database took (for tests and logs).
+    /// Write groups planned ahead that the database took (read by tests).
     planned_ahead: std::sync::atomic::AtomicU64,
     /// Plan every team write group ahead, whatever the store has heard (tests of the retry).
     #[cfg(test)]
@@ -984,14 +984,16 @@ impl Memory {
         if self.store.dialect() == store::sql::Dialect::Sqlite {
             self.catch_up(index)?;
         }
-        // What a group planned ahead put in the index: read again if the database refuses it.
-        let mut planned: Vec<String> = Vec::new();
+        // What the group planned, batch by batch: its answers once written, and what a plan
+        // made ahead put in the index, to read again if the database refuses it.
+        let mut all: Vec<Vec<Written>> = Vec::with_capacity(batches.len());
         let max_seq = index.max_seq();
         let result = self.tx(|tx| {
             if let Some((key, _)) = mark {
                 // Another process may have done this one-time write since we looked.
                 if store::meta_value(tx, key)?.is_some() {
-                    return Ok(vec![Vec::new()]);
+                    all.push(Vec::new());
+                    return Ok(());
                 }
             }
             let mut pending = Pending::default();
@@ -1006,7 +1008,6 @@ impl Memory {
             // entry. What the database answers (the nodes' sequence numbers, the change log's,
             // the links made) completes the index without reading the rows back.
             let mut seq = write::next_seq(tx, index)?;
-            let mut all: Vec<Vec<Written>> = Vec::with_capacity(batches.len());
             let mut done = 0;
             for entries in batches {
                 all.push(Vec::with_capacity(entries.len()));
@@ -1039,18 +1040,6 @@ impl Memory {
                     }
                 }
             }
-            if ahead {
-                planned = all
-                    .iter()
-                    .flatten()
-                    .flat_map(|w| {
-                        std::iter::once(&w.id)
-                            .chain(&w.superseded)
-                            .chain(&w.invalidated)
-                    })
-                    .cloned()
-                    .collect();
-            }
             // The group's last statements carry the commit (one round trip fewer on a team
             // store, where the project's writers queue on its lock), unless the import's
             // mark is still to be set.
@@ -1058,7 +1047,7 @@ impl Memory {
             if let Some((key, path)) = mark {
                 store::set_meta(tx, key, &path.to_string_lossy())?;
             }
-            Ok(all)
+            Ok(())
         });
         match &result {
             Err(MemoryError::Store(StoreError::MemoryMoved(why))) if ahead => {
@@ -1068,6 +1057,16 @@ impl Memory {
                 // The planned nodes go, and with them the numbers they took (the nodes read
                 // again take theirs back).
                 index.rewind_max_seq(max_seq);
+                let planned: Vec<String> = all
+                    .iter()
+                    .flatten()
+                    .flat_map(|w| {
+                        std::iter::once(&w.id)
+                            .chain(&w.superseded)
+                            .chain(&w.invalidated)
+                    })
+                    .cloned()
+                    .collect();
                 let undone = self
                     .store
                     .read_consistent(|sql| index.reload(sql, planned).map_err(MemoryError::from));
@@ -1083,7 +1082,7 @@ impl Memory {
             }
             Ok(_) => {}
         }
-        let mut all = result?;
+        result?;
         tracing::debug!(
             batches = batches.len(),
             entries = total,
