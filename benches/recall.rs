@@ -284,7 +284,19 @@ fn paraphrase_recall(seed: u64) -> (usize, usize, usize) {
     let (mut car, mut base) = (0, 0);
     for case in &cases {
         let hits = memory.query(&case.question, "", 5).unwrap();
-        car += usize::from(hits.iter().any(|h| h.body == case.body));
+        let found = hits.iter().any(|h| h.body == case.body);
+        car += usize::from(found);
+        if !found && std::env::var_os("RECALL_DEBUG").is_some() {
+            let wide = memory.query(&case.question, "", 50).unwrap();
+            let rank = wide.iter().position(|h| h.body == case.body);
+            eprintln!(
+                "paraphrase miss: {} | answer rank {rank:?}: {}",
+                case.question, case.body
+            );
+            for h in hits.iter() {
+                eprintln!("    {:.3} {} | {}", h.activation, h.subject, h.body);
+            }
+        }
         let id = docs
             .iter()
             .find(|d| d.1 == format!("{} {}", case.subject, case.body))

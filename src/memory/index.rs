@@ -554,6 +554,30 @@ impl Index {
         self.last_change = self.last_change.max(head);
     }
 
+    /// Whether a slot has a vector (tests).
+    #[cfg(test)]
+    pub fn has_vector(&self, slot: u32) -> bool {
+        self.vector_scales
+            .get(slot as usize)
+            .is_some_and(|&scale| scale != 0.0)
+    }
+
+    /// Takes in the vector stored for `id` from `text` (its subject, a space and its body),
+    /// if the index holds that node with that text.
+    pub fn take_vector(&mut self, id: &str, text: &str, vector: Option<Vector>) {
+        let Some(&slot) = self.by_id.get(id) else {
+            return;
+        };
+        let same = self.slots[slot as usize].as_ref().is_some_and(|node| {
+            text.strip_prefix(node.subject.as_str())
+                .and_then(|rest| rest.strip_prefix(' '))
+                == Some(node.body.as_str())
+        });
+        if same {
+            self.set_vector(slot, vector);
+        }
+    }
+
     fn set_vector(&mut self, slot: u32, vector: Option<Vector>) {
         let dims = embed::dims();
         let at = slot as usize * dims;

@@ -133,7 +133,7 @@ pub struct Memory {
     store: Arc<Store>,
     project: Option<i64>,
     /// Read by many queries at once; written by a refresh or a write.
-    index: RwLock<Index>,
+    index: Arc<RwLock<Index>>,
     /// Batches waiting for the writer that holds the index lock to write them with its own.
     queued: Mutex<Vec<Arc<Job>>>,
     /// Embeds written entries off the write path.
@@ -155,21 +155,29 @@ pub struct Memory {
 /// long: that writer is likely still writing.
 const AHEAD_PAUSE: std::time::Duration = std::time::Duration::from_millis(100);
 
-/// A write group's planned statements not yet sent, and what each answer means.
+/// A write group's planned rows not yet sent. They go as a few multi-row statements (the
+/// nodes, then the edges, the updates in order, and the change log), whose answers complete
+/// the index and the group's answers.
 #[derive(Default)]
 struct Pending {
-    statements: Vec<(String, Vec<Value>)>,
-    steps: Vec<Step>,
+    /// Ask first that no change came after this one (see [`MEMORY_UNCHANGED`]).
+    unchanged: Option<i64>,
+    /// The nodes' rows, with where each one's answer goes: (batch, position).
+    nodes: Vec<(Vec<Value>, (usize, usize))>,
+    /// (source, target, kind, weight).
+    edges: Vec<(String, String, model::EdgeKind, f64)>,
+    updates: Vec<(String, Vec<Value>)>,
+    changed: Vec<String>,
 }
 
-/// What the answer to one planned statement tells the index.
+/// What the answer to one statement of a group tells the index.
 enum Step {
-    /// The node of the entry at (batch, position) was inserted: its sequence number.
-    Node(usize, usize),
-    /// A change was logged: its number.
-    Change,
-    /// The related links of the entry at (batch, position): a row per link made.
-    Related(usize, usize),
+    /// Nodes were inserted: a row (id, sequence number) each.
+    Nodes,
+    /// Edges were made: a row (source, kind) each.
+    Edges,
+    /// Changes were logged: a row (number) each.
+    Changes,
     Other,
 }
 
@@ -180,24 +188,20 @@ const MEMORY_UNCHANGED: &str = "SELECT car_memory_unchanged(?1)";
 impl Pending {
     /// Asks first that no change came after `last_change` (see [`MEMORY_UNCHANGED`]).
     fn expect_unchanged(&mut self, last_change: i64) {
-        self.statements
-            .insert(0, (MEMORY_UNCHANGED.into(), vec![Value::Int(last_change)]));
-        self.steps.insert(0, Step::Other);
+        self.unchanged = Some(last_change);
     }
 
     fn add(&mut self, planned: write::Planned, at: (usize, usize), all: &mut [Vec<Written>]) {
-        for k in 0..planned.statements.len() {
-            self.steps.push(if k == write::NODE_AT {
-                Step::Node(at.0, at.1)
-            } else if planned.related_at == Some(k) {
-                Step::Related(at.0, at.1)
-            } else if planned.changes_at.contains(&k) {
-                Step::Change
-            } else {
-                Step::Other
-            });
-        }
-        self.statements.extend(planned.statements);
+        let id = &planned.written.id;
+        self.nodes.push((planned.node, at));
+        self.edges.extend(
+            planned
+                .edges
+                .into_iter()
+                .map(|(dst, kind, weight)| (id.clone(), dst, kind, weight)),
+        );
+        self.updates.extend(planned.updates);
+        self.changed.extend(planned.changed);
         all[at.0].push(planned.written);
     }
 
@@ -211,42 +215,90 @@ impl Pending {
         all: &mut [Vec<Written>],
         last: bool,
     ) -> Result<()> {
-        if self.statements.is_empty() {
+        let mut statements: Vec<(String, Vec<Value>, Step)> = Vec::new();
+        if let Some(last_change) = self.unchanged.take() {
+            statements.push((
+                MEMORY_UNCHANGED.into(),
+                vec![Value::Int(last_change)],
+                Step::Other,
+            ));
+        }
+        if self.nodes.is_empty() && self.updates.is_empty() && self.changed.is_empty() {
+            // Nothing to write (the check alone is not worth a round trip).
             return Ok(());
         }
-        let params: Vec<Vec<&dyn store::sql::Param>> = self
-            .statements
+        for chunk in write::chunks(&self.nodes) {
+            let values = chunk.iter().flat_map(|(row, _)| row.iter().cloned());
+            statements.push((
+                write::insert_nodes(chunk.len()),
+                values.collect(),
+                Step::Nodes,
+            ));
+        }
+        for chunk in write::chunks(&self.edges) {
+            let mut values = Vec::with_capacity(chunk.len() * 4);
+            for (src, dst, kind, weight) in chunk {
+                values.extend([
+                    Value::Text(src.clone()),
+                    Value::Text(dst.clone()),
+                    Value::Text(kind.as_str().into()),
+                    Value::Real(*weight),
+                ]);
+            }
+            statements.push((write::insert_edges(chunk.len()), values, Step::Edges));
+        }
+        for (sql, values) in self.updates.drain(..) {
+            statements.push((sql, values, Step::Other));
+        }
+        for chunk in write::chunks(&self.changed) {
+            let values = chunk.iter().map(|id| Value::Text(id.clone()));
+            statements.push((
+                write::log_changes(chunk.len()),
+                values.collect(),
+                Step::Changes,
+            ));
+        }
+        let params: Vec<Vec<&dyn store::sql::Param>> = statements
             .iter()
-            .map(|(_, values)| values.iter().map(|v| v as &dyn store::sql::Param).collect())
+            .map(|(_, values, _)| values.iter().map(|v| v as &dyn store::sql::Param).collect())
             .collect();
-        let statements: Vec<(&str, &[&dyn store::sql::Param])> = self
-            .statements
+        let sent: Vec<(&str, &[&dyn store::sql::Param])> = statements
             .iter()
             .zip(&params)
-            .map(|((sql, _), params)| (sql.as_str(), params.as_slice()))
+            .map(|((sql, _, _), params)| (sql.as_str(), params.as_slice()))
             .collect();
         let answers = match last {
-            true => tx.query_all_last(&statements)?,
-            false => tx.query_all(&statements)?,
+            true => tx.query_all_last(&sent)?,
+            false => tx.query_all(&sent)?,
         };
-        for (step, rows) in self.steps.iter().zip(&answers) {
-            let first = || -> Result<i64> {
-                rows.first()
-                    .ok_or_else(|| MemoryError::from(StoreError::Decode("no row returned".into())))?
-                    .get::<i64>(0)
-                    .map_err(MemoryError::from)
-            };
-            match *step {
-                Step::Node(batch, position) => {
-                    index.set_seq(&all[batch][position].id, first()?);
+        let at: std::collections::HashMap<&str, (usize, usize)> = self
+            .nodes
+            .iter()
+            .filter_map(|(row, at)| match row.first() {
+                Some(Value::Text(id)) => Some((id.as_str(), *at)),
+                _ => None,
+            })
+            .collect();
+        for ((_, _, step), rows) in statements.iter().zip(&answers) {
+            for row in rows {
+                match step {
+                    Step::Nodes => index.set_seq(&row.get::<String>(0)?, row.get::<i64>(1)?),
+                    Step::Edges => {
+                        let related = row.get::<String>(1)? == model::EdgeKind::RelatedTo.as_str();
+                        if let Some(&(batch, position)) =
+                            at.get(row.get::<String>(0)?.as_str()).filter(|_| related)
+                        {
+                            all[batch][position].links += 1;
+                        }
+                    }
+                    Step::Changes => index.caught_up_to(row.get::<i64>(0)?),
+                    Step::Other => {}
                 }
-                Step::Change => index.caught_up_to(first()?),
-                Step::Related(batch, position) => all[batch][position].links = rows.len(),
-                Step::Other => {}
             }
         }
-        self.statements.clear();
-        self.steps.clear();
+        self.nodes.clear();
+        self.edges.clear();
+        self.changed.clear();
         Ok(())
     }
 }
@@ -312,7 +364,11 @@ const VECTOR_STORE: &str = "INSERT INTO memory_vectors(node_id, model, vector)
 /// Logs a change for an entry whose vector of this model is stored (after [`VECTOR_STORE`]),
 /// so every index takes the vector in.
 const VECTOR_CHANGE: &str = "INSERT INTO memory_changes(node_id)
-     SELECT ?1 WHERE EXISTS (SELECT 1 FROM memory_vectors WHERE node_id = ?1 AND model = ?2)";
+     SELECT ?1 WHERE EXISTS (SELECT 1 FROM memory_vectors WHERE node_id = ?1 AND model = ?2)
+     RETURNING seq";
+
+/// The newest change to memory, read first in a chunk's transaction (see [`embed_missing`]).
+const MEMORY_HEAD: &str = "SELECT ifnull(max(seq), 0) FROM memory_changes";
 
 /// Embeds the entries that lack a vector of this build's model — those of `only`, or every
 /// entry — [`EMBED_CHUNK`] at a time: the texts are read, embedded outside any transaction (by
@@ -324,8 +380,15 @@ const VECTOR_CHANGE: &str = "INSERT INTO memory_changes(node_id)
 /// `progress(done, total)` after each chunk (when given: counting what is missing reads every
 /// entry, which a background pass after each write should not); returns how many it embedded.
 /// Safe to run in several processes at once.
+///
+/// With `index` (this process's, which its writers keep current), a chunk's vectors go
+/// straight into it when nothing changed memory between the last change it took in and the
+/// chunk's: otherwise every index would read each entry the embedder touched again from the
+/// database (after an import or a storm of writes, the next write waited for thousands).
+#[allow(clippy::too_many_arguments)]
 fn embed_missing(
     store: &Store,
+    index: Option<&RwLock<Index>>,
     lock: &Mutex<()>,
     crew: &Crew,
     idle: bool,
@@ -349,7 +412,7 @@ fn embed_missing(
             None => None,
         };
         pace();
-        let _turn = lock.lock().unwrap_or_else(|p| p.into_inner());
+        let turn = lock.lock().unwrap_or_else(|p| p.into_inner());
         let rows = unembedded(store, chunk)?;
         if rows.is_empty() {
             if chunk.is_some() {
@@ -370,25 +433,63 @@ fn embed_missing(
             .zip(&bytes)
             .map(|((id, text), bytes)| [id as _, &model as _, bytes as _, text as _])
             .collect();
-        let statements: Vec<(&str, &[&dyn store::sql::Param])> = params
-            .iter()
-            .flat_map(|p| [(VECTOR_STORE, &p[..]), (VECTOR_CHANGE, &p[..2])])
-            .collect();
-        // One round trip for the chunk (the transaction holds a team project's write lock).
-        let stored = store.transaction::<_, MemoryError>(|tx| {
-            tx.query_all_last(&statements)?;
-            Ok(())
-        });
+        let mut statements: Vec<(&str, &[&dyn store::sql::Param])> = vec![(MEMORY_HEAD, &[])];
+        statements.extend(
+            params
+                .iter()
+                .flat_map(|p| [(VECTOR_STORE, &p[..]), (VECTOR_CHANGE, &p[..2])]),
+        );
+        // One round trip for the chunk (the transaction holds a team project's write lock, so
+        // the head read first is the last change before the chunk's).
+        let stored = store.transaction::<_, MemoryError>(|tx| Ok(tx.query_all_last(&statements)?));
+        // The turn is given up first: a writer that settles takes it while it holds the index.
+        drop(turn);
+        let taken_in = match (&stored, index) {
+            (Ok(answers), Some(index)) => take_in(index, &rows, &bytes, answers),
+            _ => Ok(()),
+        };
         if idle {
             idle_class(true);
         }
         stored?;
+        taken_in?;
         done += rows.len();
         if let Some(progress) = progress.as_mut() {
             progress(done.min(total.max(done)), total.max(done));
         }
     }
     Ok(done)
+}
+
+/// Puts a stored chunk's vectors into `index` if it holds every change before the chunk's
+/// (`answers`: the head before the chunk, then for each row the store's answer and the change
+/// log's, which has a row when the vector went in); otherwise its catch-up reads them.
+fn take_in(
+    index: &RwLock<Index>,
+    rows: &[(String, String)],
+    bytes: &[Vec<u8>],
+    answers: &[Vec<store::sql::Row>],
+) -> Result<()> {
+    let Some((head, stored)) = answers.split_first() else {
+        return Ok(());
+    };
+    let before = match head.first() {
+        Some(row) => row.get::<i64>(0)?,
+        None => return Ok(()),
+    };
+    let mut index = index.write().unwrap_or_else(|p| p.into_inner());
+    if !index.is_loaded() || index.last_change() != before {
+        return Ok(());
+    }
+    let mut last = before;
+    for ((id, text), (bytes, answer)) in rows.iter().zip(bytes.iter().zip(stored.chunks(2))) {
+        if let Some(change) = answer.get(1).and_then(|rows| rows.first()) {
+            last = last.max(change.get::<i64>(0)?);
+            index.take_vector(id, text, embed::Vector::from_bytes(bytes));
+        }
+    }
+    index.caught_up_to(last);
+    Ok(())
 }
 
 /// The (id, text) of entries without a vector of this build's model: those among `ids`, or the
@@ -611,7 +712,7 @@ impl Memory {
         let memory = Memory {
             store,
             project,
-            index: RwLock::new(Index::default()),
+            index: Arc::new(RwLock::new(Index::default())),
             queued: Mutex::default(),
             embedder: Arc::default(),
             embed_on_write: Default::default(),
@@ -658,6 +759,7 @@ impl Memory {
             work.running = true;
         }
         let store = Arc::clone(&self.store);
+        let index = Arc::clone(&self.index);
         let spawned = std::thread::Builder::new()
             .name("car-embedder".into())
             .spawn(move || {
@@ -678,7 +780,7 @@ impl Memory {
                     };
                     let only = (!scan).then_some(ids.as_slice());
                     let pace = || embedder.wait_for_quiet();
-                    match embed_missing(&store, &embedder.turn, &crew, idle, &pace, only, None) {
+                    match embed_missing(&store, Some(&index), &embedder.turn, &crew, idle, &pace, only, None) {
                         Ok(embedded) => {
                             tracing::debug!(embedded, scan, "embedded memory entries in the background")
                         }
@@ -718,8 +820,10 @@ impl Memory {
     /// once.
     pub fn settle(&self, progress: &mut dyn FnMut(usize, usize)) -> Result<usize> {
         let crew = Crew::new(std::thread::available_parallelism().map_or(1, |n| n.get()));
+        // Not this process's index: a writer that settles holds it.
         embed_missing(
             &self.store,
+            None,
             &self.embedder.turn,
             &crew,
             false,
@@ -1920,6 +2024,114 @@ mod tests {
             assert_eq!(other.entry_count("").unwrap(), 120);
             for id in &ids {
                 assert!(other.get(id, "").unwrap().is_some(), "{id}");
+            }
+        }
+    );
+
+    #[test]
+    fn a_groups_rows_go_in_chunks_of_powers_of_two() {
+        let sizes = |n: usize| {
+            let items = vec![0u8; n];
+            write::chunks(&items).map(<[u8]>::len).collect::<Vec<_>>()
+        };
+        assert!(sizes(0).is_empty());
+        assert_eq!(sizes(1), [1]);
+        assert_eq!(sizes(13), [8, 4, 1]);
+        assert_eq!(sizes(32), [32]);
+        assert_eq!(sizes(70), [32, 32, 4, 2]);
+    }
+
+    on_both_stores!(
+        a_large_group_is_written_as_its_plan_says,
+        |stores: &Stores| {
+            let memory = stores.open();
+            memory
+                .write(NewEntry::new(
+                    Kind::Pattern,
+                    "anchor",
+                    "the queue drains nightly",
+                ))
+                .unwrap();
+            // 45 entries in one group (chunks of 32, 8, 4 and 1): every third repeats the
+            // subject before it and replaces that entry, pairs link through a rare word, and
+            // one names a target (the rows before it are sent first, then it is looked up).
+            let mut entries: Vec<NewEntry> = (0..45)
+                .map(|i| {
+                    let subject = if i % 3 == 2 {
+                        format!("topic {}", i - 1)
+                    } else {
+                        format!("topic {i}")
+                    };
+                    // Entries 2k and 2k + 1 share a word no other entry has.
+                    let rare: String = [b'a' + (i / 2 / 26) as u8, b'a' + (i / 2 % 26) as u8]
+                        .iter()
+                        .map(|&b| b as char)
+                        .collect();
+                    NewEntry::new(Kind::Pattern, &subject, &format!("the zz{rare} queue note"))
+                })
+                .collect();
+            entries[40].depends_on = vec!["anchor".into()];
+            let written = memory.write_entries(entries).unwrap();
+            assert_eq!(written.len(), 45);
+            let other = stores.open();
+            for (i, w) in written.iter().enumerate() {
+                let here = memory.get(&w.id, "").unwrap().unwrap();
+                let there = other.get(&w.id, "").unwrap().unwrap();
+                assert_eq!(
+                    here.seq, there.seq,
+                    "{}: the index holds the database's number",
+                    w.id
+                );
+                assert_eq!(here.superseded_by, there.superseded_by, "{}", w.id);
+                if i % 3 == 2 {
+                    assert_eq!(w.superseded, [written[i - 1].id.clone()]);
+                    assert_eq!(there.superseded_by, None);
+                }
+                let related = other
+                    .links_of(&w.id, "", 100)
+                    .unwrap()
+                    .into_iter()
+                    .filter(|l| l.outgoing && l.kind == EdgeKind::RelatedTo)
+                    .count();
+                assert_eq!(w.links, related, "{}: links reported as made", w.id);
+            }
+            assert!(written.iter().any(|w| w.links > 0));
+            assert!(other
+                .links_of(&written[40].id, "", 100)
+                .unwrap()
+                .iter()
+                .any(|l| l.outgoing && l.kind == EdgeKind::DependsOn));
+            assert_eq!(other.entry_count("").unwrap(), 1 + 45 - 15);
+            assert_eq!(
+                memory.entry_count("").unwrap(),
+                other.entry_count("").unwrap()
+            );
+        }
+    );
+
+    on_both_stores!(
+        the_embedders_vectors_go_straight_into_its_processes_index,
+        |stores: &Stores| {
+            let memory = stores.open();
+            memory.warm().unwrap();
+            let written = memory
+                .write_entries(vec![
+                    NewEntry::new(Kind::Pattern, "deploys", "deploys need a canary"),
+                    NewEntry::new(Kind::Pattern, "schema", "migrations need sign-off"),
+                    NewEntry::new(Kind::Knowledge, "pager", "the pager rotates weekly"),
+                ])
+                .unwrap();
+            let head = || memory.store().memory_head().unwrap();
+            // Nothing reads or writes meanwhile, so only the embedder can bring the index up
+            // to the vectors' changes; a catch-up would have to read the entries again.
+            eventually("the index holds every change, the embedder's too", || {
+                missing_vectors(memory.store()).unwrap() == 0
+                    && memory.index.read().unwrap().last_change() == head()
+            });
+            let index = memory.index.read().unwrap();
+            for w in &written {
+                let slot = index.slot_of(&w.id).unwrap();
+                assert!(index.has_vector(slot), "{} has its vector", w.id);
             }
         }
     );

@@ -134,23 +134,92 @@ pub(super) fn plan_links(index: &Index, entry: &NewEntry, scope: &Scope) -> Vec<
         .collect()
 }
 
-/// What writing one entry takes: the statements (run later, in order, with the rest of its
-/// group's, in one round trip on a team store) and what it will report. The index already
-/// holds the entry when this is returned, so the group's next entries link to it, replace it
-/// or take the next id as they would after a refresh.
+/// What writing one entry takes (sent later with the rest of its group's, in one round trip
+/// on a team store; see `Pending` in the module above) and what it will report. The index
+/// already holds the entry when this is returned, so the group's next entries link to it,
+/// replace it or take the next id as they would after a refresh.
 pub(super) struct Planned {
     pub written: Written,
-    pub statements: Vec<(String, Vec<Value>)>,
-    /// Which of `statements` adds the related links (the rows it returns are `written.links`).
-    pub related_at: Option<usize>,
-    /// Which of `statements` log a change (each returns the change's number).
-    pub changes_at: Vec<usize>,
+    /// The node's row, in [`NODE_COLUMNS`]' order.
+    pub node: Vec<Value>,
+    /// Its edges: (target, kind, weight). Each is added after every node of the group, and
+    /// only if its target still exists (another process may have deleted it).
+    pub edges: Vec<(String, EdgeKind, f64)>,
+    /// What it changes in other nodes (supersessions, invalidations), in order, after every
+    /// node and edge of the group.
+    pub updates: Vec<(String, Vec<Value>)>,
+    /// The nodes whose change to log: its own, then each it changed.
+    pub changed: Vec<String>,
 }
 
-/// What the database answers to a planned statement that the index needs: the first of an
-/// entry's statements inserts its node (returning its sequence number), a change-log insert
-/// returns the change's number, a related-links insert returns a row per link made.
-pub(super) const NODE_AT: usize = 0;
+/// The columns of a node's row that a write inserts.
+pub(super) const NODE_COLUMNS: &str =
+    "id, project_id, tenant, kind, subject, subject_key, body, tags, confidence, source, created_at";
+
+/// Rows a multi-row statement takes at most. A group's rows go in chunks whose sizes are
+/// powers of two up to this, so few distinct statements are ever prepared.
+const CHUNK: usize = 32;
+
+/// `items` in chunks of powers of two, largest first (13 rows: 8, 4, 1).
+pub(super) fn chunks<T>(mut items: &[T]) -> impl Iterator<Item = &[T]> {
+    std::iter::from_fn(move || {
+        if items.is_empty() {
+            return None;
+        }
+        let size = 1usize << items.len().min(CHUNK).ilog2();
+        let (chunk, rest) = items.split_at(size);
+        items = rest;
+        Some(chunk)
+    })
+}
+
+/// `VALUES` with `rows` rows of `width` numbered slots: `(?1, ?2), (?3, ?4)`.
+fn values(rows: usize, width: usize) -> String {
+    let mut out = String::with_capacity(rows * width * 5);
+    for r in 0..rows {
+        if r > 0 {
+            out.push_str(", ");
+        }
+        out.push('(');
+        for c in 0..width {
+            if c > 0 {
+                out.push_str(", ");
+            }
+            out.push_str(&format!("?{}", r * width + c + 1));
+        }
+        out.push(')');
+    }
+    out
+}
+
+/// Inserts `rows` nodes (their values in [`NODE_COLUMNS`]' order, row after row); each
+/// returns its id and sequence number.
+pub(super) fn insert_nodes(rows: usize) -> String {
+    format!(
+        "INSERT INTO memory_nodes({NODE_COLUMNS}) VALUES {} RETURNING id, seq",
+        values(rows, 11)
+    )
+}
+
+/// Logs `rows` changed nodes (their ids) for every index to replay; each returns its number.
+pub(super) fn log_changes(rows: usize) -> String {
+    format!(
+        "INSERT INTO memory_changes(node_id) VALUES {} RETURNING seq",
+        values(rows, 1)
+    )
+}
+
+/// Adds `rows` edges (source, target, kind, weight, row after row), each only if its target
+/// still exists; one already there is left as it is. Each made returns its source and kind.
+pub(super) fn insert_edges(rows: usize) -> String {
+    format!(
+        "INSERT OR IGNORE INTO memory_edges(src, dst, kind, weight)
+         SELECT v.column1, v.column2, v.column3, CAST(v.column4 AS DOUBLE PRECISION)
+         FROM (VALUES {}) AS v
+         WHERE EXISTS (SELECT 1 FROM memory_nodes n WHERE n.id = v.column2) RETURNING src, kind",
+        values(rows, 4)
+    )
+}
 
 /// Plans an entry with its supersessions and links against `index`, which is current with
 /// the transaction and holds what the group planned before it (see [`Planned`]). `seq` is
@@ -183,81 +252,62 @@ pub(super) fn plan(
     let links = plan_links(index, entry, scope);
     let tags = serde_json::to_string(&entry.tags).unwrap_or_else(|_| "[]".into());
     let at = store::now();
-    let related: Vec<(String, EdgeKind, f64)> = links
+    let mut edges: Vec<(String, EdgeKind, f64)> = links
         .into_iter()
         .filter(|(target, _)| !superseded.contains(target))
         .map(|(target, weight)| (target, EdgeKind::RelatedTo, weight))
         .collect();
-    let mut other: Vec<(String, EdgeKind, f64)> = Vec::new();
-    other.extend(
+    edges.extend(
         superseded
             .iter()
             .map(|old| (old.clone(), EdgeKind::Supersedes, 1.0)),
     );
-    other.extend(
+    edges.extend(
         depends_on
             .iter()
             .map(|dep| (dep.clone(), EdgeKind::DependsOn, 1.0)),
     );
-    let mut statements: Vec<(String, Vec<Value>)> = vec![
-        (
-            "INSERT INTO memory_nodes(id, project_id, tenant, kind, subject, subject_key, body, tags,
-                 confidence, source, created_at)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11) RETURNING seq"
-                .into(),
-            vec![
-                id.value(),
-                scope.project.value(),
-                scope.tenant.value(),
-                entry.kind.as_str().value(),
-                entry.subject.value(),
-                subject_key.value(),
-                entry.body.value(),
-                tags.value(),
-                entry.confidence.value(),
-                entry.source.value(),
-                at.value(),
-            ],
-        ),
-        (LOG_CHANGE.into(), vec![id.value()]),
+    let node = vec![
+        id.value(),
+        scope.project.value(),
+        scope.tenant.value(),
+        entry.kind.as_str().value(),
+        entry.subject.value(),
+        subject_key.value(),
+        entry.body.value(),
+        tags.value(),
+        entry.confidence.value(),
+        entry.source.value(),
+        at.value(),
     ];
     // The entry's meaning is embedded off the write path (`Memory`'s embedder), which logs a
     // change of its own so every index takes the vector in.
-    let mut changes_at = vec![1];
-    let mut related_at = None;
-    if !related.is_empty() {
-        related_at = Some(statements.len());
-        statements.push(edges(&id, &related));
-    }
-    if !other.is_empty() {
-        statements.push(edges(&id, &other));
-    }
+    let mut changed = vec![id.clone()];
+    let mut updates = Vec::new();
     let mut invalidated = Vec::new();
     for old in &superseded {
-        statements.push((
+        updates.push((
             "UPDATE memory_nodes SET superseded_by = ?1 WHERE id = ?2".into(),
             vec![id.value(), old.value()],
         ));
-        changes_at.push(statements.len());
-        statements.push((LOG_CHANGE.into(), vec![old.value()]));
+        changed.push(old.clone());
         for dependent in index.dependents(old) {
             // One this entry also replaces is not current any more: nothing to flag.
             if superseded.contains(&dependent) || invalidated.iter().any(|(d, _)| *d == dependent) {
                 continue;
             }
             let note = format!("its premise {old} was superseded by {id}");
-            statements.push((
+            updates.push((
                 "UPDATE memory_nodes SET invalidated_by = ?1, invalidated_note = ?2
                  WHERE id = ?3 AND invalidated_note IS NULL AND superseded_by IS NULL"
                     .into(),
                 vec![id.value(), note.value(), dependent.value()],
             ));
-            changes_at.push(statements.len());
-            statements.push((LOG_CHANGE.into(), vec![dependent.value()]));
+            changed.push(dependent.clone());
             invalidated.push((dependent, note));
         }
     }
-    let node = Node {
+    let node_row = Node {
         seq,
         id: id.clone(),
         project: scope.project,
@@ -274,9 +324,7 @@ pub(super) fn plan(
         invalidated_note: None,
         injections: 0,
     };
-    let mut all_edges = related;
-    all_edges.extend(other);
-    index.apply_write(node, None, &all_edges, &superseded, &invalidated);
+    index.apply_write(node_row, None, &edges, &superseded, &invalidated);
     Planned {
         written: Written {
             id,
@@ -289,35 +337,11 @@ pub(super) fn plan(
             links: 0,
             total: 0,
         },
-        statements,
-        related_at,
-        changes_at,
+        node,
+        edges,
+        updates,
+        changed,
     }
-}
-
-/// Logs a touched node for every index to replay.
-const LOG_CHANGE: &str = "INSERT INTO memory_changes(node_id) VALUES (?1) RETURNING seq";
-
-/// Edges from one entry, as one statement: each is added only if its target still exists
-/// (another process may have deleted it), and one already there is left as it is.
-fn edges(src: &str, edges: &[(String, EdgeKind, f64)]) -> (String, Vec<Value>) {
-    let rows: Vec<String> = (0..edges.len())
-        .map(|i| format!("(?{}, ?{}, ?{})", 3 * i + 2, 3 * i + 3, 3 * i + 4))
-        .collect();
-    let mut params = vec![src.value()];
-    for (dst, kind, weight) in edges {
-        params.extend([dst.value(), kind.as_str().value(), weight.value()]);
-    }
-    (
-        format!(
-            "INSERT OR IGNORE INTO memory_edges(src, dst, kind, weight)
-             SELECT ?1, v.column1, v.column2, CAST(v.column3 AS DOUBLE PRECISION)
-             FROM (VALUES {}) AS v
-             WHERE EXISTS (SELECT 1 FROM memory_nodes n WHERE n.id = v.column1) RETURNING 1",
-            rows.join(", ")
-        ),
-        params,
-    )
 }
 
 /// Resolves an id, or else a subject, to a current node the scope sees.

@@ -36,6 +36,9 @@ const MIGRATIONS: &[(&str, &str)] = &[
 /// How many times a writer retries a locked database before giving up (about 30 s in all).
 const BUSY_ATTEMPTS: i32 = 30_000;
 
+/// Statements a SQLite connection keeps prepared (rusqlite's default is 16).
+const STATEMENT_CACHE: usize = 64;
+
 /// Whether an error is SQLite saying another connection holds the lock.
 fn is_busy(err: &rusqlite::Error) -> bool {
     matches!(
@@ -206,6 +209,9 @@ impl Store {
             .map_err(open_err)?;
         conn.pragma_update(None, "foreign_keys", "ON")
             .map_err(open_err)?;
+        // A memory write group's rows go in chunks of a few sizes each (see
+        // `memory::write::chunks`): room for every one of them and the rest.
+        conn.set_prepared_statement_cache_capacity(STATEMENT_CACHE);
         let store = Store {
             backend: Backend::Sqlite(Mutex::new(conn)),
             path: Some(path.to_path_buf()),
@@ -223,6 +229,7 @@ impl Store {
     pub fn open_in_memory() -> Result<Store> {
         let conn = Connection::open_in_memory()?;
         conn.pragma_update(None, "foreign_keys", "ON")?;
+        conn.set_prepared_statement_cache_capacity(STATEMENT_CACHE);
         let store = Store {
             backend: Backend::Sqlite(Mutex::new(conn)),
             path: None,
