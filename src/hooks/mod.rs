@@ -716,6 +716,7 @@ fn record(
         id: id.clone(),
         tool: tool.to_string(),
         request_id: None,
+        claimed: false,
         face: "hook".to_string(),
         started_at: started_at.to_string(),
         status: ExecStatus::Ok,

@@ -227,7 +227,7 @@ impl Pending {
             // Nothing to write (the check alone is not worth a round trip).
             return Ok(());
         }
-        for chunk in write::chunks(&self.nodes) {
+        for chunk in store::sql::chunks(&self.nodes) {
             let values = chunk.iter().flat_map(|(row, _)| row.iter().cloned());
             statements.push((
                 write::insert_nodes(chunk.len()),
@@ -235,7 +235,7 @@ impl Pending {
                 Step::Nodes,
             ));
         }
-        for chunk in write::chunks(&self.edges) {
+        for chunk in store::sql::chunks(&self.edges) {
             let mut values = Vec::with_capacity(chunk.len() * 4);
             for (src, dst, kind, weight) in chunk {
                 values.extend([
@@ -250,7 +250,7 @@ impl Pending {
         for (sql, values) in self.updates.drain(..) {
             statements.push((sql, values, Step::Other));
         }
-        for chunk in write::chunks(&self.changed) {
+        for chunk in store::sql::chunks(&self.changed) {
             let values = chunk.iter().map(|id| Value::Text(id.clone()));
             statements.push((
                 write::log_changes(chunk.len()),
@@ -2032,7 +2032,9 @@ mod tests {
     fn a_groups_rows_go_in_chunks_of_powers_of_two() {
         let sizes = |n: usize| {
             let items = vec![0u8; n];
-            write::chunks(&items).map(<[u8]>::len).collect::<Vec<_>>()
+            store::sql::chunks(&items)
+                .map(<[u8]>::len)
+                .collect::<Vec<_>>()
         };
         assert!(sizes(0).is_empty());
         assert_eq!(sizes(1), [1]);

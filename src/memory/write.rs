@@ -1,7 +1,7 @@
 //! Writing entries: ids, supersession (explicit, or the same subject within a tenant), the
 //! links the engine adds as an entry arrives, and the change log other processes replay.
 
-use crate::store::sql::{args, Dialect, Param, Sql, Value};
+use crate::store::sql::{args, values, Dialect, Param, Sql, Value};
 
 use super::model::Node;
 
@@ -155,42 +155,6 @@ pub(super) struct Planned {
 /// The columns of a node's row that a write inserts.
 pub(super) const NODE_COLUMNS: &str =
     "id, project_id, tenant, kind, subject, subject_key, body, tags, confidence, source, created_at";
-
-/// Rows a multi-row statement takes at most. A group's rows go in chunks whose sizes are
-/// powers of two up to this, so few distinct statements are ever prepared.
-const CHUNK: usize = 32;
-
-/// `items` in chunks of powers of two, largest first (13 rows: 8, 4, 1).
-pub(super) fn chunks<T>(mut items: &[T]) -> impl Iterator<Item = &[T]> {
-    std::iter::from_fn(move || {
-        if items.is_empty() {
-            return None;
-        }
-        let size = 1usize << items.len().min(CHUNK).ilog2();
-        let (chunk, rest) = items.split_at(size);
-        items = rest;
-        Some(chunk)
-    })
-}
-
-/// `VALUES` with `rows` rows of `width` numbered slots: `(?1, ?2), (?3, ?4)`.
-fn values(rows: usize, width: usize) -> String {
-    let mut out = String::with_capacity(rows * width * 5);
-    for r in 0..rows {
-        if r > 0 {
-            out.push_str(", ");
-        }
-        out.push('(');
-        for c in 0..width {
-            if c > 0 {
-                out.push_str(", ");
-            }
-            out.push_str(&format!("?{}", r * width + c + 1));
-        }
-        out.push(')');
-    }
-    out
-}
 
 /// Inserts `rows` nodes (their values in [`NODE_COLUMNS`]' order, row after row); each
 /// returns its id and sequence number.

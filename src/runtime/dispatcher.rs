@@ -196,6 +196,7 @@ impl Dispatcher {
             id: execution_id.clone(),
             tool: name.to_string(),
             request_id: options.request_id.clone(),
+            claimed: keyed,
             face: face.to_string(),
             started_at,
             status,

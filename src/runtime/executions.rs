@@ -154,6 +154,9 @@ pub struct Finished {
     pub error: Option<String>,
     /// Kept only for keyed calls, to replay.
     pub result: Option<Value>,
+    /// It claimed its idempotency key ([`claim`]): the `running` row the claim inserted is
+    /// completed, not inserted.
+    pub claimed: bool,
     /// A keyed call that did not complete: its key is given back so the client can retry.
     pub release: bool,
     /// The connection it came through.
@@ -180,72 +183,75 @@ pub(crate) fn finish_in(tx: &dyn Sql, done: &Finished) -> store::Result<()> {
 /// The columns one finished call writes, in the order [`finish_all`] binds them.
 const FINISHED_COLUMNS: usize = 13;
 
-/// [`finish_in`] for many calls in one statement (a group the journal commits at once: one
+/// [`finish_in`] for many calls in a few statements (a group the journal commits at once: one
 /// round trip to a team database, not one per call, the commit's included when `last`: the
-/// transaction's last statements, see [`Sql::query_all_last`]).
+/// transaction's last statements, see [`Sql::query_all_last`]). The rows of calls that
+/// claimed no key are new and inserted as they are; a claimed call's completes the `running`
+/// row its claim inserted (an insert that may update costs PostgreSQL more). Rows go
+/// in chunks of a few sizes (see [`crate::store::sql::chunks`]).
 fn finish_all(tx: &dyn Sql, all: &[&Finished], last: bool) -> store::Result<()> {
+    use crate::store::sql::{chunks, values, Param, Value as SqlValue};
     if all.is_empty() {
         return Ok(());
     }
-    let rows: Vec<String> = (0..all.len())
-        .map(|r| {
-            let first = r * FINISHED_COLUMNS + 1;
-            let slots: Vec<String> = (first..first + FINISHED_COLUMNS)
-                .map(|n| format!("?{n}"))
-                .collect();
-            format!("({})", slots.join(", "))
-        })
-        .collect();
-    let values: Vec<[crate::store::sql::Value; FINISHED_COLUMNS]> = all
-        .iter()
-        .map(|done| {
-            use crate::store::sql::Param;
-            [
-                done.id.value(),
-                done.tool.value(),
-                done.status.as_str().value(),
-                done.request_id.value(),
-                done.face.value(),
-                done.started_at.value(),
-                (done.duration_ms as i64).value(),
-                done.error.value(),
-                done.result.as_ref().map(Value::to_string).value(),
-                done.session.value(),
-                done.host.value(),
-                done.subject.value(),
-                done.author.value(),
-            ]
-        })
-        .collect();
-    let params: Vec<&dyn crate::store::sql::Param> = values
-        .iter()
-        .flatten()
-        .map(|v| v as &dyn crate::store::sql::Param)
-        .collect();
-    let insert = format!(
-        "INSERT INTO executions(id, tool, status, request_id, face, started_at, duration_ms,
-             error, result, session, host, subject, author)
-         VALUES {}
-         ON CONFLICT(id) DO UPDATE SET status = excluded.status,
-             duration_ms = excluded.duration_ms, error = excluded.error,
-             result = excluded.result, session = excluded.session, host = excluded.host,
-             subject = excluded.subject, author = excluded.author",
-        rows.join(", ")
-    );
-    let released: Vec<[&dyn crate::store::sql::Param; 1]> = all
-        .iter()
-        .filter(|d| d.release)
-        .map(|done| [&done.id as &dyn crate::store::sql::Param])
-        .collect();
-    let mut statements: Vec<(&str, &[&dyn crate::store::sql::Param])> =
-        vec![(insert.as_str(), params.as_slice())];
-    for id in &released {
-        statements.push(("UPDATE executions SET idem_key = NULL WHERE id = ?1", id));
+    let row = |done: &Finished| -> [SqlValue; FINISHED_COLUMNS] {
+        [
+            done.id.value(),
+            done.tool.value(),
+            done.status.as_str().value(),
+            done.request_id.value(),
+            done.face.value(),
+            done.started_at.value(),
+            (done.duration_ms as i64).value(),
+            done.error.value(),
+            done.result.as_ref().map(Value::to_string).value(),
+            done.session.value(),
+            done.host.value(),
+            done.subject.value(),
+            done.author.value(),
+        ]
+    };
+    let (keyed, fresh): (Vec<&Finished>, Vec<&Finished>) =
+        all.iter().partition(|done| done.claimed);
+    let mut statements: Vec<(String, Vec<SqlValue>)> = Vec::new();
+    for (rows, keyed) in [(&fresh, false), (&keyed, true)] {
+        for chunk in chunks(rows) {
+            let mut sql = format!(
+                "INSERT INTO executions(id, tool, status, request_id, face, started_at, duration_ms,
+                     error, result, session, host, subject, author)
+                 VALUES {}",
+                values(chunk.len(), FINISHED_COLUMNS)
+            );
+            if keyed {
+                sql.push_str(
+                    " ON CONFLICT(id) DO UPDATE SET status = excluded.status,
+                     duration_ms = excluded.duration_ms, error = excluded.error,
+                     result = excluded.result, session = excluded.session, host = excluded.host,
+                     subject = excluded.subject, author = excluded.author",
+                );
+            }
+            statements.push((sql, chunk.iter().flat_map(|done| row(done)).collect()));
+        }
     }
+    for done in all.iter().filter(|d| d.release) {
+        statements.push((
+            "UPDATE executions SET idem_key = NULL WHERE id = ?1".into(),
+            vec![done.id.value()],
+        ));
+    }
+    let params: Vec<Vec<&dyn Param>> = statements
+        .iter()
+        .map(|(_, values)| values.iter().map(|v| v as &dyn Param).collect())
+        .collect();
+    let sent: Vec<(&str, &[&dyn Param])> = statements
+        .iter()
+        .zip(&params)
+        .map(|((sql, _), params)| (sql.as_str(), params.as_slice()))
+        .collect();
     if last {
-        tx.query_all_last(&statements)?;
+        tx.query_all_last(&sent)?;
     } else {
-        tx.query_all(&statements)?;
+        tx.query_all(&sent)?;
     }
     Ok(())
 }
@@ -621,11 +627,13 @@ mod tests {
         assert_eq!(status, "error");
     }
 
+    /// A finished call; `claimed` (its key claimed first) when it is to `release` its key.
     fn done(id: &str, release: bool) -> Finished {
         Finished {
             id: id.into(),
             tool: "t".into(),
             request_id: None,
+            claimed: release,
             face: "mcp".into(),
             started_at: store::now(),
             status: ExecStatus::Ok,
@@ -679,6 +687,7 @@ mod tests {
             let call = keyed("a", "2000-01-01T00:00:00.000Z");
             assert!(matches!(claim(&store, &call).unwrap(), Claim::Fresh));
             let mut first = done("a", false);
+            first.claimed = true;
             first.result = Some(serde_json::json!({"n": 1}));
             first.author = Some("alice".into());
             first.session = Some("s1".into());

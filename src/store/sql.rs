@@ -123,6 +123,42 @@ macro_rules! sql_args {
 }
 pub use crate::sql_args as args;
 
+/// Rows a multi-row statement takes at most. Rows go in chunks whose sizes are powers of two
+/// up to this ([`chunks`]), so few distinct statements are ever prepared.
+pub const CHUNK: usize = 32;
+
+/// `items` in chunks of powers of two, largest first (13 rows: 8, 4, 1).
+pub fn chunks<T>(mut items: &[T]) -> impl Iterator<Item = &[T]> {
+    std::iter::from_fn(move || {
+        if items.is_empty() {
+            return None;
+        }
+        let size = 1usize << items.len().min(CHUNK).ilog2();
+        let (chunk, rest) = items.split_at(size);
+        items = rest;
+        Some(chunk)
+    })
+}
+
+/// `VALUES`' rows: `rows` of `width` numbered slots, `(?1, ?2), (?3, ?4)`.
+pub fn values(rows: usize, width: usize) -> String {
+    let mut out = String::with_capacity(rows * width * 5);
+    for r in 0..rows {
+        if r > 0 {
+            out.push_str(", ");
+        }
+        out.push('(');
+        for c in 0..width {
+            if c > 0 {
+                out.push_str(", ");
+            }
+            out.push_str(&format!("?{}", r * width + c + 1));
+        }
+        out.push(')');
+    }
+    out
+}
+
 /// A type a column reads back as.
 pub trait FromValue: Sized {
     fn from_value(value: Value) -> Result<Self, String>;
