@@ -12,7 +12,8 @@
 # each round waiting until the server's background embedder has embedded everything. With
 # DELAY=0.001 the servers reach PostgreSQL through a proxy that holds every packet 1 ms each way
 # (a database across a network; the proxy is Python, so it limits throughput too: compare
-# latencies with CLIENTS=1). Prints writes/s, p50 and car-server's CPU (clock ticks) per round.
+# latencies with CLIENTS=1). Prints writes/s, p50 and car-server's CPU (clock ticks) per round,
+# then both builds' medians and in how many rounds the new one was faster.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 old=${1:?usage: scripts/bench-team-ab.sh OLD_RELEASE_DIR NEW_RELEASE_DIR}
@@ -89,7 +90,18 @@ for r in $(seq 0 $((rounds - 1))); do
         before=$(cpu "${pid[$side]}")
         out=$(HTTP_LOAD_COUNT=$count HTTP_LOAD_TOKEN="$token" "$load_bin" "${url[$side]}" memory_add_fact "@$work/facts-$side-$r.json" "$clients" 10 raw)
         after=$(cpu "${pid[$side]}")
-        echo "$out" | python3 -c 'import json,sys; d=json.load(sys.stdin); print("%s round %s: %.0f writes/s, p50 %.2f ms, errors %d, car-server CPU %s ticks" % (sys.argv[1], sys.argv[2], d["calls_per_second"], d["p50_ms"], d["errors"], sys.argv[3]))' "$side" "$r" "$((after - before))"
+        echo "$out" | python3 -c 'import json,sys; d=json.load(sys.stdin); print("%s round %s: %.0f writes/s, p50 %.2f ms, errors %d, car-server CPU %s ticks" % (sys.argv[1], sys.argv[2], d["calls_per_second"], d["p50_ms"], d["errors"], sys.argv[3]))' "$side" "$r" "$((after - before))" | tee -a "$work/rounds.txt"
         while [ "$(team_unembedded "$db_url")" != 0 ]; do sleep 0.2; done
     done
 done
+python3 - "$work/rounds.txt" <<'PY'
+import re, statistics, sys
+rates = {"old": [], "new": []}
+for line in open(sys.argv[1]):
+    m = re.match(r"(old|new) round \d+: (\d+) writes/s", line)
+    if m:
+        rates[m.group(1)].append(int(m.group(2)))
+old, new = statistics.median(rates["old"]), statistics.median(rates["new"])
+wins = sum(n > o for o, n in zip(rates["old"], rates["new"]))
+print(f"medians: old {old:.0f}, new {new:.0f} writes/s ({new / old:.2f}x); new faster in {wins} of {len(rates['new'])} rounds")
+PY
