@@ -143,6 +143,7 @@ pub fn claim(store: &Store, call: &KeyedCall) -> store::Result<Claim> {
 }
 
 /// The outcome of one finished call, to record.
+#[derive(Debug, Clone)]
 pub struct Finished {
     pub id: String,
     pub tool: String,
@@ -170,14 +171,22 @@ pub struct Finished {
 }
 
 /// Records a finished call: updates the keyed row, or inserts the row of an unkeyed call.
+/// Its row may already be there (the journal's group that held it may have committed before
+/// its connection failed, and this is the retry), so it is written over, not doubled.
 pub fn finish(store: &Store, done: &Finished) -> store::Result<()> {
-    store.append(|tx| finish_all(tx, &[done], true))
+    store.append(|tx| finish_all(tx, &[done], true, true))
+}
+
+/// The journal's group of finished calls, in one transaction. Unlike [`finish`], a row of a
+/// call that claimed no key is new: it is inserted plainly.
+fn finish_group(store: &Store, all: &[&Finished]) -> store::Result<()> {
+    store.append(|tx| finish_all(tx, all, true, false))
 }
 
 /// [`finish`] inside a transaction: the row, and for a keyed call that did not complete
 /// (`release`), its key given back so the client can retry.
 pub(crate) fn finish_in(tx: &dyn Sql, done: &Finished) -> store::Result<()> {
-    finish_all(tx, &[done], false)
+    finish_all(tx, &[done], false, false)
 }
 
 /// The columns one finished call writes, in the order [`finish_all`] binds them.
@@ -187,9 +196,10 @@ const FINISHED_COLUMNS: usize = 13;
 /// round trip to a team database, not one per call, the commit's included when `last`: the
 /// transaction's last statements, see [`Sql::query_all_last`]). The rows of calls that
 /// claimed no key are new and inserted as they are; a claimed call's completes the `running`
-/// row its claim inserted (an insert that may update costs PostgreSQL more). Rows go
-/// in chunks of a few sizes (see [`crate::store::sql::chunks`]).
-fn finish_all(tx: &dyn Sql, all: &[&Finished], last: bool) -> store::Result<()> {
+/// row its claim inserted (an insert that may update costs PostgreSQL more); so does every
+/// row where `retry` (the rows may have been committed already). Rows go in chunks of a few
+/// sizes (see [`crate::store::sql::chunks`]).
+fn finish_all(tx: &dyn Sql, all: &[&Finished], last: bool, retry: bool) -> store::Result<()> {
     use crate::store::sql::{chunks, values, Param, Value as SqlValue};
     if all.is_empty() {
         return Ok(());
@@ -212,7 +222,7 @@ fn finish_all(tx: &dyn Sql, all: &[&Finished], last: bool) -> store::Result<()> 
         ]
     };
     let (keyed, fresh): (Vec<&Finished>, Vec<&Finished>) =
-        all.iter().partition(|done| done.claimed);
+        all.iter().partition(|done| done.claimed || retry);
     let mut statements: Vec<(String, Vec<SqlValue>)> = Vec::new();
     for (rows, keyed) in [(&fresh, false), (&keyed, true)] {
         for chunk in chunks(rows) {
@@ -336,7 +346,7 @@ fn write_groups(store: &Store, queue: &std::sync::mpsc::Receiver<Pending>) {
         // writer goes on with the next group.
         let written = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
             let rows: Vec<&Finished> = group.iter().map(|p| &p.done).collect();
-            store.append(|tx| finish_all(tx, &rows, true))
+            finish_group(store, &rows)
         }))
         .unwrap_or_else(|_| {
             Err(store::StoreError::Task(
@@ -358,7 +368,9 @@ fn write_groups(store: &Store, queue: &std::sync::mpsc::Receiver<Pending>) {
                         .send(Err(store::StoreError::Task(e.to_string())));
                 }
             }
-            // One bad row must not fail the others: each on its own, with its own answer.
+            // One bad row must not fail the others: each on its own, with its own answer. The
+            // group may have committed before the error (a team database's connection lost
+            // after its COMMIT): `finish` writes over a row that is there.
             Err(_) => {
                 for pending in group {
                     let _ = pending.committed.send(finish(store, &pending.done));
@@ -691,7 +703,9 @@ mod tests {
             first.result = Some(serde_json::json!({"n": 1}));
             first.author = Some("alice".into());
             first.session = Some("s1".into());
-            finish(&store, &first).unwrap();
+            // Through the journal's group, where a row that claimed no key is inserted plainly:
+            // this one must complete its claim's row.
+            finish_group(&store, &[&first]).unwrap();
             // The same key again, from another process or instance: the first result.
             let again = keyed("b", "2000-01-01T00:00:00.000Z");
             match claim(&stores.store(), &again).unwrap() {
@@ -785,4 +799,32 @@ mod tests {
             "{errors:?}"
         );
     }
+
+    crate::team::testing::on_both_stores!(
+        a_group_retried_row_by_row_after_it_committed_doubles_nothing,
+        |stores: &crate::team::testing::TestStore| {
+            let store = stores.store();
+            let first = done("x", false);
+            let second = done("y", false);
+            finish_group(&store, &[&first, &second]).unwrap();
+            // The journal heard an error although the group committed (its connection went
+            // after the COMMIT): it writes each row again on its own. Each call succeeded, so
+            // each is answered so, and the log holds each once.
+            let mut again = first.clone();
+            again.status = ExecStatus::Error;
+            again.error = Some("written twice".into());
+            finish(&store, &again).unwrap();
+            finish(&store, &second).unwrap();
+            let all = recent(&store, &Filter::default(), 10).unwrap();
+            let mut ids: Vec<&str> = all.iter().map(|e| e.id.as_str()).collect();
+            ids.sort();
+            assert_eq!(ids, ["x", "y"]);
+            let x = all.iter().find(|e| e.id == "x").unwrap();
+            assert_eq!(
+                x.error.as_deref(),
+                Some("written twice"),
+                "the retry's row wins"
+            );
+        }
+    );
 }
