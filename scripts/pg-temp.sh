@@ -1,7 +1,8 @@
 # Sourced, not run: `start_temp_pg` starts a temporary cluster of Debian's PostgreSQL on a free
 # loopback port, as an unprivileged user (initdb refuses root; CI runs as root), fsync off, and
 # stops and removes it when the shell exits; it exports PG_ADMIN_URL (the `postgres` database
-# of the superuser `car`). Used by scripts/test.sh and the team benchmark.
+# of the superuser `car`). Used by scripts/test.sh and the team benchmark. `PG_OPTS` adds server
+# options (e.g. `-c shared_preload_libraries=pg_stat_statements` to see where a run's time goes).
 start_temp_pg() {
   local pg_bin
   pg_bin=$(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -n 1)
@@ -20,7 +21,7 @@ start_temp_pg() {
   port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
   "${as_pg[@]}" "$pg_bin/initdb" -D "$pg_dir/data" -A trust -U car -E UTF8 --no-sync >/dev/null
   "${as_pg[@]}" "$pg_bin/pg_ctl" -D "$pg_dir/data" -l "$pg_dir/log" -w \
-    -o "-p $port -k $pg_dir -c listen_addresses=127.0.0.1 -c fsync=${PG_FSYNC:-off} -c max_connections=300" start >/dev/null
+    -o "-p $port -k $pg_dir -c listen_addresses=127.0.0.1 -c fsync=${PG_FSYNC:-off} -c max_connections=300 ${PG_OPTS:-}" start >/dev/null
   PG_BIN=$pg_bin
   stop_temp_pg() { "${as_pg[@]}" "$PG_BIN/pg_ctl" -D "$pg_dir/data" -m immediate stop >/dev/null 2>&1 || true; rm -rf "$pg_dir"; }
   trap stop_temp_pg EXIT

@@ -1092,6 +1092,8 @@ impl Memory {
         // made ahead put in the index, to read again if the database refuses it.
         let mut all: Vec<Vec<Written>> = Vec::with_capacity(batches.len());
         let max_seq = index.max_seq();
+        // When the group's last statements were sent, for the debug line's split of its time.
+        let mut sent = began;
         let result = self.tx(|tx| {
             if let Some((key, _)) = mark {
                 // Another process may have done this one-time write since we looked.
@@ -1147,12 +1149,14 @@ impl Memory {
             // The group's last statements carry the commit (one round trip fewer on a team
             // store, where the project's writers queue on its lock), unless the import's
             // mark is still to be set.
+            sent = std::time::Instant::now();
             pending.run(tx, index, &mut all, mark.is_none())?;
             if let Some((key, path)) = mark {
                 store::set_meta(tx, key, &path.to_string_lossy())?;
             }
             Ok(())
         });
+        let answered = std::time::Instant::now();
         match &result {
             Err(MemoryError::Store(StoreError::MemoryMoved(why))) if ahead => {
                 tracing::debug!(reason = %why, "a write group planned ahead is planned again");
@@ -1187,13 +1191,7 @@ impl Memory {
             Ok(_) => {}
         }
         result?;
-        tracing::debug!(
-            batches = batches.len(),
-            entries = total,
-            ahead,
-            ms = began.elapsed().as_secs_f64() * 1e3,
-            "wrote a memory write group"
-        );
+        let written_at = std::time::Instant::now();
         self.store.grew(all.iter().map(Vec::len).sum());
         // A batch with progress (an import) settles with its own progress.
         if all.iter().any(|w| !w.is_empty()) && batch.progress.is_none() {
@@ -1216,6 +1214,19 @@ impl Memory {
                 write::count_entries(index, &self.scope(&w.tenant))
             };
         }
+        let ms = |from: std::time::Instant, to: std::time::Instant| (to - from).as_secs_f64() * 1e3;
+        tracing::debug!(
+            batches = batches.len(),
+            entries = total,
+            ahead,
+            ms = ms(began, std::time::Instant::now()),
+            // Planning (and any earlier statements), the last statements' round trip (the
+            // commit's included), and what follows the commit (embedder, snapshot, counts).
+            plan_ms = ms(began, sent),
+            send_ms = ms(sent, answered),
+            after_ms = ms(written_at, std::time::Instant::now()),
+            "wrote a memory write group"
+        );
         Ok(all)
     }
 
