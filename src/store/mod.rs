@@ -151,7 +151,7 @@ pub struct Store {
 
 enum Backend {
     Sqlite(Mutex<Connection>),
-    Postgres(postgres::PgProject),
+    Postgres(Box<postgres::PgProject>),
 }
 
 impl std::fmt::Debug for Store {
@@ -241,7 +241,7 @@ impl Store {
     /// One project of a team's PostgreSQL database (see [`postgres::PgProject`]).
     pub fn postgres(project: postgres::PgProject) -> Store {
         Store {
-            backend: Backend::Postgres(project),
+            backend: Backend::Postgres(Box::new(project)),
             path: None,
         }
     }

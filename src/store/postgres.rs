@@ -251,9 +251,141 @@ impl Drop for Open {
     }
 }
 
+/// What waits for a connection's answers.
+#[derive(Clone, Copy)]
+pub(crate) enum Driver<'a> {
+    /// A pooled connection, which the runtime's workers drive.
+    Pool(&'a tokio::runtime::Handle),
+    /// The writers' own connection, driven by the thread that waits on it.
+    Own(&'a OwnConnection),
+}
+
+impl Driver<'_> {
+    /// Runs `work` to its end on the calling thread (never one of a runtime's workers).
+    pub(crate) fn block_on<F: std::future::Future>(self, work: F) -> F::Output {
+        match self {
+            Driver::Pool(rt) => rt.block_on(work),
+            Driver::Own(own) => own.block_on(work),
+        }
+    }
+}
+
+type Connection =
+    tokio_postgres::Connection<tokio_postgres::Socket, tokio_postgres::tls::NoTlsStream>;
+
+/// The connection a project's writers share (they queue on the project's write lock anyway),
+/// driven by the thread that waits on it rather than by a runtime's worker: a write's round
+/// trip is then the calling thread and PostgreSQL, with no hand-off to another thread and
+/// back each way (each a wait to be scheduled on a busy machine). Its runtime has no thread of
+/// its own: it runs only inside [`OwnConnection::block_on`].
+pub(crate) struct OwnConnection {
+    rt: Option<tokio::runtime::Runtime>,
+    client: deadpool_postgres::ClientWrapper,
+    /// `None` once the connection ended (the client's requests then fail).
+    connection: std::cell::RefCell<Option<std::pin::Pin<Box<Connection>>>>,
+}
+
+impl OwnConnection {
+    fn open(config: &tokio_postgres::Config) -> Result<OwnConnection> {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .map_err(|e| StoreError::Task(format!("cannot start a connection's runtime: {e}")))?;
+        let (client, connection) = rt
+            .block_on(config.connect(tokio_postgres::NoTls))
+            .map_err(StoreError::from)?;
+        // The wrapper keeps prepared statements; the task it aborts when dropped is a
+        // placeholder, since the connection is driven here.
+        let placeholder = rt.spawn(std::future::pending::<()>());
+        Ok(OwnConnection {
+            client: deadpool_postgres::ClientWrapper::new(client, placeholder),
+            connection: std::cell::RefCell::new(Some(Box::pin(connection))),
+            rt: Some(rt),
+        })
+    }
+
+    /// Whether the connection ended, after reading what arrived since its last use: a backend
+    /// that was terminated (a restart, a failover, an administrator) says so, and is replaced
+    /// before a write is sent to it rather than failing that write.
+    fn is_closed(&self) -> bool {
+        use std::future::Future;
+        use std::task::Poll;
+        if let Some(rt) = self.rt.as_ref() {
+            let mut connection = self.connection.borrow_mut();
+            let mut turns = 0;
+            // Polled, then polled again after a turn of the runtime's driver that does not
+            // wait: the first poll asks to hear of the socket, the turn hears, the second reads.
+            rt.block_on(std::future::poll_fn(|cx| {
+                if let Some(open) = connection.as_mut() {
+                    if let Poll::Ready(ended) = open.as_mut().poll(cx) {
+                        if let Err(e) = ended {
+                            tracing::debug!(error = %describe(&e), "the writers' connection ended");
+                        }
+                        *connection = None;
+                        return Poll::Ready(());
+                    }
+                }
+                turns += 1;
+                if turns > 1 {
+                    return Poll::Ready(());
+                }
+                cx.waker().wake_by_ref();
+                Poll::Pending
+            }));
+        }
+        self.client.is_closed() || self.connection.borrow().is_none()
+    }
+
+    fn block_on<F: std::future::Future>(&self, work: F) -> F::Output {
+        use std::future::Future;
+        use std::task::Poll;
+        let Some(rt) = self.rt.as_ref() else {
+            unreachable!("the runtime goes only when the connection is dropped")
+        };
+        let mut connection = self.connection.borrow_mut();
+        rt.block_on(async {
+            let mut work = std::pin::pin!(work);
+            std::future::poll_fn(|cx| {
+                if let Poll::Ready(out) = work.as_mut().poll(cx) {
+                    return Poll::Ready(out);
+                }
+                if let Some(open) = connection.as_mut() {
+                    if let Poll::Ready(ended) = open.as_mut().poll(cx) {
+                        if let Err(e) = ended {
+                            tracing::debug!(error = %describe(&e), "the writers' connection ended");
+                        }
+                        *connection = None;
+                        // Its requests fail now that it is gone.
+                        return work.as_mut().poll(cx);
+                    }
+                }
+                Poll::Pending
+            })
+            .await
+        })
+    }
+}
+
+impl Drop for OwnConnection {
+    fn drop(&mut self) {
+        if let Some(rt) = self.rt.take() {
+            {
+                let _inside = rt.enter();
+                self.connection.get_mut().take();
+            }
+            // A runtime dropped on a runtime's worker would panic; this one has no threads.
+            rt.shutdown_background();
+        }
+    }
+}
+
 /// One project of a team database, as a store.
 pub struct PgProject {
     pool: deadpool_postgres::Pool,
+    /// Where the writers' own connection connects to.
+    config: tokio_postgres::Config,
+    /// The writers' own connection (see [`OwnConnection`]), opened on the first write.
+    writer: Mutex<Option<OwnConnection>>,
     rt: tokio::runtime::Handle,
     project: i64,
     heads: Arc<Heads>,
@@ -274,12 +406,15 @@ impl PgProject {
     /// memory heads from `heads`.
     pub fn new(
         pool: deadpool_postgres::Pool,
+        config: tokio_postgres::Config,
         rt: tokio::runtime::Handle,
         project: i64,
         heads: Arc<Heads>,
     ) -> PgProject {
         PgProject {
             pool,
+            config,
+            writer: Mutex::new(None),
             rt,
             project,
             heads,
@@ -345,10 +480,46 @@ impl PgProject {
         write: bool,
         work: impl FnOnce(&dyn Sql) -> std::result::Result<T, E>,
     ) -> std::result::Result<T, E> {
-        let rt = &self.rt;
-        let client = rt.block_on(self.pool.get()).map_err(StoreError::from)?;
+        if write {
+            // The project's writers queue on its lock in the database: here they queue on
+            // their own connection first, and the one that holds it takes the lock.
+            let mut writer = self.writer.lock().unwrap_or_else(|p| p.into_inner());
+            if writer.as_ref().is_none_or(OwnConnection::is_closed) {
+                *writer = None;
+                *writer = Some(OwnConnection::open(&self.config)?);
+            }
+            // Taken out while it runs, so a `work` that panics leaves it closed, not reused.
+            let Some(own) = writer.take() else {
+                unreachable!("opened above")
+            };
+            let (result, fit) = self.run_on(&own.client, Driver::Own(&own), true, work);
+            if fit {
+                *writer = Some(own);
+            }
+            return result;
+        }
+        let client = self
+            .rt
+            .block_on(self.pool.get())
+            .map_err(StoreError::from)?;
         let mut open = Open(Some(client));
         let client = open.client()?;
+        let (result, fit) = self.run_on(client, Driver::Pool(&self.rt), false, work);
+        if fit {
+            open.release();
+        }
+        result
+    }
+
+    /// [`PgProject::run`] on `client`; also says whether the connection is fit to be used
+    /// again (its transaction ended cleanly).
+    fn run_on<T, E: From<StoreError>>(
+        &self,
+        client: &deadpool_postgres::ClientWrapper,
+        driver: Driver<'_>,
+        write: bool,
+        work: impl FnOnce(&dyn Sql) -> std::result::Result<T, E>,
+    ) -> (std::result::Result<T, E>, bool) {
         let lock = if write {
             format!(
                 "; SELECT pg_advisory_xact_lock({WRITE_LOCK}, {})",
@@ -359,7 +530,7 @@ impl PgProject {
         };
         let tx = PgTx {
             tx: client,
-            rt,
+            rt: driver,
             begin: std::cell::Cell::new(Some(format!(
                 "BEGIN; SET LOCAL ROLE car_app; SELECT set_config('car.project', '{}', true){lock}",
                 self.project
@@ -369,21 +540,18 @@ impl PgProject {
         let value = match work(&tx) {
             Ok(value) => value,
             Err(e) => {
-                if !tx.began() || rt.block_on(client.batch_execute("ROLLBACK")).is_ok() {
-                    open.release();
-                }
-                return Err(e);
+                let fit = !tx.began() || driver.block_on(client.batch_execute("ROLLBACK")).is_ok();
+                return (Err(e), fit);
             }
         };
         if !tx.began() || tx.committed.get() {
             // Nothing was asked of the database, or the commit went with the last statements.
-            open.release();
-            return Ok(value);
+            return (Ok(value), true);
         }
-        rt.block_on(client.batch_execute("COMMIT"))
-            .map_err(StoreError::from)?;
-        open.release();
-        Ok(value)
+        match driver.block_on(client.batch_execute("COMMIT")) {
+            Ok(()) => (Ok(value), true),
+            Err(e) => (Err(StoreError::from(e).into()), false),
+        }
     }
 
     pub(super) fn notified_memory_head(&self) -> Option<i64> {
@@ -408,6 +576,30 @@ impl PgProject {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The writers' own connection, lost between two writes (its backend ended, as by a
+    /// restart), is replaced before the next write is sent: that write goes through.
+    #[test]
+    fn a_write_after_the_writers_connection_was_lost_goes_through() {
+        let team = crate::team::testing::TestTeam::new();
+        let store = team.store();
+        let write = |key: &str| {
+            store.transaction::<_, StoreError>(|tx| super::super::set_meta(tx, key, "written"))
+        };
+        write("first").unwrap();
+        team.end_connections();
+        write("second").unwrap();
+        // A read (a pooled connection, replaced the same way) sees both.
+        let read = store
+            .read_consistent::<_, StoreError>(|sql| {
+                Ok((
+                    super::super::meta_value(sql, "first")?,
+                    super::super::meta_value(sql, "second")?,
+                ))
+            })
+            .unwrap();
+        assert_eq!(read, (Some("written".into()), Some("written".into())));
+    }
 
     #[test]
     fn notifications_keep_the_newest_head_and_only_while_live() {

@@ -545,7 +545,7 @@ mod pg {
 pub struct PgTx<'a> {
     /// A connection inside a transaction its owner began and will end.
     pub(super) tx: &'a deadpool_postgres::ClientWrapper,
-    pub(super) rt: &'a tokio::runtime::Handle,
+    pub(super) rt: super::postgres::Driver<'a>,
     /// The statements that begin the transaction, until they are sent: they go with the
     /// transaction's first statement, in its round trip.
     pub(super) begin: std::cell::Cell<Option<String>>,

@@ -314,6 +314,7 @@ impl TeamDb {
         let heads = self.heads();
         Store::postgres(PgProject::new(
             self.pool.clone(),
+            self.config.clone(),
             self.rt.clone(),
             project,
             heads,
@@ -744,6 +745,29 @@ pub(crate) mod testing {
                 url,
                 project,
             }
+        }
+
+        /// Ends every connection to the database (as a restart would), and waits until they
+        /// are gone.
+        pub fn end_connections(&self) {
+            self.rt.block_on(async {
+                let admin = client(&self.admin).await;
+                for _ in 0..500 {
+                    let row = admin
+                        .query_one(
+                            "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity
+                             WHERE datname = $1 AND pid <> pg_backend_pid()",
+                            &[&self.name],
+                        )
+                        .await
+                        .unwrap();
+                    if row.get::<_, i64>(0) == 0 {
+                        return;
+                    }
+                    tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+                }
+                panic!("the connections to {} did not end", self.name);
+            });
         }
 
         /// The project's store, through a connection of its own (another instance).
