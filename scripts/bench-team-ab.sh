@@ -7,7 +7,7 @@
 # Each directory holds a release build's `car` and `car-server` (build an older commit with
 # `git worktree add /tmp/old REV && (cd /tmp/old && CARGO_TARGET_DIR=/tmp/old-target cargo
 # build --release --bin car --bin car-server)`, then pass /tmp/old-target/release). Both
-# servers run at once, each on a project of its own in one database, and take turns: ROUNDS
+# servers run at once, each on a database of its own in one PostgreSQL, and take turns: ROUNDS
 # rounds (default 3) of COUNT (10,000) distinct memory_add_fact calls from CLIENTS (16) clients,
 # each round waiting until the server's background embedder has embedded everything. With
 # DELAY=0.001 the servers reach PostgreSQL through a proxy that holds every packet 1 ms each way
@@ -36,11 +36,12 @@ for r in range(rounds):
         json.dump(facts, open(f"{work}/facts-{side}-{r}.json", "w"))
 PY
 
-db_url=${PG_ADMIN_URL%/*}/car_bench
-"$PG_BIN/psql" -q "$PG_ADMIN_URL" -c "CREATE DATABASE car_bench"
-served_url=$db_url
+# Each build has a database of its own in the one cluster, so that a build with newer
+# migrations leaves the other's alone.
+declare -A pid url db served token
+proxy_port=
 if [ -n "${DELAY:-}" ]; then
-    pg_port=${db_url##*:}
+    pg_port=${PG_ADMIN_URL##*:}
     pg_port=${pg_port%%/*}
     proxy_port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
     python3 - "$proxy_port" "$pg_port" "$DELAY" <<'PY' &
@@ -66,18 +67,18 @@ asyncio.run(main())
 PY
     pids+=($!)
     sleep 0.5
-    served_url=${db_url/:$pg_port\//:$proxy_port/}
     echo "PostgreSQL through a proxy holding packets ${DELAY}s each way" >&2
 fi
-export CAR_DATABASE_URL=$db_url
-"$new/car" team project add old >/dev/null
-"$new/car" team project add new >/dev/null
-token=$("$new/car" --json team user add bench --grant old --grant new | python3 -c 'import json,sys; print(json.load(sys.stdin)["data"]["token"])')
-declare -A pid url
 for side in old new; do
     dir=$old
     [ "$side" = new ] && dir=$new
-    "$dir/car-server" --mcp-bind 127.0.0.1:0 --database "$served_url" 2>"$work/$side.log" &
+    "$PG_BIN/psql" -q "$PG_ADMIN_URL" -c "CREATE DATABASE car_bench_$side"
+    db[$side]=${PG_ADMIN_URL%/*}/car_bench_$side
+    served[$side]=${db[$side]}
+    [ -n "$proxy_port" ] && served[$side]=${db[$side]/:$pg_port\//:$proxy_port/}
+    CAR_DATABASE_URL=${db[$side]} "$dir/car" team project add "$side" >/dev/null
+    token[$side]=$(CAR_DATABASE_URL=${db[$side]} "$dir/car" --json team user add bench --grant "$side" | python3 -c 'import json,sys; print(json.load(sys.stdin)["data"]["token"])')
+    "$dir/car-server" --mcp-bind 127.0.0.1:0 --database "${served[$side]}" 2>"$work/$side.log" &
     pid[$side]=$!
     pids+=($!)
     url[$side]=$(wait_url "$work/$side.log")/$side
@@ -88,10 +89,10 @@ for r in $(seq 0 $((rounds - 1))); do
     [ $((r % 2)) = 1 ] && sides=(new old)
     for side in "${sides[@]}"; do
         before=$(cpu "${pid[$side]}")
-        out=$(HTTP_LOAD_COUNT=$count HTTP_LOAD_TOKEN="$token" "$load_bin" "${url[$side]}" memory_add_fact "@$work/facts-$side-$r.json" "$clients" 10 raw)
+        out=$(HTTP_LOAD_COUNT=$count HTTP_LOAD_TOKEN="${token[$side]}" "$load_bin" "${url[$side]}" memory_add_fact "@$work/facts-$side-$r.json" "$clients" 10 raw)
         after=$(cpu "${pid[$side]}")
         echo "$out" | python3 -c 'import json,sys; d=json.load(sys.stdin); print("%s round %s: %.0f writes/s, p50 %.2f ms, errors %d, car-server CPU %s ticks" % (sys.argv[1], sys.argv[2], d["calls_per_second"], d["p50_ms"], d["errors"], sys.argv[3]))' "$side" "$r" "$((after - before))" | tee -a "$work/rounds.txt"
-        while [ "$(team_unembedded "$db_url")" != 0 ]; do sleep 0.2; done
+        while [ "$(team_unembedded "${db[$side]}")" != 0 ]; do sleep 0.2; done
     done
 done
 python3 - "$work/rounds.txt" <<'PY'

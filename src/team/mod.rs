@@ -56,6 +56,11 @@ const MIGRATIONS: &[(i32, &str, &str)] = &[
         "memory unchanged",
         include_str!("migrations/0009_memory_unchanged.sql"),
     ),
+    (
+        10,
+        "memory notify once",
+        include_str!("migrations/0010_memory_notify_once.sql"),
+    ),
 ];
 
 /// The advisory lock every migrating instance takes (an arbitrary constant: "CAR" and 1).
@@ -999,6 +1004,78 @@ mod store_tests {
             );
             std::thread::sleep(std::time::Duration::from_millis(5));
         }
+    }
+
+    /// A write group's changes are logged in multi-row statements, and the instances listening
+    /// hear of each statement once, with its newest change: not once for every entry.
+    #[test]
+    fn a_write_group_is_notified_once_with_its_newest_change() {
+        use futures_util::StreamExt;
+        let team = super::testing::TestTeam::new();
+        let memory = Memory::open(Arc::new(team.store()), None, None).unwrap();
+        let (client, mut connection) = team
+            .rt
+            .block_on(tokio_postgres::connect(&team.url, tokio_postgres::NoTls))
+            .unwrap();
+        let (heard_tx, mut heard) = tokio::sync::mpsc::unbounded_channel();
+        team.rt.spawn(async move {
+            let mut messages = futures_util::stream::poll_fn(move |cx| connection.poll_message(cx));
+            while let Some(Ok(message)) = messages.next().await {
+                if let tokio_postgres::AsyncMessage::Notification(n) = message {
+                    let _ = heard_tx.send((n.channel().to_owned(), n.payload().to_owned()));
+                }
+            }
+        });
+        team.rt
+            .block_on(client.batch_execute("LISTEN car_memory; LISTEN car_test_end"))
+            .unwrap();
+        // Eight: rows go in multi-row statements of powers of two, so eight go in one.
+        let entries = (0..8)
+            .map(|i| NewEntry::new(Kind::Pattern, &format!("service {i}"), "runs nightly"))
+            .collect();
+        let written = memory.write_entries(entries).unwrap();
+        assert_eq!(written.len(), 8);
+        // Notifications arrive in commit order: this one comes after every one of the group's.
+        team.rt
+            .block_on(client.batch_execute("NOTIFY car_test_end"))
+            .unwrap();
+        let mut memory_heads = Vec::new();
+        team.rt.block_on(async {
+            loop {
+                let (channel, payload) =
+                    tokio::time::timeout(std::time::Duration::from_secs(10), heard.recv())
+                        .await
+                        .expect("the end was never heard")
+                        .unwrap();
+                if channel == "car_test_end" {
+                    break;
+                }
+                memory_heads.push(payload);
+            }
+        });
+        // The group's newest change: each entry's first (the embedder may have logged its
+        // vectors since, in a statement of its own).
+        let group_head: i64 = team
+            .store()
+            .read(|sql| {
+                sql.value::<i64>(
+                    "SELECT max(first) FROM (SELECT min(seq) AS first FROM memory_changes
+                     GROUP BY node_id) AS firsts",
+                    &[],
+                )
+                .map(Option::unwrap_or_default)
+            })
+            .unwrap();
+        let heads: Vec<i64> = memory_heads
+            .iter()
+            .map(|payload| payload.split_once(':').unwrap().1.parse().unwrap())
+            .collect();
+        let of_the_group: Vec<i64> = heads
+            .iter()
+            .copied()
+            .filter(|&seq| seq <= group_head)
+            .collect();
+        assert_eq!(of_the_group, [group_head], "heard {memory_heads:?}");
     }
 
     /// A write group planned before its transaction (one round trip) that another instance's
