@@ -294,7 +294,7 @@ impl Store {
     ) -> Result<T, E> {
         match &self.backend {
             Backend::Sqlite(_) => work(&*self.conn()),
-            Backend::Postgres(pg) => pg.run(false, work),
+            Backend::Postgres(pg) => pg.run(postgres::Lane::Pool, work),
         }
     }
 
@@ -315,7 +315,7 @@ impl Store {
                 tx.commit().map_err(StoreError::from)?;
                 Ok(value)
             }
-            Backend::Postgres(pg) => pg.run(false, work),
+            Backend::Postgres(pg) => pg.run(postgres::Lane::Pool, work),
         }
     }
 
@@ -337,7 +337,7 @@ impl Store {
                 tx.commit().map_err(StoreError::from)?;
                 Ok(value)
             }
-            Backend::Postgres(pg) => pg.run(true, work),
+            Backend::Postgres(pg) => pg.run(postgres::Lane::Write, work),
         }
     }
 
@@ -350,7 +350,7 @@ impl Store {
     ) -> Result<T, E> {
         match &self.backend {
             Backend::Sqlite(_) => self.transaction(work),
-            Backend::Postgres(pg) => pg.run(false, work),
+            Backend::Postgres(pg) => pg.run(postgres::Lane::Pool, work),
         }
     }
 

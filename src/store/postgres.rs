@@ -280,6 +280,8 @@ type Connection =
 /// its own: it runs only inside [`OwnConnection::block_on`].
 pub(crate) struct OwnConnection {
     rt: Option<tokio::runtime::Runtime>,
+    /// When its last transaction ended (see [`WRITER_IDLE`]).
+    used: std::time::Instant,
     client: deadpool_postgres::ClientWrapper,
     /// `None` once the connection ended (the client's requests then fail).
     connection: std::cell::RefCell<Option<std::pin::Pin<Box<Connection>>>>,
@@ -287,6 +289,9 @@ pub(crate) struct OwnConnection {
 
 impl OwnConnection {
     fn open(config: &tokio_postgres::Config) -> Result<OwnConnection> {
+        // Told apart from the pool's in `pg_stat_activity`.
+        let mut config = config.clone();
+        config.application_name(WRITER_APPLICATION);
         let rt = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()
@@ -301,6 +306,7 @@ impl OwnConnection {
             client: deadpool_postgres::ClientWrapper::new(client, placeholder),
             connection: std::cell::RefCell::new(Some(Box::pin(connection))),
             rt: Some(rt),
+            used: std::time::Instant::now(),
         })
     }
 
@@ -308,7 +314,6 @@ impl OwnConnection {
     /// that was terminated (a restart, a failover, an administrator) says so, and is replaced
     /// before a write is sent to it rather than failing that write.
     fn is_closed(&self) -> bool {
-        use std::future::Future;
         use std::task::Poll;
         if let Some(rt) = self.rt.as_ref() {
             let mut connection = self.connection.borrow_mut();
@@ -316,14 +321,8 @@ impl OwnConnection {
             // Polled, then polled again after a turn of the runtime's driver that does not
             // wait: the first poll asks to hear of the socket, the turn hears, the second reads.
             rt.block_on(std::future::poll_fn(|cx| {
-                if let Some(open) = connection.as_mut() {
-                    if let Poll::Ready(ended) = open.as_mut().poll(cx) {
-                        if let Err(e) = ended {
-                            tracing::debug!(error = %describe(&e), "the writers' connection ended");
-                        }
-                        *connection = None;
-                        return Poll::Ready(());
-                    }
+                if drive(&mut connection, cx) {
+                    return Poll::Ready(());
                 }
                 turns += 1;
                 if turns > 1 {
@@ -337,7 +336,6 @@ impl OwnConnection {
     }
 
     fn block_on<F: std::future::Future>(&self, work: F) -> F::Output {
-        use std::future::Future;
         use std::task::Poll;
         let Some(rt) = self.rt.as_ref() else {
             unreachable!("the runtime goes only when the connection is dropped")
@@ -349,21 +347,35 @@ impl OwnConnection {
                 if let Poll::Ready(out) = work.as_mut().poll(cx) {
                     return Poll::Ready(out);
                 }
-                if let Some(open) = connection.as_mut() {
-                    if let Poll::Ready(ended) = open.as_mut().poll(cx) {
-                        if let Err(e) = ended {
-                            tracing::debug!(error = %describe(&e), "the writers' connection ended");
-                        }
-                        *connection = None;
-                        // Its requests fail now that it is gone.
-                        return work.as_mut().poll(cx);
-                    }
+                if drive(&mut connection, cx) {
+                    // Its requests fail now that it is gone.
+                    return work.as_mut().poll(cx);
                 }
                 Poll::Pending
             })
             .await
         })
     }
+}
+
+/// Drives `connection` as far as it can go without waiting; says whether it ended (it is then
+/// `None`).
+fn drive(
+    connection: &mut Option<std::pin::Pin<Box<Connection>>>,
+    cx: &mut std::task::Context<'_>,
+) -> bool {
+    use std::future::Future;
+    let Some(open) = connection.as_mut() else {
+        return true;
+    };
+    let std::task::Poll::Ready(ended) = open.as_mut().poll(cx) else {
+        return false;
+    };
+    if let Err(e) = ended {
+        tracing::debug!(error = %describe(&e), "a connection of its own ended");
+    }
+    *connection = None;
+    true
 }
 
 impl Drop for OwnConnection {
@@ -379,13 +391,27 @@ impl Drop for OwnConnection {
     }
 }
 
+/// Which connection a project's transaction runs on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Lane {
+    /// A pooled connection, without the project's write lock: reads, and the execution log
+    /// (whose rows nobody replays in order).
+    Pool,
+    /// The writers' own connection, under the project's write lock: memory's change log is
+    /// numbered in commit order.
+    Write,
+}
+
 /// One project of a team database, as a store.
 pub struct PgProject {
     pool: deadpool_postgres::Pool,
     /// Where the writers' own connection connects to.
     config: tokio_postgres::Config,
-    /// The writers' own connection (see [`OwnConnection`]), opened on the first write.
-    writer: Mutex<Option<OwnConnection>>,
+    /// The writers' own connection (see [`OwnConnection`]), opened on the first write and
+    /// closed after [`WRITER_IDLE`] without one.
+    writer: Arc<Mutex<Option<OwnConnection>>>,
+    /// Closes the writers' connection when it has been idle.
+    _sweeper: AbortOnDrop,
     rt: tokio::runtime::Handle,
     project: i64,
     heads: Arc<Heads>,
@@ -393,6 +419,42 @@ pub struct PgProject {
     /// when it next refreshes the memory tables' statistics (see [`PgProject::grew`]).
     grown: AtomicU64,
     next_analyze: AtomicU64,
+}
+
+/// How long the writers' connection of a project stays open without a write. An instance's
+/// pool has at most 16 connections, and each project it wrote to recently one more: one that
+/// serves many projects does not keep a backend for each of them for ever.
+const WRITER_IDLE: Duration = Duration::from_secs(60);
+/// The `application_name` of a writers' connection.
+const WRITER_APPLICATION: &str = "car writer";
+
+/// Closes `writer`'s connection once it has been idle for `idle` (checked every `idle / 4`),
+/// until the store is gone.
+fn sweep(
+    writer: std::sync::Weak<Mutex<Option<OwnConnection>>>,
+    idle: Duration,
+    rt: &tokio::runtime::Handle,
+) -> AbortOnDrop {
+    AbortOnDrop(rt.spawn(async move {
+        loop {
+            tokio::time::sleep(idle / 4).await;
+            let Some(writer) = writer.upgrade() else {
+                return;
+            };
+            let closed = match writer.try_lock() {
+                Ok(mut slot) if slot.as_ref().is_some_and(|c| c.used.elapsed() >= idle) => {
+                    slot.take()
+                }
+                // Not idle, or a writer holding it is using it.
+                _ => None,
+            };
+            if closed.is_some() {
+                // Its runtime is shut down as it goes, which is not done on a runtime's worker.
+                let _ = tokio::task::spawn_blocking(move || drop(closed)).await;
+                tracing::debug!("closed the writers' idle connection");
+            }
+        }
+    }))
 }
 
 /// The memory tables whose statistics [`PgProject::grew`] refreshes.
@@ -411,10 +473,24 @@ impl PgProject {
         project: i64,
         heads: Arc<Heads>,
     ) -> PgProject {
+        Self::with_idle(pool, config, rt, project, heads, WRITER_IDLE)
+    }
+
+    /// [`PgProject::new`], closing the writers' connection after `idle` without a write.
+    pub(crate) fn with_idle(
+        pool: deadpool_postgres::Pool,
+        config: tokio_postgres::Config,
+        rt: tokio::runtime::Handle,
+        project: i64,
+        heads: Arc<Heads>,
+        idle: Duration,
+    ) -> PgProject {
+        let writer = Arc::new(Mutex::new(None));
         PgProject {
             pool,
             config,
-            writer: Mutex::new(None),
+            _sweeper: sweep(Arc::downgrade(&writer), idle, &rt),
+            writer,
             rt,
             project,
             heads,
@@ -470,31 +546,34 @@ impl PgProject {
         self.project
     }
 
-    /// Runs `work` in a transaction of the project (taking the project's write lock first when
-    /// `write`), committing it when `work` succeeds and rolling it back when it fails. Beginning
-    /// it, taking the role, setting the project and taking the lock are one round trip. A
-    /// `work` that panics leaves the connection to be closed, not reused: the server rolls
-    /// the transaction back.
+    /// Runs `work` in a transaction of the project on `lane`'s connection (taking the
+    /// project's write lock first on [`Lane::Write`]), committing it when `work` succeeds and
+    /// rolling it back when it fails. Beginning it, taking the role, setting the project and
+    /// taking the lock are one round trip. A `work` that panics leaves the connection to be
+    /// closed, not reused: the server rolls the transaction back.
     pub(super) fn run<T, E: From<StoreError>>(
         &self,
-        write: bool,
+        lane: Lane,
         work: impl FnOnce(&dyn Sql) -> std::result::Result<T, E>,
     ) -> std::result::Result<T, E> {
-        if write {
+        if lane == Lane::Write {
             // The project's writers queue on its lock in the database: here they queue on
             // their own connection first, and the one that holds it takes the lock.
-            let mut writer = self.writer.lock().unwrap_or_else(|p| p.into_inner());
-            if writer.as_ref().is_none_or(OwnConnection::is_closed) {
-                *writer = None;
-                *writer = Some(OwnConnection::open(&self.config)?);
+            let mut slot = self.writer.lock().unwrap_or_else(|p| p.into_inner());
+            if slot.as_ref().is_none_or(OwnConnection::is_closed) {
+                *slot = None;
+                *slot = Some(OwnConnection::open(&self.config)?);
             }
             // Taken out while it runs, so a `work` that panics leaves it closed, not reused.
-            let Some(own) = writer.take() else {
+            let Some(connection) = slot.take() else {
                 unreachable!("opened above")
             };
-            let (result, fit) = self.run_on(&own.client, Driver::Own(&own), true, work);
+            let (result, fit) =
+                self.run_on(&connection.client, Driver::Own(&connection), true, work);
             if fit {
-                *writer = Some(own);
+                let mut connection = connection;
+                connection.used = std::time::Instant::now();
+                *slot = Some(connection);
             }
             return result;
         }
@@ -563,7 +642,7 @@ impl PgProject {
             return Ok(head);
         }
         let before = self.heads.live_generation();
-        let head = self.run(false, super::memory_head)?;
+        let head = self.run(Lane::Pool, super::memory_head)?;
         // Kept only if listening covered the whole read: a head read while listening was off
         // could miss a change no one will notify again.
         if before.is_some() && self.heads.live_generation() == before {
@@ -599,6 +678,31 @@ mod tests {
             })
             .unwrap();
         assert_eq!(read, (Some("written".into()), Some("written".into())));
+    }
+
+    /// A project's writers' connection is closed after a while without a write (an instance
+    /// serving many projects does not keep a backend for each), and the next write opens one.
+    #[test]
+    fn the_writers_idle_connection_is_closed_and_the_next_write_opens_one() {
+        let team = crate::team::testing::TestTeam::new();
+        let store = team.store_with_idle(Duration::from_millis(200));
+        let write = |key: &str| {
+            store.transaction::<_, StoreError>(|tx| super::super::set_meta(tx, key, "written"))
+        };
+        let writers = || team.backends(WRITER_APPLICATION);
+        write("first").unwrap();
+        assert_eq!(writers(), 1);
+        let until = std::time::Instant::now() + Duration::from_secs(20);
+        while writers() != 0 {
+            assert!(std::time::Instant::now() < until, "never closed");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        write("second").unwrap();
+        assert_eq!(writers(), 1);
+        let read = store
+            .read::<_, StoreError>(|sql| super::super::meta_value(sql, "second"))
+            .unwrap();
+        assert_eq!(read.as_deref(), Some("written"));
     }
 
     #[test]

@@ -326,6 +326,19 @@ impl TeamDb {
         ))
     }
 
+    /// [`TeamDb::project_store`], closing its writers' connection after `idle` without a write.
+    #[cfg(test)]
+    pub(crate) fn project_store_with_idle(&self, project: i64, idle: Duration) -> Store {
+        Store::postgres(crate::store::postgres::PgProject::with_idle(
+            self.pool.clone(),
+            self.config.clone(),
+            self.rt.clone(),
+            project,
+            self.heads(),
+            idle,
+        ))
+    }
+
     /// Runs the migrations this database lacks; returns how many ran.
     pub async fn migrate(&self) -> Result<usize> {
         self.ensure_app_role().await?;
@@ -773,6 +786,28 @@ pub(crate) mod testing {
                 }
                 panic!("the connections to {} did not end", self.name);
             });
+        }
+
+        /// How many connections to the database carry `application_name`.
+        pub fn backends(&self, application_name: &str) -> i64 {
+            self.rt.block_on(async {
+                client(&self.admin)
+                    .await
+                    .query_one(
+                        "SELECT count(*) FROM pg_stat_activity
+                         WHERE datname = $1 AND application_name = $2",
+                        &[&self.name, &application_name],
+                    )
+                    .await
+                    .unwrap()
+                    .get(0)
+            })
+        }
+
+        /// [`TestTeam::store`], closing its writers' connection after `idle` without a write.
+        pub fn store_with_idle(&self, idle: std::time::Duration) -> Store {
+            let db = self.rt.block_on(TeamDb::connect(&self.url)).unwrap();
+            db.project_store_with_idle(self.project, idle)
         }
 
         /// The project's store, through a connection of its own (another instance).
