@@ -429,7 +429,8 @@ const WRITER_IDLE: Duration = Duration::from_secs(60);
 const WRITER_APPLICATION: &str = "car writer";
 
 /// Closes `writer`'s connection once it has been idle for `idle` (checked every `idle / 4`),
-/// until the store is gone.
+/// until the store is gone. (Dropping one shuts its runtime down in the background, which a
+/// runtime's worker may do.)
 fn sweep(
     writer: std::sync::Weak<Mutex<Option<OwnConnection>>>,
     idle: Duration,
@@ -441,16 +442,16 @@ fn sweep(
             let Some(writer) = writer.upgrade() else {
                 return;
             };
-            let closed = match writer.try_lock() {
-                Ok(mut slot) if slot.as_ref().is_some_and(|c| c.used.elapsed() >= idle) => {
-                    slot.take()
-                }
-                // Not idle, or a writer holding it is using it.
-                _ => None,
+            let mut slot = match writer.try_lock() {
+                Ok(slot) => slot,
+                // A writer that panicked left it poisoned: the writers go on with it, and so
+                // does this.
+                Err(std::sync::TryLockError::Poisoned(poisoned)) => poisoned.into_inner(),
+                // A writer holding it is using it.
+                Err(std::sync::TryLockError::WouldBlock) => continue,
             };
-            if closed.is_some() {
-                // Its runtime is shut down as it goes, which is not done on a runtime's worker.
-                let _ = tokio::task::spawn_blocking(move || drop(closed)).await;
+            if slot.as_ref().is_some_and(|c| c.used.elapsed() >= idle) {
+                slot.take();
                 tracing::debug!("closed the writers' idle connection");
             }
         }
@@ -680,29 +681,40 @@ mod tests {
         assert_eq!(read, (Some("written".into()), Some("written".into())));
     }
 
-    /// A project's writers' connection is closed after a while without a write (an instance
-    /// serving many projects does not keep a backend for each), and the next write opens one.
+    /// A project's writers' connection is kept while it is used, closed after a while without
+    /// a write (an instance serving many projects does not keep a backend for each), and the
+    /// next write opens one.
     #[test]
     fn the_writers_idle_connection_is_closed_and_the_next_write_opens_one() {
         let team = crate::team::testing::TestTeam::new();
-        let store = team.store_with_idle(Duration::from_millis(200));
-        let write = |key: &str| {
-            store.transaction::<_, StoreError>(|tx| super::super::set_meta(tx, key, "written"))
+        let idle = Duration::from_secs(2);
+        let store = team.store_with_idle(idle);
+        // The writers' backend, from a write transaction.
+        let writer = || {
+            store
+                .transaction::<_, StoreError>(|tx| {
+                    super::super::set_meta(tx, "key", "written")?;
+                    tx.value::<i64>("SELECT pg_backend_pid()::bigint", &[])
+                })
+                .unwrap()
+                .expect("a backend")
         };
-        let writers = || team.backends(WRITER_APPLICATION);
-        write("first").unwrap();
-        assert_eq!(writers(), 1);
-        let until = std::time::Instant::now() + Duration::from_secs(20);
-        while writers() != 0 {
-            assert!(std::time::Instant::now() < until, "never closed");
-            std::thread::sleep(Duration::from_millis(20));
+        let first = writer();
+        assert_eq!(team.backends(WRITER_APPLICATION), 1);
+        // Written to more often than `idle`, for longer than it: the same backend throughout.
+        let until = std::time::Instant::now() + idle + idle / 2;
+        while std::time::Instant::now() < until {
+            std::thread::sleep(idle / 5);
+            assert_eq!(writer(), first, "closed while in use");
         }
-        write("second").unwrap();
-        assert_eq!(writers(), 1);
-        let read = store
-            .read::<_, StoreError>(|sql| super::super::meta_value(sql, "second"))
-            .unwrap();
-        assert_eq!(read.as_deref(), Some("written"));
+        let until = std::time::Instant::now() + Duration::from_secs(30);
+        while team.backends(WRITER_APPLICATION) != 0 {
+            assert!(std::time::Instant::now() < until, "never closed");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        let next = writer();
+        assert_ne!(next, first, "the closed backend again");
+        assert_eq!(team.backends(WRITER_APPLICATION), 1);
     }
 
     #[test]

@@ -1,7 +1,7 @@
 -- 0010: a committed memory write notifies once a statement, not once a row. A write group logs
--- its changes in one multi-row insert, and the embedder a chunk of 32 vectors in one: each used
--- to send a notification per row to every listening instance, which only keeps the newest
--- (`<project>:<seq>`). The statement's newest change per project says the same.
+-- its changes in multi-row inserts, and each used to send a notification per row to every
+-- listening instance, which only keeps the newest (`<project>:<seq>`). The statement's newest
+-- change per project says the same.
 DROP TRIGGER memory_changes_notify ON memory_changes;
 DROP FUNCTION car_memory_changed();
 CREATE FUNCTION car_memory_changed() RETURNS trigger
