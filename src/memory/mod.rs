@@ -361,11 +361,17 @@ const VECTOR_STORE: &str = "INSERT INTO memory_vectors(node_id, model, vector)
        (SELECT 1 FROM memory_nodes WHERE id = ?1 AND subject || ' ' || body = ?4)
      ON CONFLICT(node_id) DO UPDATE SET model = excluded.model, vector = excluded.vector";
 
-/// Logs a change for an entry whose vector of this model is stored (after [`VECTOR_STORE`]),
-/// so every index takes the vector in.
-const VECTOR_CHANGE: &str = "INSERT INTO memory_changes(node_id)
-     SELECT ?1 WHERE EXISTS (SELECT 1 FROM memory_vectors WHERE node_id = ?1 AND model = ?2)
-     RETURNING seq";
+/// Logs a change for each entry of a chunk whose vector of this model is stored (after
+/// [`VECTOR_STORE`]), so every index takes the vectors in: one statement for the chunk (a team
+/// database notifies once a statement). `?1` is the model, the entries' ids follow.
+fn vector_changes(entries: usize) -> String {
+    format!(
+        "INSERT INTO memory_changes(node_id)
+         SELECT node_id FROM memory_vectors WHERE model = ?1 AND node_id IN ({})
+         RETURNING node_id, seq",
+        index::placeholders(2, entries)
+    )
+}
 
 /// The newest change to memory, read first in a chunk's transaction (see [`embed_missing`]).
 const MEMORY_HEAD: &str = "SELECT ifnull(max(seq), 0) FROM memory_changes";
@@ -433,12 +439,12 @@ fn embed_missing(
             .zip(&bytes)
             .map(|((id, text), bytes)| [id as _, &model as _, bytes as _, text as _])
             .collect();
+        let changes = vector_changes(rows.len());
+        let mut changed: Vec<&dyn store::sql::Param> = vec![&model];
+        changed.extend(rows.iter().map(|(id, _)| id as &dyn store::sql::Param));
         let mut statements: Vec<(&str, &[&dyn store::sql::Param])> = vec![(MEMORY_HEAD, &[])];
-        statements.extend(
-            params
-                .iter()
-                .flat_map(|p| [(VECTOR_STORE, &p[..]), (VECTOR_CHANGE, &p[..2])]),
-        );
+        statements.extend(params.iter().map(|p| (VECTOR_STORE, &p[..])));
+        statements.push((&changes, &changed));
         // One round trip for the chunk (the transaction holds a team project's write lock, so
         // the head read first is the last change before the chunk's).
         let stored = store.transaction::<_, MemoryError>(|tx| Ok(tx.query_all_last(&statements)?));
@@ -470,7 +476,8 @@ fn take_in(
     bytes: &[Vec<u8>],
     answers: &[Vec<store::sql::Row>],
 ) -> Result<()> {
-    let Some((head, stored)) = answers.split_first() else {
+    // The head read first, the vectors stored, then the changes logged.
+    let [head, .., changes] = answers else {
         return Ok(());
     };
     let before = match head.first() {
@@ -482,9 +489,13 @@ fn take_in(
         return Ok(());
     }
     let mut last = before;
-    for ((id, text), (bytes, answer)) in rows.iter().zip(bytes.iter().zip(stored.chunks(2))) {
-        if let Some(change) = answer.get(1).and_then(|rows| rows.first()) {
-            last = last.max(change.get::<i64>(0)?);
+    let mut changed = std::collections::HashSet::new();
+    for change in changes {
+        changed.insert(change.get::<String>(0)?);
+        last = last.max(change.get::<i64>(1)?);
+    }
+    for ((id, text), bytes) in rows.iter().zip(bytes) {
+        if changed.contains(id) {
             index.take_vector(id, text, embed::Vector::from_bytes(bytes));
         }
     }

@@ -1041,13 +1041,17 @@ mod store_tests {
         }
     }
 
-    /// A write group's changes are logged in multi-row statements, and the instances listening
-    /// hear of each statement once, with its newest change: not once for every entry.
+    /// A write group's changes are logged in multi-row statements, and so are the embedder's
+    /// for a chunk of vectors: the instances listening hear of each statement once, with its
+    /// newest change, not once for every entry.
     #[test]
-    fn a_write_group_is_notified_once_with_its_newest_change() {
+    fn a_write_group_and_its_vectors_are_notified_once_each_with_the_newest_change() {
         use futures_util::StreamExt;
         let team = super::testing::TestTeam::new();
         let memory = Memory::open(Arc::new(team.store()), None, None).unwrap();
+        // The write embeds what it wrote before it returns (one chunk), so nothing is logged
+        // after it.
+        memory.embed_on_write();
         let (client, mut connection) = team
             .rt
             .block_on(tokio_postgres::connect(&team.url, tokio_postgres::NoTls))
@@ -1088,29 +1092,30 @@ mod store_tests {
                 memory_heads.push(payload);
             }
         });
-        // The group's newest change: each entry's first (the embedder may have logged its
-        // vectors since, in a statement of its own).
-        let group_head: i64 = team
-            .store()
-            .read(|sql| {
-                sql.value::<i64>(
-                    "SELECT max(first) FROM (SELECT min(seq) AS first FROM memory_changes
-                     GROUP BY node_id) AS firsts",
-                    &[],
-                )
-                .map(Option::unwrap_or_default)
-            })
-            .unwrap();
+        // The group's newest change (each entry's first), then the vectors' (each entry's
+        // second).
+        let newest = |nth: &str| -> i64 {
+            team.store()
+                .read(|sql| {
+                    sql.value::<i64>(
+                        &format!(
+                            "SELECT max(seq) FROM (SELECT seq, row_number() OVER
+                             (PARTITION BY node_id ORDER BY seq) AS nth FROM memory_changes)
+                             AS numbered WHERE nth = {nth}"
+                        ),
+                        &[],
+                    )
+                    .map(Option::unwrap_or_default)
+                })
+                .unwrap()
+        };
+        let (group, vectors) = (newest("1"), newest("2"));
+        assert!(vectors > group, "the vectors were logged");
         let heads: Vec<i64> = memory_heads
             .iter()
             .map(|payload| payload.split_once(':').unwrap().1.parse().unwrap())
             .collect();
-        let of_the_group: Vec<i64> = heads
-            .iter()
-            .copied()
-            .filter(|&seq| seq <= group_head)
-            .collect();
-        assert_eq!(of_the_group, [group_head], "heard {memory_heads:?}");
+        assert_eq!(heads, [group, vectors], "heard {memory_heads:?}");
     }
 
     /// A write group planned before its transaction (one round trip) that another instance's
