@@ -289,9 +289,6 @@ pub(crate) struct OwnConnection {
 
 impl OwnConnection {
     fn open(config: &tokio_postgres::Config) -> Result<OwnConnection> {
-        // Told apart from the pool's in `pg_stat_activity`.
-        let mut config = config.clone();
-        config.application_name(WRITER_APPLICATION);
         let rt = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()
@@ -424,7 +421,7 @@ pub struct PgProject {
 /// How long the writers' connection of a project stays open without a write. An instance's
 /// pool has at most 16 connections, and each project it wrote to recently one more: one that
 /// serves many projects does not keep a backend for each of them for ever.
-const WRITER_IDLE: Duration = Duration::from_secs(60);
+pub(crate) const WRITER_IDLE: Duration = Duration::from_secs(60);
 /// The `application_name` of a writers' connection.
 const WRITER_APPLICATION: &str = "car writer";
 
@@ -466,26 +463,18 @@ const FIRST_ANALYZE: u64 = 500;
 impl PgProject {
     /// The project `project` of the database behind `pool`, whose connections `rt` drives
     /// (statements block the calling thread, which must not be one of `rt`'s workers), with
-    /// memory heads from `heads`.
+    /// memory heads from `heads`; its writers' connection goes to `config` and closes after
+    /// `idle` without a write ([`WRITER_IDLE`] in a server).
     pub fn new(
         pool: deadpool_postgres::Pool,
-        config: tokio_postgres::Config,
-        rt: tokio::runtime::Handle,
-        project: i64,
-        heads: Arc<Heads>,
-    ) -> PgProject {
-        Self::with_idle(pool, config, rt, project, heads, WRITER_IDLE)
-    }
-
-    /// [`PgProject::new`], closing the writers' connection after `idle` without a write.
-    pub(crate) fn with_idle(
-        pool: deadpool_postgres::Pool,
-        config: tokio_postgres::Config,
+        mut config: tokio_postgres::Config,
         rt: tokio::runtime::Handle,
         project: i64,
         heads: Arc<Heads>,
         idle: Duration,
     ) -> PgProject {
+        // Told apart from the pool's in `pg_stat_activity`.
+        config.application_name(WRITER_APPLICATION);
         let writer = Arc::new(Mutex::new(None));
         PgProject {
             pool,

@@ -316,20 +316,12 @@ impl TeamDb {
     /// The store of `project`'s data, for capabilities to run on (from a blocking thread, never
     /// one of the runtime's workers: see [`PgProject`]).
     pub fn project_store(&self, project: i64) -> Store {
-        let heads = self.heads();
-        Store::postgres(PgProject::new(
-            self.pool.clone(),
-            self.config.clone(),
-            self.rt.clone(),
-            project,
-            heads,
-        ))
+        self.project_store_with_idle(project, crate::store::postgres::WRITER_IDLE)
     }
 
     /// [`TeamDb::project_store`], closing its writers' connection after `idle` without a write.
-    #[cfg(test)]
     pub(crate) fn project_store_with_idle(&self, project: i64, idle: Duration) -> Store {
-        Store::postgres(crate::store::postgres::PgProject::with_idle(
+        Store::postgres(PgProject::new(
             self.pool.clone(),
             self.config.clone(),
             self.rt.clone(),
@@ -812,8 +804,7 @@ pub(crate) mod testing {
 
         /// The project's store, through a connection of its own (another instance).
         pub fn store(&self) -> Store {
-            let db = self.rt.block_on(TeamDb::connect(&self.url)).unwrap();
-            db.project_store(self.project)
+            self.store_with_idle(crate::store::postgres::WRITER_IDLE)
         }
     }
 
