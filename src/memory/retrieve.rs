@@ -20,10 +20,16 @@
 //!    fact reached through a strong bridge outranks facts that only share the question's words.
 //!
 //! 3. **Meaning.** The entries nearest the query's meaning (the sentence encoder in [`embed`],
-//!    cosine similarity at least [`MIN_MEANING`]) are fused with the ranking of steps 1–2 by
-//!    reciprocal rank ([`RRF_K`]); an entry whose meaning rank would place it must be nearer the
-//!    query than the best term matches are, by a margin, so a bridge's find is not pushed out
-//!    by an entry that merely resembles the question (see [`retrieve`]).
+//!    cosine similarity at least [`MIN_MEANING`]) are ranked by what they mean *beyond the
+//!    words they share with the query* (their similarity less [`SHARED_DISCOUNT`] × the share of
+//!    the query's term weight they contain: the encoder rates an entry that reuses a question's
+//!    words in another sense as close as the answer) and fused with the ranking of steps 1–2
+//!    by reciprocal rank ([`RRF_K`]). An entry whose meaning rank would place it must be nearer
+//!    the query, beyond the shared words, than the best term matches are, by a margin; one that
+//!    only meaning found must share none of the query's terms (the terms have judged those that
+//!    do). So a bridge's find is not pushed out by an entry that merely resembles the question,
+//!    and a lure made of the question's words does not hold off the answer the words missed
+//!    (see [`retrieve`]).
 //!
 //! An entry's activation is the stronger of its two scores plus a fifth of the weaker; entries
 //! derived from a superseded premise are ranked lower ([`STALE_PENALTY`]). This is HippoRAG's
@@ -32,7 +38,7 @@
 //! by the sum of every path: it is deterministic, explains each result, and costs a few
 //! thousand posting visits per query. Ties break toward the newer entry.
 
-use foldhash::{HashMap, HashMapExt};
+use foldhash::{HashMap, HashMapExt, HashSet, HashSetExt};
 
 use super::embed;
 use super::index::{pair_hash, Bits, Index};
@@ -323,30 +329,58 @@ pub fn retrieve(index: &Index, query: &str, filter: &Filter<'_>, k: usize) -> Ve
         .and_then(|best| index.node(best.slot))
         .is_some_and(|node| grounding(index, query, node) >= COVERED);
     let asked = if covered { None } else { embed::embed(query) };
-    let meaning = match &asked {
-        Some(asked) => by_meaning(index, asked, filter, depth),
-        None => Vec::new(),
+    let Some(asked) = asked.as_ref() else {
+        lexical.truncate(k);
+        return lexical;
     };
+    let mut meaning = by_meaning(index, asked, filter, MEANING_POOL.max(depth));
     if meaning.is_empty() {
         lexical.truncate(k);
         return lexical;
     }
+    // What each entry means beyond the words it shares with the question: a lure that reuses
+    // the question's words in another sense is rated as close as the answer by the encoder,
+    // and the terms have already judged it.
+    let references: Vec<u32> = lexical
+        .iter()
+        .take(LEXICAL_REFERENCE)
+        .map(|h| h.slot)
+        .collect();
+    let shared = shared_words(
+        index,
+        query,
+        meaning
+            .iter()
+            .map(|h| h.slot)
+            .chain(references.iter().copied()),
+    );
+    let shares = |slot: u32| shared.get(&slot).copied().unwrap_or(0.0);
+    let beyond = |slot: u32, similarity: f32| similarity - SHARED_DISCOUNT * shares(slot);
+    for hit in &mut meaning {
+        hit.activation -= f64::from(SHARED_DISCOUNT * shares(hit.slot));
+    }
+    meaning.sort_by(|a, b| {
+        b.activation
+            .total_cmp(&a.activation)
+            .then_with(|| b.slot.cmp(&a.slot))
+    });
+    meaning.truncate(depth);
     // Each list's rank r gives 1 / (RRF_K + r); meaning's weighs MEANING_WEIGHT of that. With a
     // small RRF_K the head of each list counts most: the best lexical match and the nearest
     // meaning come first.
     //
-    // An entry only meaning found must be nearer the question than the best term matches are
-    // (the top LEXICAL_REFERENCE): when they mean what was asked, the terms answered it and a
-    // merely similar entry would push out what they reached through a bridge; when they only
-    // share its words (a lure), the nearer entry is the answer the words missed.
-    let reference = asked.as_ref().map_or(f32::MAX, |asked| {
-        lexical
-            .iter()
-            .take(LEXICAL_REFERENCE)
-            .filter_map(|h| index.similarity(asked, h.slot))
-            .fold(MIN_MEANING, f32::max)
-            + MEANING_MARGIN
-    });
+    // An entry's meaning rank counts only when it is nearer the question, beyond the shared
+    // words, than the best term matches are (the top LEXICAL_REFERENCE): when they mean what
+    // was asked, the terms answered it and a merely similar entry would push out what they
+    // reached through a bridge; when they only share its words (a lure), the nearer entry is
+    // the answer the words missed. An entry only meaning found must share none of the
+    // question's terms: one that does was ranked by them, below the depth read.
+    let reference = references
+        .iter()
+        .filter_map(|&slot| Some(beyond(slot, index.similarity(asked, slot)?)))
+        .fold(MIN_MEANING, f32::max)
+        + MEANING_MARGIN;
+    let passes = |hit: &Hit| hit.meaning.is_some_and(|m| beyond(hit.slot, m) > reference);
     let mut fused: HashMap<u32, (f64, Hit)> = HashMap::with_capacity(lexical.len() + meaning.len());
     for (rank, hit) in lexical.into_iter().enumerate() {
         let score = 1.0 / (RRF_K + rank as f64 + 1.0);
@@ -358,12 +392,12 @@ pub fn retrieve(index: &Index, query: &str, filter: &Filter<'_>, k: usize) -> Ve
             // Found by both: its better rank counts (a sum would lift every entry that shares
             // the question's words and subject above the one a bridge reached).
             Some((s, found)) => {
-                if hit.meaning.is_some_and(|m| m > reference) {
+                if passes(&hit) {
                     *s = s.max(score);
                 }
                 found.meaning = hit.meaning;
             }
-            None if hit.meaning.is_some_and(|m| m > reference) => {
+            None if shares(hit.slot) <= 0.0 && passes(&hit) => {
                 fused.insert(hit.slot, (score, hit));
             }
             None => {}
@@ -378,9 +412,8 @@ pub fn retrieve(index: &Index, query: &str, filter: &Filter<'_>, k: usize) -> Ve
             hit.activation = score / best;
             if hit.meaning.is_none() {
                 // What meaning says of a term match, for `why`, when it says something.
-                hit.meaning = asked
-                    .as_ref()
-                    .and_then(|a| index.similarity(a, hit.slot))
+                hit.meaning = index
+                    .similarity(asked, hit.slot)
                     .filter(|&s| s >= MIN_MEANING);
             }
             hit
@@ -398,6 +431,16 @@ const MEANING_MARGIN: f32 = 0.05;
 const COVERED: f64 = 0.999;
 /// How deep each ranking is read before fusion.
 const FUSE_DEPTH: usize = 50;
+/// How many of the entries nearest the question's meaning are ranked by what they mean beyond
+/// the words they share with it (before the first [`FUSE_DEPTH`] are read). On
+/// `cargo bench --bench recall`, 100 kept every paraphrase the deeper 300 found and lost fewer
+/// bridges.
+const MEANING_POOL: usize = 100;
+/// How much of an entry's similarity the share of the question's term weight it contains may
+/// explain: an entry that writes every word of the question loses this much. Chosen on
+/// `cargo bench --bench recall` (docs/benchmarks.md: 0.3 found fewer paraphrases, 0.7 lost
+/// bridges).
+const SHARED_DISCOUNT: f32 = 0.5;
 /// Reciprocal-rank fusion's constant: small, so the top of each ranking dominates.
 pub const RRF_K: f64 = 2.0;
 /// The meaning ranking's weight against the lexical one's.
@@ -732,6 +775,46 @@ pub fn matched_terms(index: &Index, asked: &Asked<'_>, node: &Node) -> Vec<Strin
         })
         .map(|(term, _)| term.clone())
         .collect()
+}
+
+/// For each of `slots`, the share of the query's term weight (each term's IDF, as in
+/// [`grounding`]) it contains, exactly or by stem: how much of its likeness to the query the
+/// words they share may explain. Reads each term's postings once (or its bits, when it has
+/// them), not the entries' texts.
+fn shared_words(index: &Index, query: &str, slots: impl Iterator<Item = u32>) -> HashMap<u32, f32> {
+    let mut shares: HashMap<u32, f32> = slots.map(|slot| (slot, 0.0)).collect();
+    let terms = text::terms(query);
+    let unseen = index.idf(index.live() / 100);
+    let mut total = 0.0;
+    let mut has = HashSet::with_capacity(shares.len());
+    for term in &terms {
+        let stem = index.stem(term);
+        let lists = [
+            (index.postings(term), index.posting_bits(term)),
+            (index.stem_postings(&stem), index.stem_posting_bits(&stem)),
+        ];
+        let df = lists[0].0.len().max(lists[1].0.len());
+        let weight = if df == 0 { unseen } else { index.idf(df) };
+        total += weight;
+        has.clear();
+        for (postings, bits) in lists {
+            match bits {
+                Some(bits) => has.extend(shares.keys().filter(|&&s| bits.has(s))),
+                None => has.extend(postings.iter().filter(|s| shares.contains_key(s))),
+            }
+        }
+        for slot in &has {
+            if let Some(share) = shares.get_mut(slot) {
+                *share += weight as f32;
+            }
+        }
+    }
+    if total > 0.0 {
+        for share in shares.values_mut() {
+            *share /= total as f32;
+        }
+    }
+    shares
 }
 
 /// How much of a request an entry is about, in [0, 1]: the IDF mass of the request's terms the

@@ -133,11 +133,14 @@ fn questions_that_share_no_word_with_their_answers_are_found_by_meaning_offline(
     let online = answers(&car_in(&home));
     // No question shares a word with its answer (by the engine's own stop list and stems), and
     // the distractors are made of the questions' words, so the lexical engine of the previous
-    // release finds none of them. The shipped encoder finds 0.389 of them on the bench's seed
-    // (`cargo bench --bench recall`, docs/benchmarks.md); a quarter is the floor here.
+    // release finds none of them. Ranking by meaning beyond the words an entry shares with the
+    // question finds 0.54 of them on the bench's seed (`cargo bench --bench recall`,
+    // docs/benchmarks.md; 0.26 before it) and 37 of these 72; 0.45 is the floor here (the
+    // encoder's kernels differ a little from CPU to CPU).
     let found = found_by_meaning(&online);
+    eprintln!("found by meaning: {found} of {}", online.len());
     assert!(
-        found * 4 >= online.len(),
+        found * 20 >= online.len() * 9,
         "{found} of {} found by meaning: {online:?}",
         online.len()
     );
