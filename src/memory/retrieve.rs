@@ -38,7 +38,7 @@
 //! by the sum of every path: it is deterministic, explains each result, and costs a few
 //! thousand posting visits per query. Ties break toward the newer entry.
 
-use foldhash::{HashMap, HashMapExt, HashSet, HashSetExt};
+use foldhash::{HashMap, HashMapExt};
 
 use super::embed;
 use super::index::{pair_hash, Bits, Index};
@@ -780,41 +780,75 @@ pub fn matched_terms(index: &Index, asked: &Asked<'_>, node: &Node) -> Vec<Strin
 /// For each of `slots`, the share of the query's term weight (each term's IDF, as in
 /// [`grounding`]) it contains, exactly or by stem: how much of its likeness to the query the
 /// words they share may explain. Reads each term's postings once (or its bits, when it has
-/// them), not the entries' texts.
+/// them), not the entries' texts; a posting is checked against the slots with one array read.
 fn shared_words(index: &Index, query: &str, slots: impl Iterator<Item = u32>) -> HashMap<u32, f32> {
-    let mut shares: HashMap<u32, f32> = slots.map(|slot| (slot, 0.0)).collect();
-    let terms = text::terms(query);
-    let unseen = index.idf(index.live() / 100);
-    let mut total = 0.0;
-    let mut has = HashSet::with_capacity(shares.len());
-    for term in &terms {
-        let stem = index.stem(term);
-        let lists = [
-            (index.postings(term), index.posting_bits(term)),
-            (index.stem_postings(&stem), index.stem_posting_bits(&stem)),
-        ];
-        let df = lists[0].0.len().max(lists[1].0.len());
-        let weight = if df == 0 { unseen } else { index.idf(df) };
-        total += weight;
-        has.clear();
-        for (postings, bits) in lists {
-            match bits {
-                Some(bits) => has.extend(shares.keys().filter(|&&s| bits.has(s))),
-                None => has.extend(postings.iter().filter(|s| shares.contains_key(s))),
+    MARKS.with_borrow_mut(|marks| {
+        if marks.len() < index.slot_count() {
+            marks.resize(index.slot_count(), 0);
+        }
+        // marks[slot]: 1 + the slot's place in `asked`, 0 for a slot not asked about. A mark
+        // counts only where `asked` says so: one a panicked call left behind is ignored.
+        let mut asked: Vec<u32> = Vec::new();
+        let place = |marks: &[u32], asked: &[u32], slot: u32| {
+            let mark = *marks.get(slot as usize)? as usize;
+            (mark != 0 && asked.get(mark - 1) == Some(&slot)).then(|| mark - 1)
+        };
+        for slot in slots {
+            if (slot as usize) < marks.len() && place(marks, &asked, slot).is_none() {
+                asked.push(slot);
+                marks[slot as usize] = asked.len() as u32;
             }
         }
-        for slot in &has {
-            if let Some(share) = shares.get_mut(slot) {
-                *share += weight as f32;
+        let mut shares = vec![0.0f64; asked.len()];
+        // stamp[i]: the last term that counted for asked[i], so a term counts once a slot.
+        let mut stamp = vec![usize::MAX; asked.len()];
+        let unseen = index.idf(index.live() / 100);
+        let mut total = 0.0;
+        for (t, term) in text::terms(query).iter().enumerate() {
+            let stem = index.stem(term);
+            let lists = [
+                (index.postings(term), index.posting_bits(term)),
+                (index.stem_postings(&stem), index.stem_posting_bits(&stem)),
+            ];
+            let df = lists[0].0.len().max(lists[1].0.len());
+            let weight = if df == 0 { unseen } else { index.idf(df) };
+            total += weight;
+            let mut count = |i: usize| {
+                if stamp[i] != t {
+                    stamp[i] = t;
+                    shares[i] += weight;
+                }
+            };
+            for (postings, bits) in lists {
+                match bits {
+                    Some(bits) => (0..asked.len())
+                        .filter(|&i| bits.has(asked[i]))
+                        .for_each(&mut count),
+                    None => postings
+                        .iter()
+                        .filter_map(|&slot| place(marks, &asked, slot))
+                        .for_each(&mut count),
+                }
             }
         }
-    }
-    if total > 0.0 {
-        for share in shares.values_mut() {
-            *share /= total as f32;
+        for &slot in &asked {
+            marks[slot as usize] = 0;
         }
-    }
-    shares
+        asked
+            .into_iter()
+            .zip(shares)
+            .map(|(slot, share)| {
+                let share = if total > 0.0 { share / total } else { 0.0 };
+                (slot, share as f32)
+            })
+            .collect()
+    })
+}
+
+thread_local! {
+    /// Per slot, its place among the slots [`shared_words`] is asked about (kept between
+    /// queries on each thread, zero between calls).
+    static MARKS: std::cell::RefCell<Vec<u32>> = const { std::cell::RefCell::new(Vec::new()) };
 }
 
 /// How much of a request an entry is about, in [0, 1]: the IDF mass of the request's terms the
@@ -848,4 +882,69 @@ pub fn grounding(index: &Index, query: &str, node: &Node) -> f64 {
         .map(|t| weight(t))
         .sum();
     matched / total
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::{Memory, NewEntry};
+    use super::*;
+    use std::ops::Deref;
+
+    #[test]
+    fn shared_words_weigh_the_query_terms_an_entry_has_exactly_or_by_stem_once_each() {
+        let memory = Memory::in_memory().unwrap();
+        let mut entries = vec![
+            NewEntry::new(
+                Kind::Pattern,
+                "Migrations",
+                "Schema migrations need sign-off.",
+            ),
+            NewEntry::new(
+                Kind::Pattern,
+                "Tables",
+                "Facilities approve altering the tables.",
+            ),
+            NewEntry::new(
+                Kind::Pattern,
+                "Table",
+                "Approving a table is quick; tables too.",
+            ),
+        ];
+        // Enough other entries that every term has a weight.
+        for i in 0..40 {
+            entries.push(NewEntry::new(
+                Kind::Pattern,
+                &format!("Lunch {i}"),
+                &format!("Lunch number {i} is served at noon."),
+            ));
+        }
+        let written = memory.write_entries(entries).unwrap();
+        let index = memory.index.read().unwrap();
+        let slots: Vec<u32> = written[..3]
+            .iter()
+            .map(|w| index.slot_of(&w.id).unwrap())
+            .collect();
+        let query = "who has to approve altering the tables?";
+        // The slots asked about twice, and one marked by an earlier call, count once each.
+        let shares = shared_words(
+            index.deref(),
+            query,
+            slots.iter().copied().chain([slots[1]]),
+        );
+        assert_eq!(shares.len(), 3);
+        // No word in common.
+        assert_eq!(shares[&slots[0]], 0.0);
+        // Every term, exactly.
+        assert!((shares[&slots[1]] - 1.0).abs() < 1e-6, "{shares:?}");
+        // "approve" and "tables" by stem and exactly ("tables" once, though it matches both
+        // ways), not "altering".
+        let third = shares[&slots[2]];
+        assert!(third > 0.3 && third < 0.9, "{shares:?}");
+        // The next call starts clean.
+        let again = shared_words(index.deref(), "sign-off", slots.iter().copied());
+        assert!(
+            again[&slots[0]] > 0.99 && again[&slots[1]] == 0.0,
+            "{again:?}"
+        );
+    }
 }
