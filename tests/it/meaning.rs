@@ -138,7 +138,6 @@ fn questions_that_share_no_word_with_their_answers_are_found_by_meaning_offline(
     // docs/benchmarks.md; 0.26 before it) and 37 of these 72; 0.45 is the floor here (the
     // encoder's kernels differ a little from CPU to CPU).
     let found = found_by_meaning(&online);
-    eprintln!("found by meaning: {found} of {}", online.len());
     assert!(
         found * 20 >= online.len() * 9,
         "{found} of {} found by meaning: {online:?}",
