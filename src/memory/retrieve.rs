@@ -804,14 +804,12 @@ fn shared_words(index: &Index, query: &str, slots: impl Iterator<Item = u32>) ->
         let mut shares = vec![0.0f64; asked.len()];
         // stamp[i]: the last term that counted for asked[i], so a term counts once a slot.
         let mut stamp = vec![usize::MAX; asked.len()];
-        let unseen = index.idf(index.live() / 100);
         let mut total = 0.0;
         for (t, term) in text::terms(query).iter().enumerate() {
             let stem = index.stem(term);
             let exact = (index.postings(term), index.posting_bits(term));
             let stems = (index.stem_postings(&stem), index.stem_posting_bits(&stem));
-            let df = exact.0.len().max(stems.0.len());
-            let weight = if df == 0 { unseen } else { index.idf(df) };
+            let weight = term_weight(index, exact.0.len().max(stems.0.len()));
             total += weight;
             let mut count = |i: usize| {
                 if stamp[i] != t {
@@ -857,6 +855,13 @@ thread_local! {
     static MARKS: std::cell::RefCell<Vec<u32>> = const { std::cell::RefCell::new(Vec::new()) };
 }
 
+/// A query term's weight, from how many entries have it (exactly or by stem): its IDF. A term
+/// memory has never seen weighs as one in 1% of the entries: it says the request may be about
+/// something memory does not know, but is as often a plain verb ("edit").
+fn term_weight(index: &Index, df: usize) -> f64 {
+    index.idf(if df == 0 { index.live() / 100 } else { df })
+}
+
 /// How much of a request an entry is about, in [0, 1]: the IDF mass of the request's terms the
 /// entry matches over the mass of all of them. "write a haiku about autumn" against a fact that
 /// mentions writing scores low; "edit the invoice rendering worker config" against the worker's
@@ -865,19 +870,12 @@ thread_local! {
 /// must be precise (see docs/memory.md).
 pub fn grounding(index: &Index, query: &str, node: &Node) -> f64 {
     let terms = text::terms(query);
-    // A term memory has never seen weighs as one in 1% of the entries: it says the request
-    // may be about something memory does not know, but is as often a plain verb ("edit").
-    let unseen = index.idf(index.live() / 100);
     let weight = |term: &str| {
         let df = index
             .postings(term)
             .len()
             .max(index.stem_postings(&index.stem(term)).len());
-        if df == 0 {
-            unseen
-        } else {
-            index.idf(df)
-        }
+        term_weight(index, df)
     };
     let total: f64 = terms.iter().map(|t| weight(t)).sum();
     if total <= 0.0 {
