@@ -15,6 +15,8 @@
 //!
 //! `cargo bench --bench recall -- [--cases N] [--distractors N] [--seed S]`
 //! (defaults 55, 10000, 7). Results also go to bench-results/recall.json.
+//! `-- --dump-paraphrase FILE [--seed S]` only writes the paraphrase corpus, for
+//! `scripts/bench-encoders.py`.
 
 #![allow(
     clippy::unwrap_used,
@@ -257,12 +259,9 @@ fn calibrate(seed: u64, n_cases: usize, n_distractors: usize) -> (f64, Vec<serde
     (chosen.unwrap_or(1.0), sweep)
 }
 
-/// benches/paraphrase/'s cases among 5,000 distractors made of their questions' words: (found by
-/// CAR, found by BM25, cases), recall@5.
-fn paraphrase_recall(seed: u64) -> (usize, usize, usize) {
-    let memory = Memory::in_memory().unwrap();
-    memory.embed_on_write();
-    let cases = paraphrase::cases();
+/// The paraphrase corpus: 5,000 distractors with the cases' facts spread among them, as
+/// (subject, body) in the order they are written.
+fn paraphrase_notes(cases: &[paraphrase::Case], seed: u64) -> Vec<(String, String)> {
     let mut notes = paraphrase::distractors(5_000, seed);
     for (i, case) in cases.iter().enumerate() {
         notes.insert(
@@ -270,6 +269,34 @@ fn paraphrase_recall(seed: u64) -> (usize, usize, usize) {
             (case.subject.clone(), case.body.clone()),
         );
     }
+    notes
+}
+
+/// `--dump-paraphrase FILE`: writes the paraphrase corpus of a seed as JSON (the questions with
+/// their answers, and every entry in the order written) for `scripts/bench-encoders.py`, which
+/// ranks it with other encoders.
+fn dump_paraphrase(path: &str, seed: u64) {
+    let cases = paraphrase::cases();
+    let notes = paraphrase_notes(&cases, seed);
+    let out = json!({
+        "seed": seed,
+        "cases": cases.iter().map(|c| json!({
+            "domain": c.domain, "subject": c.subject, "body": c.body, "question": c.question,
+        })).collect::<Vec<_>>(),
+        "entries": notes.iter().map(|(s, b)| json!({"subject": s, "body": b})).collect::<Vec<_>>(),
+    });
+    std::fs::write(path, serde_json::to_string(&out).unwrap())
+        .unwrap_or_else(|e| panic!("cannot write {path}: {e}"));
+    println!("wrote the paraphrase corpus of seed {seed} to {path}");
+}
+
+/// benches/paraphrase/'s cases among 5,000 distractors made of their questions' words: (found by
+/// CAR, found by BM25, cases), recall@5.
+fn paraphrase_recall(seed: u64) -> (usize, usize, usize) {
+    let memory = Memory::in_memory().unwrap();
+    memory.embed_on_write();
+    let cases = paraphrase::cases();
+    let notes = paraphrase_notes(&cases, seed);
     let entries = notes
         .iter()
         .map(|(s, b)| NewEntry::new(Kind::Pattern, s, b))
@@ -311,6 +338,14 @@ fn paraphrase_recall(seed: u64) -> (usize, usize, usize) {
 }
 
 fn main() {
+    let args: Vec<String> = std::env::args().collect();
+    if let Some(i) = args.iter().position(|a| a == "--dump-paraphrase") {
+        let path = args
+            .get(i + 1)
+            .expect("--dump-paraphrase takes a file name");
+        dump_paraphrase(path, arg("--seed", 7));
+        return;
+    }
     let n_cases = arg("--cases", 55) as usize;
     let n_distractors = arg("--distractors", 10_000) as usize;
     let seed = arg("--seed", 7);
