@@ -156,6 +156,16 @@ fn model() -> &'static Model {
 /// The vector of a text, or `None` when no token of it carries meaning (empty, only
 /// punctuation or unknown characters).
 pub fn embed(text: &str) -> Option<Vector> {
+    vector(text, false)
+}
+
+/// [`embed`] for a question someone waits on: the encoder on two threads where the machine
+/// has two cores (the same vector, in about 0.6 of the time; `crates/car-encoder`).
+pub fn embed_question(text: &str) -> Option<Vector> {
+    vector(text, true)
+}
+
+fn vector(text: &str, two_threads: bool) -> Option<Vector> {
     let model = model();
     let limit = MAX_TOKENS.min(model.encoder.max_tokens()) - 2;
     let mut ids = vec![model.cls];
@@ -170,7 +180,11 @@ pub fn embed(text: &str) -> Option<Vector> {
         return None;
     }
     ids.push(model.sep);
-    let sum = model.encoder.encode(&ids);
+    let sum = if two_threads {
+        model.encoder.encode_on_two_threads(&ids)
+    } else {
+        model.encoder.encode(&ids)
+    };
     let norm = sum.iter().map(|v| v * v).sum::<f32>().sqrt();
     if norm == 0.0 || !norm.is_finite() {
         return None;

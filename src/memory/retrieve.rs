@@ -328,7 +328,11 @@ pub fn retrieve(index: &Index, query: &str, filter: &Filter<'_>, k: usize) -> Ve
         .first()
         .and_then(|best| index.node(best.slot))
         .is_some_and(|node| grounding(index, query, node) >= COVERED);
-    let asked = if covered { None } else { embed::embed(query) };
+    let asked = if covered {
+        None
+    } else {
+        embed::embed_question(query)
+    };
     let Some(asked) = asked.as_ref() else {
         lexical.truncate(k);
         return lexical;

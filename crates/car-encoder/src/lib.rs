@@ -9,10 +9,19 @@
 //! AVX2, or plain loops), chosen at load. Attention's small products go through
 //! `matrixmultiply`; the rest (layer norm, softmax, GELU, mean pooling) is a few loops.
 //!
+//! Each layer is held in two halves whose sums add up to the layer's output: half the heads
+//! with the rows of the attention projection that read them, and half the feed-forward
+//! columns with the rows of the output projection that read them. [`Encoder::encode`] runs
+//! them one after the other; [`Encoder::encode_on_two_threads`] lets a helper thread take
+//! one of each pair, for the same vector bit for bit in about 0.6 of the time.
+//!
 //! This crate is built with optimisations even in debug builds (see the workspace's
 //! `Cargo.toml`): an unoptimised forward pass is a hundred times slower.
 
 use std::fmt;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, RwLock};
+use std::time::{Duration, Instant};
 
 use safetensors::{Dtype, SafeTensors};
 
@@ -43,20 +52,70 @@ struct Linear {
     outputs: usize,
 }
 
+impl Linear {
+    /// The layer's outputs `from..to` alone.
+    fn columns(&self, from: usize, to: usize) -> Linear {
+        let (k, m) = (self.inputs, self.outputs);
+        let mut weight = Vec::with_capacity(k * (to - from));
+        for row in self.weight.chunks_exact(m) {
+            weight.extend_from_slice(&row[from..to]);
+        }
+        Linear {
+            weight,
+            scales: self.scales[from..to].to_vec(),
+            bias: self.bias[from..to].to_vec(),
+            inputs: k,
+            outputs: to - from,
+        }
+    }
+
+    /// The part of the layer that reads inputs `from..to`: its sum with the other parts' is
+    /// the whole layer's output. `bias` says whether this part adds the bias.
+    fn inputs(&self, from: usize, to: usize, bias: bool) -> Linear {
+        let m = self.outputs;
+        Linear {
+            weight: self.weight[from * m..to * m].to_vec(),
+            scales: self.scales.clone(),
+            bias: if bias {
+                self.bias.clone()
+            } else {
+                vec![0.0; m]
+            },
+            inputs: to - from,
+            outputs: m,
+        }
+    }
+}
+
 struct Norm {
     weight: Vec<f32>,
     bias: Vec<f32>,
 }
 
+/// A layer in two halves, each of which one thread can compute alone: the sum of the halves'
+/// outputs is the layer's (see [`Encoder::half`] and [`Encoder::merge`]).
 struct Layer {
+    attention: [Attention; 2],
+    attention_norm: Norm,
+    feed_forward: [FeedForward; 2],
+    output_norm: Norm,
+}
+
+/// Half of a layer's attention: some of its heads (their query, key and value columns), and
+/// the rows of the output projection that read those heads' context.
+struct Attention {
+    heads: usize,
     query: Linear,
     key: Linear,
     value: Linear,
-    attention_out: Linear,
-    attention_norm: Norm,
+    out: Linear,
+}
+
+/// Half of a layer's feed-forward block: half the intermediate columns, and the rows of the
+/// output projection that read them.
+struct FeedForward {
     intermediate: Linear,
     output: Linear,
-    output_norm: Norm,
 }
 
 /// An int8 matrix borrowed from the weights file, read a row at a time.
@@ -321,24 +380,40 @@ impl<'a> Encoder<'a> {
         )?;
         let token_type = file.f32("embeddings.token_type_embeddings.weight", 2 * hidden)?;
         let mut stack = Vec::with_capacity(layers);
+        // The halves: the first takes half the heads (rounded down) and half the
+        // intermediate columns, and adds the output projections' biases.
+        let first_heads = heads / 2;
+        let cut = first_heads * (hidden / heads);
+        let wide_cut = intermediate / 2;
         for i in 0..layers {
             let p = format!("encoder.layer.{i}");
+            let query = file.linear(&format!("{p}.attention.self.query"), hidden, hidden)?;
+            let key = file.linear(&format!("{p}.attention.self.key"), hidden, hidden)?;
+            let value = file.linear(&format!("{p}.attention.self.value"), hidden, hidden)?;
+            let out = file.linear(&format!("{p}.attention.output.dense"), hidden, hidden)?;
+            let attention = |from: usize, to: usize, heads: usize| Attention {
+                heads,
+                query: query.columns(from, to),
+                key: key.columns(from, to),
+                value: value.columns(from, to),
+                out: out.inputs(from, to, from == 0 && to == cut),
+            };
+            let up = file.linear(&format!("{p}.intermediate.dense"), hidden, intermediate)?;
+            let down = file.linear(&format!("{p}.output.dense"), intermediate, hidden)?;
+            let feed_forward = |from: usize, to: usize| FeedForward {
+                intermediate: up.columns(from, to),
+                output: down.inputs(from, to, from == 0 && to == wide_cut),
+            };
             stack.push(Layer {
-                query: file.linear(&format!("{p}.attention.self.query"), hidden, hidden)?,
-                key: file.linear(&format!("{p}.attention.self.key"), hidden, hidden)?,
-                value: file.linear(&format!("{p}.attention.self.value"), hidden, hidden)?,
-                attention_out: file.linear(
-                    &format!("{p}.attention.output.dense"),
-                    hidden,
-                    hidden,
-                )?,
+                attention: [
+                    attention(0, cut, first_heads),
+                    attention(cut, hidden, heads - first_heads),
+                ],
                 attention_norm: file.norm(&format!("{p}.attention.output.LayerNorm"), hidden)?,
-                intermediate: file.linear(
-                    &format!("{p}.intermediate.dense"),
-                    hidden,
-                    intermediate,
-                )?,
-                output: file.linear(&format!("{p}.output.dense"), intermediate, hidden)?,
+                feed_forward: [
+                    feed_forward(0, wide_cut),
+                    feed_forward(wide_cut, intermediate),
+                ],
                 output_norm: file.norm(&format!("{p}.output.LayerNorm"), hidden)?,
             });
         }
@@ -376,6 +451,10 @@ impl<'a> Encoder<'a> {
     /// [`Encoder::max_tokens`] long (longer inputs are cut); an id outside the token table
     /// reads as token 0.
     pub fn encode(&self, ids: &[u32]) -> Vec<f32> {
+        self.run(ids, None)
+    }
+
+    fn run(&self, ids: &[u32], helper: Option<&'static Encoder<'static>>) -> Vec<f32> {
         let n = ids.len().min(self.max_positions);
         let h = self.hidden;
         if n == 0 {
@@ -393,13 +472,60 @@ impl<'a> Encoder<'a> {
             self.words.add_row(id, row);
         }
         norm_rows(&mut x, &self.embedding_norm, h, self.eps);
-        let mut scratch = Scratch::new(
-            n,
-            h,
-            self.layers.first().map_or(h, |l| l.intermediate.outputs),
-        );
-        for layer in &self.layers {
-            self.layer(layer, &mut x, n, &mut scratch);
+        let blocks = 2 * self.layers.len();
+        let [mut first, mut second] = [Scratch::new(n, self), Scratch::new(n, self)];
+        let shared = helper.map(|encoder| {
+            let shared = Arc::new(Shared {
+                board: Board::default(),
+                x: RwLock::new(Vec::new()),
+            });
+            let theirs = Arc::clone(&shared);
+            // A detached thread, so this one never waits for it to start or to end: on a busy
+            // machine it may get a core only after the text is done, and then just leaves.
+            let started = std::thread::Builder::new()
+                .name("car-encoder-helper".into())
+                .spawn(move || encoder.help(&theirs, n));
+            (shared, started.is_ok())
+        });
+        match shared {
+            Some((shared, true)) => {
+                *shared.x.write().unwrap_or_else(|e| e.into_inner()) = std::mem::take(&mut x);
+                let board = &shared.board;
+                let _leaving = board.leave();
+                let mut halves = [&mut first, &mut second];
+                for block in 0..blocks {
+                    let (layer, kind) = self.block(block);
+                    board.publish(block);
+                    let mut mine = [false; 2];
+                    let mut took = Duration::ZERO;
+                    {
+                        let x = shared.x.read().unwrap_or_else(|e| e.into_inner());
+                        while let Some(which) = board.claim(block) {
+                            let started = Instant::now();
+                            self.half(layer, kind, which, &x, n, halves[which]);
+                            took = took.max(started.elapsed());
+                            mine[which] = true;
+                        }
+                        for which in 0..2 {
+                            if !mine[which] && !board.receive(block, which, took, halves[which]) {
+                                self.half(layer, kind, which, &x, n, halves[which]);
+                            }
+                        }
+                    }
+                    let mut x = shared.x.write().unwrap_or_else(|e| e.into_inner());
+                    let [a, b] = &mut halves;
+                    self.merge(layer, kind, &mut x, n, a, b);
+                }
+                x = std::mem::take(&mut *shared.x.write().unwrap_or_else(|e| e.into_inner()));
+            }
+            _ => {
+                for block in 0..blocks {
+                    let (layer, kind) = self.block(block);
+                    self.half(layer, kind, 0, &x, n, &mut first);
+                    self.half(layer, kind, 1, &x, n, &mut second);
+                    self.merge(layer, kind, &mut x, n, &first, &second);
+                }
+            }
         }
         let mut pooled = vec![0f32; h];
         for row in x.chunks_exact(h) {
@@ -413,14 +539,63 @@ impl<'a> Encoder<'a> {
         pooled
     }
 
-    fn layer(&self, layer: &Layer, x: &mut [f32], n: usize, s: &mut Scratch) {
-        let h = self.hidden;
-        let width = h / self.heads;
-        layer.query.apply(self.kernel, x, n, &mut s.q, &mut s.strip);
-        layer.key.apply(self.kernel, x, n, &mut s.k, &mut s.strip);
-        layer.value.apply(self.kernel, x, n, &mut s.v, &mut s.strip);
+    /// Block `i` of the forward pass: layer `i / 2`'s attention, then its feed-forward block.
+    fn block(&self, i: usize) -> (&Layer, Block) {
+        let kind = if i.is_multiple_of(2) {
+            Block::Attention
+        } else {
+            Block::FeedForward
+        };
+        (&self.layers[i / 2], kind)
+    }
+
+    /// One half (`which`, 0 or 1) of a layer's block, from `x` into `s.partial`. The halves
+    /// read only `x` and write only their own scratch, so two threads can compute them at once.
+    fn half(
+        &self,
+        layer: &Layer,
+        block: Block,
+        which: usize,
+        x: &[f32],
+        n: usize,
+        s: &mut Scratch,
+    ) {
+        match block {
+            Block::Attention => self.attention(&layer.attention[which], x, n, s),
+            Block::FeedForward => self.feed_forward(&layer.feed_forward[which], x, n, s),
+        }
+    }
+
+    /// The block's output: both halves' sums added to the residual `x`, then normed.
+    fn merge(
+        &self,
+        layer: &Layer,
+        block: Block,
+        x: &mut [f32],
+        n: usize,
+        a: &Scratch,
+        b: &Scratch,
+    ) {
+        let len = n * self.hidden;
+        for ((v, p), q) in x[..len].iter_mut().zip(&a.partial).zip(&b.partial) {
+            *v += p + q;
+        }
+        let norm = match block {
+            Block::Attention => &layer.attention_norm,
+            Block::FeedForward => &layer.output_norm,
+        };
+        norm_rows(x, norm, self.hidden, self.eps);
+    }
+
+    /// Half the heads' attention, projected: `s.partial` (n × hidden).
+    fn attention(&self, part: &Attention, x: &[f32], n: usize, s: &mut Scratch) {
+        let width = self.hidden / self.heads;
+        let wide = part.heads * width;
+        part.query.apply(self.kernel, x, n, &mut s.q, &mut s.strip);
+        part.key.apply(self.kernel, x, n, &mut s.k, &mut s.strip);
+        part.value.apply(self.kernel, x, n, &mut s.v, &mut s.strip);
         let scale = 1.0 / (width as f32).sqrt();
-        for head in 0..self.heads {
+        for head in 0..part.heads {
             let offset = head * width;
             // scores = Q_h · K_hᵀ × scale (n × n)
             unsafe {
@@ -430,11 +605,11 @@ impl<'a> Encoder<'a> {
                     n,
                     scale,
                     s.q[offset..].as_ptr(),
-                    h as isize,
+                    wide as isize,
                     1,
                     s.k[offset..].as_ptr(),
                     1,
-                    h as isize,
+                    wide as isize,
                     0.0,
                     s.scores.as_mut_ptr(),
                     n as isize,
@@ -455,38 +630,213 @@ impl<'a> Encoder<'a> {
                     n as isize,
                     1,
                     s.v[offset..].as_ptr(),
-                    h as isize,
+                    wide as isize,
                     1,
                     0.0,
                     s.context[offset..].as_mut_ptr(),
-                    h as isize,
+                    wide as isize,
                     1,
                 );
             }
         }
-        layer
-            .attention_out
-            .apply(self.kernel, &s.context, n, &mut s.q, &mut s.strip);
-        for (a, b) in x.iter_mut().zip(&s.q[..n * h]) {
-            *a += b;
-        }
-        norm_rows(x, &layer.attention_norm, h, self.eps);
-        layer
-            .intermediate
+        part.out
+            .apply(self.kernel, &s.context, n, &mut s.partial, &mut s.strip);
+    }
+
+    /// Half the feed-forward block: `s.partial` (n × hidden).
+    fn feed_forward(&self, part: &FeedForward, x: &[f32], n: usize, s: &mut Scratch) {
+        part.intermediate
             .apply(self.kernel, x, n, &mut s.wide, &mut s.strip);
-        for v in &mut s.wide[..n * layer.intermediate.outputs] {
+        for v in &mut s.wide[..n * part.intermediate.outputs] {
             *v = gelu(*v);
         }
-        layer
-            .output
-            .apply(self.kernel, &s.wide, n, &mut s.q, &mut s.strip);
-        for (a, b) in x.iter_mut().zip(&s.q[..n * h]) {
-            *a += b;
-        }
-        norm_rows(x, &layer.output_norm, h, self.eps);
+        part.output
+            .apply(self.kernel, &s.wide, n, &mut s.partial, &mut s.strip);
     }
 }
 
+impl Encoder<'static> {
+    /// [`Encoder::encode`] on two threads, for one text's wait: a helper thread claims halves
+    /// of each block while this one computes the rest (the crate's documentation). The same
+    /// vector, bit for bit. On a machine with one core, or for a text of a few tokens,
+    /// [`Encoder::encode`] itself.
+    pub fn encode_on_two_threads(&'static self, ids: &[u32]) -> Vec<f32> {
+        static CORES: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+        let cores =
+            *CORES.get_or_init(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
+        let helper = (cores >= 2 && ids.len() >= TWO_THREADS_FROM).then_some(self);
+        self.run(ids, helper)
+    }
+
+    /// The helper's side of [`Encoder::encode_on_two_threads`]: claims halves of the open
+    /// block, computes each from a copy of the hidden states, and hands the sums over, until
+    /// the calling thread is done.
+    fn help(&self, shared: &Shared, n: usize) {
+        let board = &shared.board;
+        let _leaving = board.leave();
+        let mut own = Scratch::new(n, self);
+        let mut input = Vec::new();
+        let mut idle = 0u32;
+        loop {
+            match board.claim_any() {
+                Claim::Half(block, which) => {
+                    input.clear();
+                    input.extend_from_slice(&shared.x.read().unwrap_or_else(|e| e.into_inner()));
+                    let (layer, kind) = self.block(block);
+                    self.half(layer, kind, which, &input, n, &mut own);
+                    board.deliver(block, which, &own.partial[..n * self.hidden]);
+                    idle = 0;
+                }
+                Claim::Stop => return,
+                Claim::Nothing => pause(&mut idle),
+            }
+        }
+    }
+}
+
+/// What the calling thread and the helper share: the board, and the hidden states.
+struct Shared {
+    board: Board,
+    x: RwLock<Vec<f32>>,
+}
+
+/// Texts shorter than this (in tokens, `[CLS]` and `[SEP]` included) are encoded on one
+/// thread by [`Encoder::encode_on_two_threads`]: their halves are too short to share.
+const TWO_THREADS_FROM: usize = 6;
+
+/// The two halves of a layer's block: attention, or the feed-forward block after it.
+#[derive(Clone, Copy)]
+enum Block {
+    Attention,
+    FeedForward,
+}
+
+/// What the two threads of [`Encoder::encode_on_two_threads`] share: the block being computed
+/// and how many of its halves are claimed (one word, so a late claim cannot take a half of
+/// the next block), the helper's last result, and whether either thread has left.
+struct Board {
+    /// `block << 2 | claimed`.
+    state: AtomicUsize,
+    /// `(block << 1 | which) + 1` of the half in `result`, 0 before the first.
+    delivered: AtomicUsize,
+    result: Mutex<Vec<f32>>,
+    stopped: AtomicBool,
+}
+
+impl Default for Board {
+    fn default() -> Board {
+        Board {
+            // Block 0 with both halves taken: nothing to claim until the first publish.
+            state: AtomicUsize::new(2),
+            delivered: AtomicUsize::new(0),
+            result: Mutex::new(Vec::new()),
+            stopped: AtomicBool::new(false),
+        }
+    }
+}
+
+enum Claim {
+    Half(usize, usize),
+    Nothing,
+    Stop,
+}
+
+fn tag(block: usize, which: usize) -> usize {
+    (block << 1 | which) + 1
+}
+
+impl Board {
+    /// Opens `block`'s two halves to claims.
+    fn publish(&self, block: usize) {
+        self.state.store(block << 2, Ordering::Release);
+    }
+
+    /// A half of `block`, if one is unclaimed.
+    fn claim(&self, block: usize) -> Option<usize> {
+        let mut state = self.state.load(Ordering::Acquire);
+        loop {
+            let claimed = state & 3;
+            if state >> 2 != block || claimed >= 2 {
+                return None;
+            }
+            match self.state.compare_exchange_weak(
+                state,
+                state + 1,
+                Ordering::AcqRel,
+                Ordering::Acquire,
+            ) {
+                Ok(_) => return Some(claimed),
+                Err(now) => state = now,
+            }
+        }
+    }
+
+    /// The helper's look at the board: a half of the open block, nothing yet, or the end.
+    fn claim_any(&self) -> Claim {
+        if self.stopped.load(Ordering::Acquire) {
+            return Claim::Stop;
+        }
+        let block = self.state.load(Ordering::Acquire) >> 2;
+        match self.claim(block) {
+            Some(which) => Claim::Half(block, which),
+            None => Claim::Nothing,
+        }
+    }
+
+    /// The helper hands over a half's sums.
+    fn deliver(&self, block: usize, which: usize, partial: &[f32]) {
+        let mut result = self.result.lock().unwrap_or_else(|e| e.into_inner());
+        result.clear();
+        result.extend_from_slice(partial);
+        self.delivered.store(tag(block, which), Ordering::Release);
+    }
+
+    /// Takes the helper's sums for `block`'s half `which` into `s.partial`, waiting for them
+    /// at most about `patience`; false when they did not come (the caller computes them).
+    fn receive(&self, block: usize, which: usize, patience: Duration, s: &mut Scratch) -> bool {
+        let wanted = tag(block, which);
+        let started = Instant::now();
+        let mut idle = 0u32;
+        while self.delivered.load(Ordering::Acquire) != wanted {
+            if started.elapsed() > patience.max(Duration::from_micros(20)) {
+                return false;
+            }
+            pause(&mut idle);
+        }
+        let result = self.result.lock().unwrap_or_else(|e| e.into_inner());
+        if self.delivered.load(Ordering::Acquire) != wanted {
+            return false;
+        }
+        s.partial[..result.len()].copy_from_slice(&result);
+        true
+    }
+
+    /// A guard that stops the helper when its thread leaves, by returning or by a panic.
+    fn leave(&self) -> Leaving<'_> {
+        Leaving(self)
+    }
+}
+
+struct Leaving<'a>(&'a Board);
+
+impl Drop for Leaving<'_> {
+    fn drop(&mut self) {
+        self.0.stopped.store(true, Ordering::Release);
+    }
+}
+
+/// A wait that spins for a few microseconds, then yields the core (to the other thread, when
+/// both share one).
+fn pause(idle: &mut u32) {
+    *idle = idle.saturating_add(1);
+    if *idle < 256 {
+        std::hint::spin_loop();
+    } else {
+        std::thread::yield_now();
+    }
+}
+
+/// One half's working space.
 struct Scratch {
     q: Vec<f32>,
     k: Vec<f32>,
@@ -494,19 +844,29 @@ struct Scratch {
     context: Vec<f32>,
     scores: Vec<f32>,
     wide: Vec<f32>,
+    /// The half's sum for the residual (n × hidden).
+    partial: Vec<f32>,
     /// A strip of weights widened to f32 (see [`strips`]).
     strip: Vec<f32>,
 }
 
 impl Scratch {
-    fn new(n: usize, h: usize, wide: usize) -> Scratch {
+    fn new(n: usize, encoder: &Encoder<'_>) -> Scratch {
+        let width = encoder.hidden / encoder.heads;
+        let heads = encoder.heads - encoder.heads / 2;
+        let wide = encoder.layers.iter().fold(0, |w, l| {
+            l.feed_forward
+                .iter()
+                .fold(w, |w, f| w.max(f.intermediate.outputs))
+        });
         Scratch {
-            q: vec![0.0; n * h],
-            k: vec![0.0; n * h],
-            v: vec![0.0; n * h],
-            context: vec![0.0; n * h],
+            q: vec![0.0; n * heads * width],
+            k: vec![0.0; n * heads * width],
+            v: vec![0.0; n * heads * width],
+            context: vec![0.0; n * heads * width],
             scores: vec![0.0; n * n],
             wide: vec![0.0; n * wide],
+            partial: vec![0.0; n * encoder.hidden],
             strip: Vec::new(),
         }
     }
@@ -561,9 +921,15 @@ impl Linear {
         let (k, m) = (self.inputs, self.outputs);
         assert!(x.len() >= n * k && out.len() >= n * m);
         assert!(self.weight.len() == k * m && self.scales.len() == m && self.bias.len() == m);
+        if m == 0 || n == 0 {
+            return;
+        }
         let out = &mut out[..n * m];
         for row in out.chunks_exact_mut(m) {
             row.copy_from_slice(&self.bias);
+        }
+        if k == 0 {
+            return;
         }
         let (x, w, scales) = (&x[..n * k], &self.weight[..], &self.scales[..]);
         // SAFETY (each kernel): `kernel` came from `Kernel::detect`, so the CPU has the
@@ -1031,6 +1397,46 @@ mod tests {
                 assert!(cosine > floor, "{kernel:?}, {n} tokens: cosine {cosine}");
             }
         }
+    }
+
+    /// Two threads give one thread's vector bit for bit, with every kernel, for texts whose
+    /// rows fill blocks of four and leave some over; and both run the halves concurrently
+    /// from several callers at once.
+    #[test]
+    fn two_threads_give_one_threads_vector_exactly() {
+        let path = concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../../assets/embed/encoder.safetensors"
+        );
+        let bytes: &'static [u8] = std::fs::read(path)
+            .expect("the model in assets/embed")
+            .leak();
+        for kernel in Kernel::available() {
+            let mut encoder = Encoder::load(bytes).unwrap();
+            encoder.kernel = kernel;
+            let encoder: &'static Encoder<'static> = Box::leak(Box::new(encoder));
+            for n in [1, 2, 3, 8, 13, 70] {
+                let ids: Vec<u32> = (0..n as u32).map(|i| 101 + i * 997 % 29_000).collect();
+                let one = encoder.encode(&ids);
+                let two = encoder.encode_on_two_threads(&ids);
+                assert_eq!(one, two, "{kernel:?}, {n} tokens");
+            }
+        }
+        let encoder: &'static Encoder<'static> = Box::leak(Box::new(Encoder::load(bytes).unwrap()));
+        std::thread::scope(|scope| {
+            let callers: Vec<_> = (0..4u32)
+                .map(|c| {
+                    scope.spawn(move || {
+                        let ids: Vec<u32> = (0..9 + c).map(|i| 2000 + i * 31 + c).collect();
+                        (encoder.encode(&ids), encoder.encode_on_two_threads(&ids))
+                    })
+                })
+                .collect();
+            for caller in callers {
+                let (one, two) = caller.join().unwrap();
+                assert_eq!(one, two);
+            }
+        });
     }
 
     /// The vectorised scan gives [`dot_i8`]'s sums, extremes included, for widths each kernel
