@@ -160,7 +160,7 @@ pub fn embed(text: &str) -> Option<Vector> {
 }
 
 /// [`embed`] for a question someone waits on: the encoder on two threads where the machine
-/// has two cores (the same vector, in about 0.6 of the time; `crates/car-encoder`).
+/// has two cores (the same vector, in about two thirds of the time; `crates/car-encoder`).
 pub fn embed_question(text: &str) -> Option<Vector> {
     vector(text, true)
 }
